@@ -1,0 +1,58 @@
+"""Run every benchmark and write ``benchmarks/RESULTS.md``.
+
+Usage: ``python -m benchmarks.run [--fast] [--only NAME ...]``. Each ``benchmarks/bench_*.py``
+exposes ``run(fast: bool) -> str`` returning a markdown section; timings separate compile time
+from run time and compare against a baseline measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import os
+import pathlib
+import platform
+import sys
+import time
+
+HERE = pathlib.Path(__file__).parent
+BENCHES = [p.stem for p in sorted(HERE.glob("bench_*.py"))]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--fast", action="store_true", help="small sizes (smoke run)")
+    parser.add_argument("--only", nargs="*", default=None, help="bench names, e.g. bench_pools")
+    parser.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    args = parser.parse_args(argv)
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    names = args.only or BENCHES
+    dev = jax.devices()[0]
+    header = [
+        "# Benchmark results",
+        "",
+        f"Written by `python -m benchmarks.run{' --fast' if args.fast else ''}` on "
+        f"{datetime.date.today()}: device `{dev.platform}` ({dev.device_kind}), "
+        f"{os.cpu_count()} CPU cores, {platform.processor() or platform.machine()}, "
+        f"jax {jax.__version__}, Python {platform.python_version()}.",
+        "",
+    ]
+    sections = []
+    for name in names:
+        t0 = time.perf_counter()
+        print(f"[benchmarks] {name} ...", file=sys.stderr, flush=True)
+        mod = importlib.import_module(f"benchmarks.{name}")
+        sections.append(mod.run(fast=args.fast).rstrip() + "\n")
+        print(f"[benchmarks] {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    text = "\n".join(header) + "\n" + "\n".join(sections)
+    pathlib.Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

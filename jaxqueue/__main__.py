@@ -1,0 +1,5 @@
+import sys
+
+from jaxqueue.cli import main
+
+sys.exit(main())

@@ -1,0 +1,61 @@
+"""The ``jaxqueue`` command: the only place that prints, reads files or sets configuration.
+
+Each command family lives in its own module ``jaxqueue/cli/_<family>.py`` exposing
+``register(top, group)``: ``top`` is the top-level subparsers object, ``group(name, help)``
+returns (creating once) the subparsers of a family such as ``mjqm`` or ``bf``. Each leaf
+parser sets ``func=run_function``; ``run_function(args)`` returns the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Families, in the order they appear in `jaxqueue --help`.
+_MODULES = (
+    "_bf",
+    "_mjqm",
+    "_mjqm_backward",
+    "_sched",
+    "_network",
+    "_optimize",
+    "_reproduce",
+    "_demo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jaxqueue",
+        description="Differentiable JAX numerics for clusters modelled as queues.",
+    )
+    top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    groups: dict[str, argparse._SubParsersAction] = {}
+
+    def group(name: str, help: str) -> argparse._SubParsersAction:
+        if name not in groups:
+            p = top.add_parser(name, help=help, description=help)
+            groups[name] = p.add_subparsers(dest="subcommand", required=True, metavar="ACTION")
+        return groups[name]
+
+    for mod in _MODULES:
+        importlib.import_module(f"{__name__}.{mod}").register(top, group)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ._common import configure
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure(args)
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as err:
+        print(f"jaxqueue: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Shared command-line plumbing: common options, x64, JSON/table output, progress."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+DEFAULT_SEED = 20261122
+
+
+def add_common(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
+    """``--json`` and (for anything random) ``--seed``."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    if seed:
+        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="PRNG seed")
+
+
+def configure(args: argparse.Namespace) -> None:
+    """Process-wide settings, set here and nowhere else: float64 for the command line."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+
+def to_jsonable(obj):
+    """Convert arrays / numpy scalars / nested containers into plain JSON values."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if hasattr(obj, "__array__") or isinstance(obj, (np.generic,)):
+        arr = np.asarray(obj)
+        if arr.dtype == bool:
+            return arr.tolist()
+        if np.issubdtype(arr.dtype, np.integer):
+            return arr.tolist()
+        arr = arr.astype(float)
+        if arr.ndim == 0:
+            v = float(arr)
+            return v if np.isfinite(v) else None
+        return [to_jsonable(v) for v in arr]
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def emit(args: argparse.Namespace, obj: dict, table: Callable[[dict], str] | None = None) -> None:
+    """Print ``obj`` as one JSON object (``--json``) or as a human-readable table."""
+    if getattr(args, "json", False):
+        print(json.dumps(to_jsonable(obj)))
+    elif table is not None:
+        print(table(obj))
+    else:
+        print(json.dumps(to_jsonable(obj), indent=2))
+
+
+def format_table(headers: list[str], rows: Iterable[Iterable], floatfmt: str = ".6g") -> str:
+    """A plain aligned text table."""
+    cells = [[h for h in headers]] + [
+        [format(v, floatfmt) if isinstance(v, float) else str(v) for v in row] for row in rows
+    ]
+    widths = [max(len(r[j]) for r in cells) for j in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def log(msg: str) -> None:
+    """Progress and logs go to stderr."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def read_spec(path: str) -> dict:
+    """Read a JSON or TOML file into a dict."""
+    import tomllib
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".toml"):
+        return tomllib.loads(data.decode())
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError:
+        try:
+            return tomllib.loads(data.decode())
+        except tomllib.TOMLDecodeError as err:
+            raise ValueError(f"{path}: neither valid JSON nor TOML ({err})") from None

@@ -1,0 +1,71 @@
+"""Estimators with confidence intervals.
+
+Replications are independent, so a Student-t interval over replication means is exact for
+normal data and asymptotically valid otherwise. Batch means turn one long correlated run into
+approximately independent batches. The t quantile is computed in Python (scipy) from the static
+number of replications, so the functions stay jittable.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+import scipy.stats
+from jaxtyping import Array, ArrayLike, Float
+
+__all__ = ["Estimate", "mean_ci", "batch_means", "t_quantile"]
+
+
+class Estimate(eqx.Module):
+    """A point estimate with a two-sided confidence interval ``[low, high]``."""
+
+    mean: Float[Array, "..."]
+    low: Float[Array, "..."]
+    high: Float[Array, "..."]
+    n: int = eqx.field(static=True)
+    level: float = eqx.field(static=True)
+
+    @property
+    def half_width(self) -> Float[Array, "..."]:
+        return 0.5 * (self.high - self.low)
+
+    def covers(self, value: ArrayLike) -> Array:
+        return (self.low <= value) & (value <= self.high)
+
+    def as_dict(self) -> dict:
+        return {
+            "mean": np.asarray(self.mean).tolist(),
+            "ci": [np.asarray(self.low).tolist(), np.asarray(self.high).tolist()],
+        }
+
+
+def t_quantile(n: int, level: float = 0.95) -> float:
+    """Two-sided Student-t quantile with ``n - 1`` degrees of freedom."""
+    if n < 2:
+        raise ValueError(f"a confidence interval needs at least 2 replications, got {n}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    return float(scipy.stats.t.ppf(0.5 + level / 2.0, n - 1))
+
+
+def mean_ci(x: Float[ArrayLike, "n ..."], *, axis: int = 0, level: float = 0.95) -> Estimate:
+    """Mean over ``axis`` (independent replications) with a Student-t interval."""
+    x = jnp.asarray(x)
+    n = x.shape[axis]
+    q = t_quantile(n, level)
+    m = jnp.mean(x, axis=axis)
+    se = jnp.std(x, axis=axis, ddof=1) / np.sqrt(n)
+    return Estimate(m, m - q * se, m + q * se, n, level)
+
+
+def batch_means(
+    x: Float[ArrayLike, " t ..."], n_batches: int = 20, *, level: float = 0.95
+) -> Estimate:
+    """Batch-means interval for the mean of one stationary correlated sequence along axis 0."""
+    x = jnp.asarray(x)
+    b = x.shape[0] // n_batches
+    if b < 1:
+        raise ValueError(f"sequence of length {x.shape[0]} is too short for {n_batches} batches")
+    batches = x[: b * n_batches].reshape(n_batches, b, *x.shape[1:]).mean(axis=1)
+    return mean_ci(batches, axis=0, level=level)

@@ -1,0 +1,715 @@
+"""Local assignment (``bf-recursive`` Section 5): nested, line and ring pools.
+
+* Nested pools (eq. (18)): ``psi = prod_i (1 - rho_{|i})``, per-class ``L_i`` in ``O(I^2)``.
+* Line pools (Proposition 5) and ring pools (Proposition 7): classes are intervals (arcs) of
+  servers; removing a server splits a line into two independent lines, so ``psi`` and ``L`` follow
+  from a table over all ``O(K^2)`` sub-intervals (sub-arcs), each in ``O(K)``: ``O(K^3)``. The
+  per-class ``L_{i,j}`` are obtained from the same table by Proposition 3 (eq. (6)),
+  ``L_i = lam_i d log(1/psi) / d lam_i``, with one reverse-mode pass (``O(K^3)`` for all classes
+  at once, instead of one ``O(K^3)`` recursion (20) per class).
+* Homogeneous line (Proposition 6, eqs. (22), (24)) and homogeneous ring (eq. (28)):
+  ``O(K^2)``, per-class load ratios precomputed once.
+
+All recursions run in log space (``log 1/psi``) so large pools neither overflow nor underflow.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._result import BFResult
+from ._common import (
+    assemble,
+    check_rho,
+    float_dtype,
+    is_concrete,
+    masked_logsumexp,
+    raise_if_unstable,
+)
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+
+
+def _norm_sets(server_sets, name: str = "server_sets") -> list[tuple[int, ...]]:
+    try:
+        out = [tuple(sorted(int(k) for k in s)) for s in server_sets]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of sequences of server indices") from None
+    if not out:
+        raise ValueError(f"{name}: a pool needs at least one job class")
+    return out
+
+
+def _check_mu(mu, K: int | None = None) -> None:
+    if mu.ndim != 1 or mu.shape[0] == 0:
+        raise ValueError(f"mu must be a non-empty 1-d array of capacities, got {mu.shape}")
+    if K is not None and mu.shape[0] != K:
+        raise ValueError(f"mu must have K={K} capacities, got {mu.shape[0]}")
+    if is_concrete(mu):
+        m = np.asarray(mu)
+        bad = np.flatnonzero(~(np.isfinite(m) & (m > 0)))
+        if bad.size:
+            raise ValueError(f"mu must be finite and > 0; servers {bad.tolist()} are not")
+
+
+def _check_lam(lam, n: int) -> None:
+    if lam.ndim < 1 or lam.shape[-1] != n:
+        raise ValueError(f"lam must have one rate per class ({n}), got shape {lam.shape}")
+    if is_concrete(lam):
+        a = np.asarray(lam)
+        if not np.all(np.isfinite(a) & (a >= 0)):
+            raise ValueError("lam must be finite and >= 0")
+
+
+def _arcs(sets: list[tuple[int, ...]], K: int, periodic: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of each class; ValueError if a class is not an interval (arc)."""
+    starts, lengths = [], []
+    what = "an arc of consecutive servers (mod K)" if periodic else "an interval of servers"
+    for i, s in enumerate(sets):
+        if not s or s[0] < 0 or s[-1] >= K or len(set(s)) != len(s):
+            raise ValueError(f"server_sets[{i}]={list(s)} must be distinct servers in [0, {K})")
+        n = len(s)
+        if s[-1] - s[0] + 1 == n:
+            starts.append(s[0])
+        elif periodic:
+            comp = sorted(set(range(K)) - set(s))
+            if comp[-1] - comp[0] + 1 != len(comp):
+                raise ValueError(f"server_sets[{i}]={list(s)} is not {what}")
+            starts.append((comp[-1] + 1) % K)
+        else:
+            raise ValueError(f"server_sets[{i}]={list(s)} is not {what}")
+        lengths.append(n)
+    return np.asarray(starts), np.asarray(lengths)
+
+
+# --------------------------------------------------------------------------------------------
+# arbitrary line / ring pools: the interval (arc) table
+
+
+def _arc_loads(starts, lengths, lam, mu, *, K: int, n_max: int, periodic: bool):
+    """``Lambda(k, n)``, ``M(k, n)`` and validity for every arc of start ``k``, length ``n``.
+
+    Arrival sums by a 2-d suffix/prefix sum over (start, end) in doubled coordinates (each ring
+    class also appears shifted by ``K``), so a class is counted once in each arc containing it.
+    """
+    dtype = lam.dtype
+    D = jnp.zeros((2 * K, 2 * K), dtype)
+    ends = starts + lengths - 1
+    D = D.at[starts, ends].add(lam, mode="drop")
+    if periodic:
+        D = D.at[starts + K, ends + K].add(lam, mode="drop")
+    P = jnp.cumsum(jnp.flip(jnp.cumsum(jnp.flip(D, 0), 0), 0), 1)
+    k = jnp.arange(K)[None, :]
+    n = jnp.arange(n_max + 1)[:, None]
+    end = jnp.clip(k + n - 1, 0, 2 * K - 1)
+    valid = (n >= 1) & ((k + n <= K) | periodic)
+    Lam = jnp.where(valid, P[k, end], 0.0)
+    cm = jnp.concatenate([jnp.zeros((1,), dtype), jnp.cumsum(jnp.tile(mu, 2))])
+    M = jnp.where(valid, cm[jnp.clip(k + n, 0, 2 * K)] - cm[k], 0.0)
+    return Lam, M, valid
+
+
+def _arc_table(lam, mu, Lam, M, valid, *, K: int, n_max: int):
+    """``A[n, k] = log 1/psi`` and ``Lt[n, k] = L`` of the arc ``k..k+n-1`` (eqs. (19), (21))."""
+    dtype = lam.dtype
+    kk = jnp.arange(K)[:, None]
+    jj = jnp.arange(K)[None, :]
+    logmu = jnp.log(mu)[(kk + jj) % K]
+    den_all = jnp.where(valid, M - Lam, 1.0)
+
+    def step(carry, n):
+        A, Lt = carry
+        mask = jj < n
+        jl = jnp.minimum(jj, n_max)
+        jr = jnp.clip(n - 1 - jj, 0, n_max)
+        kr = (kk + jj + 1) % K
+        X = logmu + A[jl, kk] + A[jr, kr]
+        den = den_all[n]
+        A_n = masked_logsumexp(X, mask, axis=1) - jnp.log(den)
+        A_n = jnp.where(valid[n], A_n, 0.0)
+        w = jnp.where(mask, jnp.exp(X - A_n[:, None]), 0.0)
+        Lt_n = (Lam[n] + jnp.sum(w * (Lt[jl, kk] + Lt[jr, kr]), axis=1)) / den
+        Lt_n = jnp.where(valid[n], Lt_n, 0.0)
+        return (A.at[n].set(A_n), Lt.at[n].set(Lt_n)), None
+
+    init = (jnp.zeros((n_max + 1, K), dtype), jnp.zeros((n_max + 1, K), dtype))
+    (A, Lt), _ = jax.lax.scan(step, init, jnp.arange(1, n_max + 1))
+    return A, Lt
+
+
+def _interval_core(lam, mu, starts, lengths, *, K: int, periodic: bool):
+    """``(log 1/psi, (L_total, psi_server, stable, worst arc))`` of a line or ring pool."""
+    n_max = K - 1 if periodic else K
+    Lam, M, valid = _arc_loads(starts, lengths, lam, mu, K=K, n_max=n_max, periodic=periodic)
+    ratio = jnp.where(valid, Lam / jnp.where(valid, M, 1.0), 0.0)
+    lam_tot = jnp.sum(lam)
+    M_tot = jnp.sum(mu)
+    worst_ratio = jnp.max(ratio)
+    if periodic:
+        full_ratio = lam_tot / M_tot
+        stable = (worst_ratio < 1) & (full_ratio < 1)
+    else:
+        stable = worst_ratio < 1
+    lam_s = jnp.where(stable, lam, 0.0)
+    Lam, M, valid = _arc_loads(starts, lengths, lam_s, mu, K=K, n_max=n_max, periodic=periodic)
+    A, Lt = _arc_table(lam_s, mu, Lam, M, valid, K=K, n_max=n_max)
+    k = jnp.arange(K)
+    if periodic:
+        den = M_tot - jnp.sum(lam_s)
+        sub = A[K - 1, (k + 1) % K]
+        X = jnp.log(mu) + sub
+        A_full = jax.nn.logsumexp(X) - jnp.log(den)
+        w = jnp.exp(X - A_full)
+        L_total = (jnp.sum(lam_s) + w @ Lt[K - 1, (k + 1) % K]) / den
+        psi_server = jnp.exp(sub - A_full)
+    else:
+        A_full = A[K, 0]
+        L_total = Lt[K, 0]
+        psi_server = jnp.exp(A[k, 0] + A[K - 1 - k, (k + 1) % K] - A_full)
+    max_load = jnp.maximum(worst_ratio, lam_tot / M_tot)
+    return A_full, (L_total, psi_server, stable, max_load)
+
+
+@functools.partial(jax.jit, static_argnames=("K", "periodic"))
+def interval_pool_kernel(
+    lam: Float[Array, " I"],
+    mu: Float[Array, " K"],
+    starts: Array,
+    lengths: Array,
+    *,
+    K: int,
+    periodic: bool,
+) -> tuple[BFResult, Array]:
+    """Jittable, vmappable solver of a line pool (Proposition 5) or ring pool (Proposition 7).
+
+    Class ``i`` is served by the servers ``starts[i], ..., starts[i] + lengths[i] - 1`` (mod
+    ``K`` for a ring). The table of ``log 1/psi`` over all sub-intervals follows eq. (19)::
+
+        psi_{|k..l} = (M(k..l) - Lambda(k..l)) / sum_{m=k}^{l} mu_m / (psi_{|k..m-1} psi_{|m+1..l})
+
+    and ``L`` eq. (21) (ring: eqs. (25), (27), removing server ``k`` leaves the line
+    ``k+1..k-1``). Per class, ``T_i = d log(1/psi) / d lam_i`` and ``L_i = lam_i T_i``
+    (Proposition 3), by reverse-mode differentiation of the table.
+
+    Returns:
+        ``(BFResult per class with psi_server, stable)``; ``stable`` iff every sub-interval (arc)
+        receives less than its capacity.
+    """
+
+    def f(lam_):
+        return _interval_core(lam_, mu, starts, lengths, K=K, periodic=periodic)
+
+    (A_full, (L_total, psi_server, stable, max_load)), T = jax.value_and_grad(f, has_aux=True)(lam)
+    lam_tot = jnp.sum(lam)
+    T_mean = jnp.where(lam_tot > 0, L_total / jnp.where(lam_tot > 0, lam_tot, 1.0), jnp.mean(T))
+    res = assemble(
+        stable=stable,
+        log_inv_psi=A_full,
+        T=T,
+        lam=lam,
+        L_total=L_total,
+        T_mean=T_mean,
+        max_load=max_load,
+        psi_server=psi_server,
+    )
+    return res, stable
+
+
+class _IntervalPool(eqx.Module):
+    server_sets: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    starts: tuple[int, ...] = eqx.field(static=True)
+    lengths: tuple[int, ...] = eqx.field(static=True)
+    mu: Float[Array, " K"]
+
+    periodic = False
+
+    def __init__(self, server_sets, mu):
+        sets = _norm_sets(server_sets)
+        self.mu = jnp.asarray(mu, float_dtype(mu))
+        _check_mu(self.mu)
+        st, ln = _arcs(sets, self.mu.shape[0], self.periodic)
+        self.server_sets = tuple(sets)
+        self.starts = tuple(int(x) for x in st)
+        self.lengths = tuple(int(x) for x in ln)
+
+    @property
+    def K(self) -> int:
+        """Number of servers."""
+        return int(self.mu.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes."""
+        return len(self.server_sets)
+
+    def kernel(self, lam) -> tuple[BFResult, Array]:
+        """The jittable, vmappable solver (no exception): ``(BFResult, stable)``."""
+        return interval_pool_kernel(
+            jnp.asarray(lam, self.mu.dtype),
+            self.mu,
+            jnp.asarray(self.starts),
+            jnp.asarray(self.lengths),
+            K=self.K,
+            periodic=self.periodic,
+        )
+
+    def _message(self, lam) -> str:
+        lam = np.asarray(lam, float)
+        mu = np.asarray(self.mu, float)
+        K = self.K
+        Lam, M, valid = _arc_loads(
+            jnp.asarray(self.starts),
+            jnp.asarray(self.lengths),
+            jnp.asarray(lam),
+            jnp.asarray(mu),
+            K=K,
+            n_max=K - 1 if self.periodic else K,
+            periodic=self.periodic,
+        )
+        Lam, M, valid = np.asarray(Lam), np.asarray(M), np.asarray(valid)
+        ratio = np.where(valid, Lam / np.where(valid, M, 1.0), 0.0)
+        n, k = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+        best, arc = float(ratio[n, k]), [int((k + j) % K) for j in range(n)]
+        if self.periodic and lam.sum() / mu.sum() >= best:
+            best, arc = float(lam.sum() / mu.sum()), list(range(K))
+        return (
+            f"unstable: the classes served only by servers {arc} bring load {best:.6g} >= 1 "
+            f"(bottleneck servers {arc})"
+        )
+
+    def solve(self, lam) -> BFResult:
+        """Metrics per class for the arrival rates ``lam`` (one per class).
+
+        Raises:
+            ValueError: wrong shape, negative rates, or an unstable load (names the bottleneck
+                servers: the interval whose classes exceed its capacity).
+        """
+        lam = jnp.asarray(lam, self.mu.dtype)
+        _check_lam(lam, self.num_classes)
+        res, stable = self.kernel(lam)
+        raise_if_unstable(
+            stable, lambda i: self._message(np.asarray(lam).reshape(-1, lam.shape[-1])[i])
+        )
+        return res
+
+    def to_pool(self):
+        """The equivalent generic :class:`jaxqueue.pools.Pool`."""
+        from .._pool import Pool
+
+        return Pool([list(s) for s in self.server_sets], self.mu)
+
+
+class LinePool(_IntervalPool):
+    """A line pool (``bf-recursive`` Section 5.2): every class is an interval of servers.
+
+    Args:
+        server_sets: per class, its servers (0-based), each a set ``{i, i+1, ..., j}``.
+        mu: server capacities ``(K,)``.
+
+    Raises:
+        ValueError: a class that is not an interval, bad capacities.
+
+    Example:
+        >>> LinePool([[0, 1, 2], [1, 2, 3, 4]], [1.0] * 5).solve([0.8, 1.2]).L
+    """
+
+    periodic = False
+
+
+class RingPool(_IntervalPool):
+    """A ring pool (``bf-recursive`` Section 5.4): every class is an arc of consecutive servers
+    modulo ``K`` (e.g. ``[K-1, 0, 1]``).
+
+    Raises:
+        ValueError: a class that is not an arc, bad capacities.
+    """
+
+    periodic = True
+
+
+# --------------------------------------------------------------------------------------------
+# homogeneous line and ring (Proposition 6, eq. (28))
+
+
+def _hom_line_table(r, d, *, n_max: int, dtype):
+    """``a[l] = log 1/psi_{|1..l}`` and ``Lt[l] = L_{|1..l}``, ``l = 0..n_max`` (eqs. (22), (24)).
+
+    ``r`` is the per-class load ``lam_class / mu`` (every range of ``d`` servers is a class), so
+    ``rho_{|1..l} = r max(l - d + 1, 0) / l``.
+    """
+    j = jnp.arange(n_max)
+
+    def step(carry, ell):
+        a, Lt = carry
+        ellf = ell.astype(dtype)
+        rl = r * jnp.maximum(ellf - d + 1, 0.0) / ellf
+        mask = j < ell
+        jr = jnp.clip(ell - 1 - j, 0, n_max)
+        X = a[j] + a[jr]
+        a_l = -jnp.log1p(-rl) + masked_logsumexp(X, mask) - jnp.log(ellf)
+        w = jnp.where(mask, jnp.exp(X - a_l), 0.0) / ellf
+        Lt_l = (rl + w @ (Lt[j] + Lt[jr])) / (1.0 - rl)
+        return (a.at[ell].set(a_l), Lt.at[ell].set(Lt_l)), None
+
+    init = (jnp.zeros((n_max + 1,), dtype), jnp.zeros((n_max + 1,), dtype))
+    (a, Lt), _ = jax.lax.scan(step, init, jnp.arange(1, n_max + 1))
+    return a, Lt
+
+
+@functools.partial(jax.jit, static_argnames=("K", "ring", "with_servers"))
+def homogeneous_local_kernel(
+    rho: Float[Array, ""],
+    d,
+    mu=1.0,
+    *,
+    K: int,
+    ring: bool,
+    with_servers: bool = False,
+) -> tuple[BFResult, Array]:
+    """Jittable, vmappable homogeneous line (Proposition 6) or ring (eq. (28)), ``O(K^2)``.
+
+    Line: ``K - d + 1`` classes (ranges of ``d`` servers), each of rate ``rho K mu / (K-d+1)``;
+    ``psi = psi_{|1..K}`` by (22), ``L = L_{|1..K}`` by (24). Ring: ``K`` classes of rate
+    ``rho mu``; ``psi = (1 - rho) psi_{|1..K-1}``, ``L = rho / (1 - rho) + L_{|1..K-1}`` with the
+    line ``1..K-1`` of load ``rho (1 - (d-1)/(K-1))`` (eq. (28)). ``d`` may be traced (a sweep
+    over degrees compiles once per ``K``).
+
+    Returns:
+        ``(BFResult, stable)`` with ``L``, ``T``, ``gamma`` of shape ``(1,)`` (the whole pool:
+        ``T = T_mean``); stable iff ``rho < 1``.
+    """
+    dtype = jnp.result_type(rho, float) if not hasattr(rho, "dtype") else rho.dtype
+    if not jnp.issubdtype(dtype, jnp.floating):
+        dtype = jnp.result_type(float)
+    rho = jnp.asarray(rho, dtype)
+    mu = jnp.asarray(mu, dtype)
+    df = jnp.asarray(d, dtype)
+    stable = rho < 1
+    rho_s = jnp.where(stable, rho, 0.0)
+    lam_tot = rho * K * mu
+    if ring:
+        a, Lt = _hom_line_table(rho_s, df, n_max=K - 1, dtype=dtype)
+        A = -jnp.log1p(-rho_s) + a[K - 1]
+        L_total = rho_s / (1.0 - rho_s) + Lt[K - 1]
+        psi_server = jnp.full((K,), 1.0 - rho_s, dtype) if with_servers else None
+    else:
+        r = rho_s * K / (K - df + 1)
+        a, Lt = _hom_line_table(r, df, n_max=K, dtype=dtype)
+        A = a[K]
+        L_total = Lt[K]
+        k = jnp.arange(K)
+        psi_server = jnp.exp(a[k] + a[K - 1 - k] - a[K]) if with_servers else None
+    pos = rho_s > 0
+    T_mean = jnp.where(pos, L_total / jnp.where(pos, lam_tot, 1.0), 1.0 / (df * mu))
+    res = assemble(
+        stable=stable,
+        log_inv_psi=A,
+        T=T_mean[None],
+        lam=lam_tot[None],
+        L_total=L_total,
+        T_mean=T_mean,
+        max_load=rho,
+        psi_server=psi_server,
+    )
+    return res, stable
+
+
+@functools.partial(jax.jit, static_argnames=("K_max", "ring"))
+def homogeneous_local_vs_K(
+    rho: Float[Array, ""], d, Ks: Array, *, K_max: int, ring: bool
+) -> tuple[Array, Array, Array]:
+    """Homogeneous line / ring metrics for several pool sizes ``Ks`` with one compilation.
+
+    One table of Proposition 6 up to ``K_max`` per size (sizes may be traced), ``O(K_max^2)``
+    each; used for the sweeps in ``K`` (``bf-recursive`` Figure 12c).
+
+    Args:
+        rho: total load (``< 1``). d: degree. Ks: pool sizes ``d <= K <= K_max``.
+        K_max: static bound on ``Ks``. ring: ring (eq. (28)) or line (Proposition 6).
+
+    Returns:
+        ``(log_inv_psi, L_total, T_mean)`` per size (mu = 1); ``inf`` where ``rho >= 1``.
+    """
+    dtype = jnp.result_type(rho, float)
+    rho = jnp.asarray(rho, dtype)
+    df = jnp.asarray(d, dtype)
+    stable = rho < 1
+    rho_s = jnp.where(stable, rho, 0.0)
+
+    def one(K):
+        Kf = K.astype(dtype)
+        if ring:
+            a, Lt = _hom_line_table(rho_s, df, n_max=K_max, dtype=dtype)
+            A = -jnp.log1p(-rho_s) + a[K - 1]
+            L = rho_s / (1.0 - rho_s) + Lt[K - 1]
+        else:
+            a, Lt = _hom_line_table(rho_s * Kf / (Kf - df + 1), df, n_max=K_max, dtype=dtype)
+            A, L = a[K], Lt[K]
+        T = L / (rho_s * Kf)
+        inf = jnp.asarray(jnp.inf, dtype)
+        return jnp.where(stable, A, inf), jnp.where(stable, L, inf), jnp.where(stable, T, inf)
+
+    return jax.vmap(one)(jnp.asarray(Ks))
+
+
+class _HomogeneousLocal(eqx.Module):
+    K: int = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    mu: Float[Array, ""]
+
+    ring = False
+
+    def __init__(self, K: int, d: int, mu=1.0):
+        if int(K) != K or K < 1:
+            raise ValueError(f"K must be a positive integer number of servers, got {K!r}")
+        if int(d) != d or not 1 <= d <= K:
+            raise ValueError(f"d must be an integer in [1, K={K}], got {d!r}")
+        self.K, self.d = int(K), int(d)
+        self.mu = jnp.asarray(mu, float_dtype(mu))
+
+    def __check_init__(self):
+        if self.mu.ndim != 0:
+            raise ValueError(f"mu must be a scalar capacity, got shape {self.mu.shape}")
+        if is_concrete(self.mu) and not (np.isfinite(float(self.mu)) and float(self.mu) > 0):
+            raise ValueError(f"mu must be finite and > 0, got {float(self.mu)}")
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes: ``K`` (ring) or ``K - d + 1`` (line)."""
+        return self.K if self.ring else self.K - self.d + 1
+
+    def kernel(self, rho, *, with_servers: bool = False) -> tuple[BFResult, Array]:
+        """The jittable, vmappable ``O(K^2)`` solver: ``(BFResult for the pool, stable)``."""
+        return homogeneous_local_kernel(
+            jnp.asarray(rho, self.mu.dtype),
+            self.d,
+            self.mu,
+            K=self.K,
+            ring=self.ring,
+            with_servers=with_servers,
+        )
+
+    def solve(self, rho, *, with_servers: bool = True) -> BFResult:
+        """``psi``, ``L_total``, ``T_mean`` (``L``, ``T`` of shape ``(1,)``) at total load ``rho``.
+
+        Raises:
+            ValueError: negative ``rho``, or ``rho >= 1`` (unstable; the whole pool is the
+                bottleneck).
+        """
+        check_rho(rho)
+        res, stable = self.kernel(rho, with_servers=with_servers)
+        raise_if_unstable(
+            stable,
+            lambda i: (
+                f"unstable: total load rho={float(np.ravel(rho)[i])} >= 1; the bottleneck "
+                f"is the whole pool of K={self.K} servers (stable iff rho < 1)"
+            ),
+        )
+        return res
+
+    def sweep(self, rhos) -> tuple[BFResult, Array]:
+        """Vectorised load sweep: ``(BFResult batched, stable flags)``, no exception."""
+        return jax.vmap(lambda r: self.kernel(r))(jnp.asarray(rhos, self.mu.dtype))
+
+    def server_sets(self) -> list[tuple[int, ...]]:
+        """The classes (ranges of ``d`` consecutive servers)."""
+        K, d = self.K, self.d
+        starts = range(K) if self.ring else range(K - d + 1)
+        return [tuple((s + j) % K for j in range(d)) for s in starts]
+
+    def class_rates(self, rho) -> Array:
+        """Arrival rate of each class (total ``rho K mu`` split equally)."""
+        n = self.num_classes
+        return jnp.full((n,), rho * self.K * self.mu / n, self.mu.dtype)
+
+    def interval_pool(self) -> LinePool | RingPool:
+        """The same pool as an arbitrary line / ring pool (per-class metrics in ``O(K^3)``)."""
+        cls = RingPool if self.ring else LinePool
+        return cls(self.server_sets(), jnp.full((self.K,), self.mu))
+
+    def solve_per_class(self, rho) -> BFResult:
+        """Per-class metrics (``L``, ``T`` of shape ``(num_classes,)``) via Proposition 5/7.
+
+        Raises:
+            ValueError: as :meth:`solve`.
+        """
+        check_rho(rho)
+        if is_concrete(rho) and float(np.max(np.asarray(rho))) >= 1:
+            self.solve(rho)  # raises, naming the whole pool as the bottleneck
+        return self.interval_pool().solve(self.class_rates(rho))
+
+    def to_pool(self):
+        """The equivalent generic :class:`jaxqueue.pools.Pool` (use with :meth:`class_rates`)."""
+        from .._pool import Pool
+
+        return Pool([list(s) for s in self.server_sets()], jnp.full((self.K,), self.mu))
+
+
+class HomogeneousLine(_HomogeneousLocal):
+    """Homogeneous line pool (``bf-recursive`` Section 5.3, Proposition 6).
+
+    ``K`` servers of capacity ``mu``; each job is assigned a range of ``d`` consecutive servers
+    chosen uniformly among the ``K - d + 1`` ranges. ``psi`` and ``L`` in ``O(K^2)``.
+
+    Example:
+        >>> HomogeneousLine(1000, 10).solve(0.9).L_total
+    """
+
+    ring = False
+
+
+class HomogeneousRing(_HomogeneousLocal):
+    """Homogeneous ring pool (``bf-recursive`` Section 5.4, eq. (28)): ``K`` arcs of ``d``
+    consecutive servers modulo ``K``, one class each; ``psi`` and ``L`` in ``O(K^2)``.
+    All classes are equivalent, so per class ``L_i = L / K``."""
+
+    ring = True
+
+
+# --------------------------------------------------------------------------------------------
+# nested pools (eq. (18))
+
+
+@jax.jit
+def nested_pool_kernel(
+    lam: Float[Array, " I"], mu: Float[Array, " K"], incidence: Array, strict_sub: Array
+) -> tuple[BFResult, Array]:
+    """Jittable, vmappable nested pool (``bf-recursive`` Section 5.1, eq. (18)).
+
+    With ``Lambda_<i`` (``Lambda_<=i``) the arrival rate of the classes whose server set is
+    strictly inside (inside or equal to) ``K_i`` and ``M_i = mu(K_i)``::
+
+        psi = prod_i (1 - rho_{|i}),  rho_{|i} = lam_i / (M_i - Lambda_<i)
+        T_i = 1 / (M_i - Lambda_<=i)
+              + sum_{j: K_j > K_i} (1 / (M_j - Lambda_<=j) - 1 / (M_j - Lambda_<j))
+
+    (``L_i = lam_i T_i``, from Proposition 3 applied to (18)); the server idle probabilities are
+    ``psi_k = prod_{i: k in K_i} (1 - rho_{|i})``.
+
+    Args:
+        incidence: ``(I, K)`` 0/1 matrix. strict_sub: ``(I, I)``, ``[m, j] = 1`` iff
+            ``K_m`` is a strict subset of ``K_j``.
+
+    Returns:
+        ``(BFResult per class, stable)``; stable iff ``Lambda_<=i < M_i`` for every class.
+    """
+    dtype = lam.dtype
+    inc = incidence.astype(dtype)
+    sub = strict_sub.astype(dtype)
+    Mi = inc @ mu
+    max_load = jnp.max((lam @ sub + lam) / Mi)
+    stable = max_load < 1
+    lam_s = jnp.where(stable, lam, 0.0)
+    lt = lam_s @ sub
+    le = lt + lam_s
+    log_inv_psi = jnp.sum(jnp.log(Mi - lt) - jnp.log(Mi - le))
+    g = 1.0 / (Mi - le) - 1.0 / (Mi - lt)
+    T = 1.0 / (Mi - le) + sub @ g
+    L_total = lam_s @ T
+    lam_tot = jnp.sum(lam)
+    T_mean = jnp.where(lam_tot > 0, L_total / jnp.where(lam_tot > 0, lam_tot, 1.0), jnp.mean(T))
+    psi_server = jnp.exp(inc.T @ (jnp.log(Mi - le) - jnp.log(Mi - lt)))
+    res = assemble(
+        stable=stable,
+        log_inv_psi=log_inv_psi,
+        T=T,
+        lam=lam,
+        L_total=L_total,
+        T_mean=T_mean,
+        max_load=max_load,
+        psi_server=psi_server,
+    )
+    return res, stable
+
+
+class NestedPool(eqx.Module):
+    """A nested pool (``bf-recursive`` Section 5.1): any two server sets are disjoint or nested.
+
+    Args:
+        server_sets: per class, its servers (0-based); distinct, laminar sets.
+        mu: server capacities ``(K,)``.
+
+    Raises:
+        ValueError: two classes overlapping without nesting (named), a repeated set, bad
+            capacities or server indices.
+    """
+
+    server_sets: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    mu: Float[Array, " K"]
+
+    def __init__(self, server_sets, mu):
+        sets = _norm_sets(server_sets)
+        self.mu = jnp.asarray(mu, float_dtype(mu))
+        _check_mu(self.mu)
+        K = self.mu.shape[0]
+        for i, s in enumerate(sets):
+            if not s or s[0] < 0 or s[-1] >= K or len(set(s)) != len(s):
+                raise ValueError(f"server_sets[{i}]={list(s)} must be distinct servers in [0, {K})")
+        ss = [set(s) for s in sets]
+        for i in range(len(ss)):
+            for j in range(i + 1, len(ss)):
+                a, b = ss[i], ss[j]
+                if a == b:
+                    raise ValueError(f"server_sets[{i}] and [{j}] are equal; merge the classes")
+                if a & b and not (a <= b or b <= a):
+                    raise ValueError(
+                        f"not nested: server_sets[{i}]={sorted(a)} and [{j}]={sorted(b)} overlap "
+                        "without one containing the other"
+                    )
+        self.server_sets = tuple(sets)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes."""
+        return len(self.server_sets)
+
+    def _tables(self):
+        K = self.mu.shape[0]
+        inc = np.zeros((self.num_classes, K), dtype=bool)
+        for i, s in enumerate(self.server_sets):
+            inc[i, list(s)] = True
+        ss = [set(s) for s in self.server_sets]
+        sub = np.array([[a < b for b in ss] for a in ss], dtype=bool)
+        return jnp.asarray(inc), jnp.asarray(sub)
+
+    def kernel(self, lam) -> tuple[BFResult, Array]:
+        """The jittable, vmappable solver (no exception): ``(BFResult, stable)``."""
+        inc, sub = self._tables()
+        return nested_pool_kernel(jnp.asarray(lam, self.mu.dtype), self.mu, inc, sub)
+
+    def solve(self, lam) -> BFResult:
+        """Metrics per class for the arrival rates ``lam`` (one per class).
+
+        Raises:
+            ValueError: wrong shape, negative rates, or an unstable load (names the class whose
+                server set receives more than its capacity).
+        """
+        lam = jnp.asarray(lam, self.mu.dtype)
+        _check_lam(lam, self.num_classes)
+        res, stable = self.kernel(lam)
+
+        def msg(i):
+            lv = np.asarray(lam, float).reshape(-1, self.num_classes)[i]
+            inc, sub = (np.asarray(t, float) for t in self._tables())
+            r = (lv @ sub + lv) / (inc @ np.asarray(self.mu, float))
+            w = int(np.argmax(r))
+            return (
+                f"unstable: class {w} (servers {list(self.server_sets[w])}) and the classes "
+                f"nested in it bring load {r[w]:.6g} >= 1 (bottleneck)"
+            )
+
+        raise_if_unstable(stable, msg)
+        return res
+
+    def to_pool(self):
+        """The equivalent generic :class:`jaxqueue.pools.Pool`."""
+        from .._pool import Pool
+
+        return Pool([list(s) for s in self.server_sets], self.mu)

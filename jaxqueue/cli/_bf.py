@@ -1,5 +1,239 @@
-"""Command-line family (filled in by the module that owns it)."""
+"""``jaxqueue bf solve``: balanced-fairness metrics of a pool (generic or structured)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+from ._common import add_common, emit, format_table, log, read_spec
 
 
 def register(top, group) -> None:
-    """Add this family's sub-commands (none yet)."""
+    """Add ``jaxqueue bf solve``."""
+    sub = group("bf", "balanced fairness on a compatibility graph between classes and servers")
+    p = sub.add_parser(
+        "solve",
+        help="exact BF metrics: psi, L, T per class, idle probability per server",
+        description=(
+            "Exact balanced-fairness metrics of a pool. --pool takes a JSON/TOML file with "
+            "server_sets (0-based server indices per class) and mu, a preset (m-model-sym, "
+            "m-model-asym), or a structure such as random:K=100,d=10, "
+            "random:K=100,d=6+12,p=0.5+0.5, line:K=100,d=10, ring:K=100,d=10. Rates: --rho R "
+            "(total arrival rate over total capacity, split equally among classes) or --lam."
+        ),
+    )
+    p.add_argument("--pool", default=None, help="file, preset or structure spec")
+    p.add_argument("--server-sets", default=None, help="inline JSON list of server lists")
+    p.add_argument("--mu", default=None, help="JSON list of capacities (overrides the pool's)")
+    rates = p.add_mutually_exclusive_group()
+    rates.add_argument("--rho", type=float, default=None, help="load of the whole pool")
+    rates.add_argument("--lam", default=None, help="arrival rates: JSON list or a,b,c")
+    p.add_argument(
+        "--class-idle", action="store_true", help="also compute class idle probabilities"
+    )
+    add_common(p, seed=False)
+    p.set_defaults(func=run_solve)
+
+
+def _parse_list(text: str, what: str) -> list:
+    text = text.strip()
+    try:
+        val = json.loads(text if text.startswith("[") else f"[{text}]")
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what}: cannot parse {text!r} as a list ({err})") from None
+    return val
+
+
+def _generic_pool(args: argparse.Namespace):
+    from jaxqueue.pools import Pool, preset_pool
+
+    file_lam = None
+    if args.server_sets is not None:
+        sets = _parse_list(args.server_sets, "--server-sets")
+        if args.mu is None:
+            raise ValueError("--server-sets needs --mu (one capacity per server)")
+        pool = Pool(sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
+        return pool, file_lam
+    spec = args.pool
+    if os.path.isfile(spec):
+        data = read_spec(spec)
+        if "server_sets" not in data:
+            raise ValueError(f"{spec}: needs a 'server_sets' entry (and 'mu')")
+        sets = data["server_sets"]
+        mu = data.get("mu")
+        if mu is None:
+            mu = [1.0] * (1 + max((k for s in sets for k in s), default=0))
+        file_lam = data.get("lam")
+        pool = Pool(sets, np.asarray(mu, dtype=float))
+    else:
+        pool = preset_pool(spec)
+    if args.mu is not None:
+        pool = Pool(pool.server_sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
+    return pool, file_lam
+
+
+def _rates(args, pool, file_lam) -> np.ndarray:
+    I = pool.num_classes
+    if args.lam is not None:
+        lam = np.asarray(_parse_list(args.lam, "--lam"), dtype=float)
+        if lam.size == 1 and I > 1:
+            lam = np.full(I, float(lam[0]))
+    elif args.rho is not None:
+        lam = np.full(I, args.rho * float(np.sum(np.asarray(pool.mu))) / I)
+    elif file_lam is not None:
+        lam = np.asarray(file_lam, dtype=float)
+    else:
+        raise ValueError("give the arrival rates: --rho R or --lam a,b,...")
+    return lam
+
+
+def _structured(args):
+    try:
+        from jaxqueue.pools import structured
+    except ImportError as err:
+        raise ValueError(
+            f"structured pool spec {args.pool!r} needs jaxqueue.pools.structured, which is not "
+            f"available ({err})"
+        ) from None
+    if not hasattr(structured, "solve_spec"):
+        raise ValueError(
+            "jaxqueue.pools.structured has no solve_spec: structured specs unsupported"
+        )
+    if args.rho is None and args.lam is None:
+        raise ValueError("give the arrival rates: --rho R or --lam a,b,...")
+    lam = None if args.lam is None else _parse_list(args.lam, "--lam")
+    return structured.solve_spec(args.pool, rho=args.rho, lam=lam)
+
+
+def solve_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
+    """Solve a generic pool and return the JSON-able summary used by ``jaxqueue bf solve``."""
+    import jax
+
+    from jaxqueue.pools import solve, stability
+
+    st = stability(pool, lam)
+    res = solve(pool, lam, class_idle=class_idle or None)
+    return {
+        "psi": res.psi,
+        "L": res.L,
+        "T": res.T,
+        "psi_server": res.psi_server,
+        "L_total": res.L_total,
+        "T_mean": res.T_mean,
+        "lam": lam,
+        "gamma": res.gamma,
+        "psi_class": res.psi_class,
+        "busy_servers": res.busy_servers,
+        "stability_margin": st.margin,
+        "load": st.load,
+        "bottleneck_classes": list(st.bottleneck_classes),
+        "bottleneck_servers": list(st.bottleneck_servers),
+        "num_classes": pool.num_classes,
+        "num_servers": pool.num_servers,
+        "server_sets": [list(s) for s in pool.server_sets],
+        "mu": np.asarray(pool.mu),
+        "indexing": "0-based",
+        "engine": "generic subset recursion (bf-recursive Theorems 1-2)",
+        "device": str(jax.devices()[0]),
+    }
+
+
+def _table(out: dict) -> str:
+    L = np.atleast_1d(np.asarray(out["L"], dtype=float))
+    n = L.size
+    cols = {
+        "lam": out.get("lam"),
+        "L": out["L"],
+        "T": out["T"],
+        "gamma": out.get("gamma"),
+        "psi_class": out.get("psi_class"),
+    }
+    cols = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in cols.items() if v is not None}
+    cols = {k: v for k, v in cols.items() if v.size == n}
+    sets = out.get("server_sets")
+    headers = ["class"] + (["servers"] if sets else []) + list(cols)
+    rows = []
+    for i in range(n):
+        row = [i] + ([",".join(map(str, sets[i]))] if sets else [])
+        rows.append(row + [float(cols[k][i]) for k in cols])
+    text = [format_table(headers, rows)]
+    if out.get("psi_server") is not None:
+        ps = np.atleast_1d(np.asarray(out["psi_server"], dtype=float))
+        if ps.size <= 64:
+            text.append(
+                format_table(["server", "psi_server"], [[k, float(v)] for k, v in enumerate(ps)])
+            )
+    summ = [
+        ["psi", out["psi"]],
+        ["L_total", out["L_total"]],
+        ["T_mean", out["T_mean"]],
+        ["busy_servers", out.get("busy_servers")],
+        ["stability_margin", out.get("stability_margin")],
+    ]
+    text.append(
+        format_table(
+            ["metric", "value"], [[k, float(np.asarray(v))] for k, v in summ if v is not None]
+        )
+    )
+    text.append("(indices are 0-based)")
+    return "\n\n".join(text)
+
+
+def run_solve(args: argparse.Namespace) -> int:
+    """Entry point of ``jaxqueue bf solve``."""
+    if args.pool is None and args.server_sets is None:
+        raise ValueError("give a pool: --pool FILE|PRESET|STRUCTURE or --server-sets/--mu")
+    spec = args.pool
+    if args.server_sets is None and not os.path.isfile(spec) and ":" in spec:
+        res, info = _structured(args)
+        out = {
+            "psi": res.psi,
+            "L": res.L,
+            "T": res.T,
+            "psi_server": res.psi_server,
+            "L_total": res.L_total,
+            "T_mean": res.T_mean,
+            "gamma": res.gamma,
+            "psi_class": res.psi_class,
+            "busy_servers": res.busy_servers,
+            "stability_margin": res.stability_margin,
+            "structure": spec,
+        }
+        for k, v in dict(info).items():
+            out.setdefault(k, v)
+    else:
+        pool, file_lam = _generic_pool(args)
+        lam = _rates(args, pool, file_lam)
+        log(f"bf solve: {pool.num_classes} classes, {pool.num_servers} servers")
+        out = solve_to_dict(pool, lam, class_idle=args.class_idle)
+    emit(args, out, _table)
+    return 0
+
+
+def demo_text() -> str:
+    """The balanced-fairness part of ``jaxqueue demo``: M model and a random 12-server graph."""
+    from jaxqueue.pools import Pool, m_model, m_model_pool, stability
+
+    parts = []
+    pool = m_model_pool()
+    lam = np.array([0.9, 0.9])
+    out = solve_to_dict(pool, lam, class_idle=True)
+    ref = m_model(0.9, 0.9)
+    parts.append("M model (bf-clusters Section 5), rho = 0.6, balanced fairness:")
+    parts.append(_table(out))
+    parts.append(f"closed form (bf-clusters eqs. (10)-(11)) T = {np.asarray(ref.T).round(6)}")
+    rng = np.random.default_rng(12)
+    K, I = 12, 24
+    sets = [sorted(rng.choice(K, size=int(rng.integers(1, 4)), replace=False)) for _ in range(I)]
+    pool = Pool([list(map(int, s)) for s in sets], np.ones(K))
+    base = rng.uniform(0.5, 1.5, I)
+    lam = 0.8 * stability(pool, base).margin * base
+    out = solve_to_dict(pool, lam)
+    parts.append(
+        "random pool: 12 servers, 24 classes of 1-3 servers, at 80% of the stability limit:"
+    )
+    parts.append(_table(out))
+    return "\n\n".join(parts)

@@ -23,6 +23,8 @@ class BFResult(eqx.Module):
         psi_server: probability that each server is idle (``None`` if not computed).
         psi_class: probability that each class has no job in the system (``None`` if not computed).
         busy_servers: mean number of busy servers (``None`` if not computed).
+        stability_margin: largest factor by which ``lam`` can be scaled and stay stable
+            (``min_L M(L) / Lambda(L)``; ``None`` if not computed).
     """
 
     psi: Float[Array, ""]
@@ -35,3 +37,4 @@ class BFResult(eqx.Module):
     psi_server: Float[Array, " K"] | None = None
     psi_class: Float[Array, " n"] | None = None
     busy_servers: Float[Array, ""] | None = None
+    stability_margin: Float[Array, ""] | None = None

@@ -1,0 +1,76 @@
+"""Balanced fairness on any compatibility graph between job classes and servers.
+
+Generic engine (recursion over server subsets, ``bf-recursive`` Theorems 1-2), stability by
+linear programming, the balance function / stationary law on a box, and M-model closed forms.
+Structured pools (polynomial in K) live in ``jaxqueue.pools.structured``.
+"""
+
+from ._box import (
+    BoxLaw as BoxLaw,
+)
+from ._box import (
+    aggregate_detailed_measure as aggregate_detailed_measure,
+)
+from ._box import (
+    balance_function as balance_function,
+)
+from ._box import (
+    bf_rates as bf_rates,
+)
+from ._box import (
+    detailed_measure as detailed_measure,
+)
+from ._box import (
+    stationary_box as stationary_box,
+)
+from ._mmodel import (
+    m_model as m_model,
+)
+from ._mmodel import (
+    m_model_total_L as m_model_total_L,
+)
+from ._pool import (
+    Pool as Pool,
+)
+from ._pool import (
+    m_model_pool as m_model_pool,
+)
+from ._pool import (
+    preset_pool as preset_pool,
+)
+from ._recursion import (
+    DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES,
+)
+from ._recursion import (
+    MAX_SERVERS as MAX_SERVERS,
+)
+from ._recursion import (
+    log_inv_psi as log_inv_psi,
+)
+from ._recursion import (
+    mean_numbers_recursive as mean_numbers_recursive,
+)
+from ._recursion import (
+    memory_estimate as memory_estimate,
+)
+from ._recursion import (
+    solve as solve,
+)
+from ._recursion import (
+    subset_layers as subset_layers,
+)
+from ._recursion import (
+    subset_log_inv_psi as subset_log_inv_psi,
+)
+from ._result import (
+    BFResult as BFResult,
+)
+from ._stability import (
+    Stability as Stability,
+)
+from ._stability import (
+    check_stable as check_stable,
+)
+from ._stability import (
+    stability as stability,
+)

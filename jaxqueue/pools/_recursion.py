@@ -48,8 +48,10 @@ def subset_layers(K: int) -> tuple[jax.Array, ...]:
     """Index tables: ``layers[n]`` holds the masks of all subsets with ``n`` servers (int32).
 
     Cached per ``K``; pass them to the jitted kernels as arguments (one compile per ``K``).
+    Built as concrete arrays even when first called inside a trace (no cached tracers).
     """
-    return tuple(jnp.asarray(t) for t in _layers_np(K))
+    with jax.ensure_compile_time_eval():
+        return tuple(jnp.asarray(t) for t in _layers_np(K))
 
 
 def memory_estimate(K: int, I: int, itemsize: int = 8, *, kind: str = "solve") -> float:

@@ -1,5 +1,171 @@
-"""Command-line family (filled in by the module that owns it)."""
+"""``jaxqueue mjqm sample`` (Algorithm 1) and ``jaxqueue mjqm stability`` (Algorithm 2)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ._common import add_common, emit, format_table, log
+
+
+def _workload(name: str):
+    from ..scenarios import get
+
+    return get(name)
+
+
+def _device() -> str:
+    import jax
+
+    d = jax.devices()[0]
+    return f"{d.platform}:{d.device_kind} x{jax.device_count()}"
+
+
+def _run_stability(args: argparse.Namespace) -> int:
+    import jax
+    import jax.numpy as jnp
+
+    from ..mjqm._stability import lambda_c_one_or_all, pile_growth
+
+    wl = _workload(args.scenario)
+    t0 = time.perf_counter()
+    res = pile_growth(
+        wl,
+        key=jax.random.key(args.seed),
+        replications=args.replications,
+        rel_tol=args.rel_tol,
+        level=args.level,
+        max_jobs=args.max_jobs,
+        random_assignment=args.random_assignment,
+        dtype=jnp.float32 if args.dtype == "float32" else jnp.float64,
+        progress=lambda n, g, r: log(f"[stability] jobs={n} gamma={g:.6g} rel={r:.3g}"),
+    )
+    out = {"scenario": args.scenario, **res.as_dict(), "level": args.level}
+    try:
+        out["lambda_c_closed_form"] = lambda_c_one_or_all(wl)
+    except ValueError:
+        out["lambda_c_closed_form"] = None
+    out["elapsed_s"] = time.perf_counter() - t0
+    out["device"] = _device()
+
+    def table(o):
+        rows = [
+            ["lambda_c", o["lambda_c"]],
+            ["lambda_c_ci", f"[{o['lambda_c_ci'][0]:.6g}, {o['lambda_c_ci'][1]:.6g}]"],
+            ["lambda_ideal", o["lambda_ideal"]],
+            [
+                "lambda_c (eq. 8)",
+                "n/a" if o["lambda_c_closed_form"] is None else o["lambda_c_closed_form"],
+            ],
+            ["jobs x replications", f"{o['jobs']} x {o['replications']}"],
+            ["converged", str(o["converged"])],
+        ]
+        return format_table(["quantity", "value"], rows)
+
+    emit(args, out, table)
+    return 0
+
+
+def _run_sample(args: argparse.Namespace) -> int:
+    import jax
+    import jax.numpy as jnp
+
+    from ..mjqm._backward import sample_backward
+    from ..mjqm._palm import palm_metrics
+    from ..mjqm._stability import lambda_c_estimate
+
+    wl = _workload(args.scenario)
+    if (args.lam is None) == (args.load is None):
+        raise ValueError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+    lam = args.lam
+    if lam is None:
+        est = lambda_c_estimate(wl)
+        lam = args.load * est.lambda_c
+        log(f"[sample] lambda_c = {est.lambda_c:.6g} ({est.method}); lam = {lam:.6g}")
+    t0 = time.perf_counter()
+    S = sample_backward(
+        wl,
+        lam,
+        args.samples,
+        key=jax.random.key(args.seed),
+        ell0=args.ell0,
+        max_ell=args.max_ell,
+        dtype=jnp.float32 if args.dtype == "float32" else jnp.float64,
+        override=args.override,
+        progress=lambda ell, n_act, n_done: log(f"[sample] ell={ell} active={n_act} done={n_done}"),
+    )
+    elapsed = time.perf_counter() - t0
+    out = palm_metrics(wl, S, level=args.level, allow_unconverged=args.allow_unconverged)
+    out = {"scenario": args.scenario, **out, "elapsed_s": elapsed, "device": _device()}
+
+    def table(o):
+        rows = [
+            [
+                c["cores"],
+                c["prob"],
+                c["wait_mean"],
+                f"[{c['wait_mean_ci'][0]:.4g}, {c['wait_mean_ci'][1]:.4g}]",
+                c["wait_var"],
+                c["wait_p90"],
+            ]
+            for c in o["classes"]
+        ]
+        head = format_table(["cores", "prob", "wait_mean", "ci", "wait_var", "wait_p90"], rows)
+        return (
+            f"{head}\nall jobs: wait_mean {o['wait_mean']:.6g} [{o['wait_mean_ci'][0]:.6g}, "
+            f"{o['wait_mean_ci'][1]:.6g}]; idle servers {o['idle_servers']:.4g}, HOL idle "
+            f"{o['hol_idle_servers']:.4g}; status {o['status']} ({o['samples']} samples)"
+        )
+
+    emit(args, out, table)
+    return 0
 
 
 def register(top, group) -> None:
-    """Add this family's sub-commands (none yet)."""
+    """Add ``mjqm sample`` and ``mjqm stability``."""
+    mj = group("mjqm", "multiserver-job queue (papers/mjsre.md)")
+
+    p = mj.add_parser(
+        "stability",
+        help="stability limit lambda_c by the pile growth rate (Algorithm 2)",
+        description="Estimate lambda_c = 1 / gamma (Theorem 5.1) with a confidence interval.",
+    )
+    p.add_argument("--scenario", required=True, help="scenario name (jaxqueue.scenarios)")
+    p.add_argument("--rel-tol", type=float, default=0.01, help="relative half-width target")
+    p.add_argument("--replications", type=int, default=32, help="independent piles")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level")
+    p.add_argument("--max-jobs", type=int, default=1 << 24, help="cap on jobs per pile")
+    p.add_argument(
+        "--random-assignment", action="store_true", help="limit of the random-assignment system"
+    )
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        default="float32",
+        help="pile dtype (renormalised: float32 is safe)",
+    )
+    add_common(p)
+    p.set_defaults(func=_run_stability)
+
+    p = mj.add_parser(
+        "sample",
+        help="steady-state metrics from backward sub-perfect samples (Algorithm 1)",
+        description="Independent sub-perfect samples of the stationary workload and the Palm "
+        "metrics of Section 6 with confidence intervals.",
+    )
+    p.add_argument("--scenario", required=True, help="scenario name (jaxqueue.scenarios)")
+    p.add_argument("--lam", type=float, default=None, help="arrival rate")
+    p.add_argument(
+        "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"
+    )
+    p.add_argument("--samples", type=int, default=10000, help="number of samples")
+    p.add_argument("--ell0", type=int, default=1024, help="initial horizon (jobs)")
+    p.add_argument("--max-ell", type=int, default=1 << 22, help="cap on the horizon")
+    p.add_argument("--level", type=float, default=0.95, help="confidence level")
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
+    p.add_argument("--override", action="store_true", help="skip the stability check")
+    p.add_argument(
+        "--allow-unconverged", action="store_true", help="report metrics with capped samples"
+    )
+    add_common(p)
+    p.set_defaults(func=_run_sample)

@@ -1,5 +1,44 @@
-"""Command-line family (filled in by the module that owns it)."""
+"""``jaxqueue optimize --case NAME [--fast] [--json]``: the dimensioning case studies."""
+
+from __future__ import annotations
+
+from ._common import add_common, emit, format_table, log
+
+
+def _table(out: dict) -> str:
+    rows = [["case", out["case"]], ["cost", out["cost"]], ["targets_met", out["targets_met"]]]
+    rows += [[f"param {k}", v] for k, v in out["params"].items()]
+    rows += [[f"slack {t}", s] for t, s in zip(out["targets_list"], out["slack"], strict=True)]
+    rows += [["device", out["device"]]]
+    return format_table(["field", "value"], [[a, str(b)] for a, b in rows])
+
+
+def _run(args) -> int:
+    from jaxqueue.optimize.cases import run_case
+
+    def progress(r, info):
+        log(
+            f"[optimize {args.case}] round {info['round']}/{info['rounds']}: "
+            f"cost {info['cost']:.6g}, max log-violation {info['violation']:.3g}"
+        )
+
+    out = run_case(args.case, fast=args.fast, progress=progress)
+    log(f"[optimize {args.case}] targets met: {out['targets_met']} (status {out['status']})")
+    emit(args, out, _table)
+    return 0
 
 
 def register(top, group) -> None:
-    """Add this family's sub-commands (none yet)."""
+    """Add ``jaxqueue optimize``."""
+    from jaxqueue.optimize.cases import CASES
+
+    p = top.add_parser(
+        "optimize",
+        help="gradient-based dimensioning case studies",
+        description="Run a dimensioning case study (optax on differentiable queue metrics); "
+        "the answer is re-evaluated by an exact engine or an independent simulation.",
+    )
+    p.add_argument("--case", required=True, choices=sorted(CASES), help="case study")
+    p.add_argument("--fast", action="store_true", help="reduced sizes (seconds)")
+    add_common(p, seed=False)
+    p.set_defaults(func=_run)

@@ -1,0 +1,631 @@
+"""Forward MJSRE simulation (F-MJSRE, ``papers/mjsre.md`` Section 7.4) with streaming metrics.
+
+``lax.scan`` over chunks of jobs (inputs drawn inside the jit from counter-based keys, see
+``_inputs.py``), an inner ``lax.scan`` over the jobs of a chunk running the O(s) step, ``vmap``
+over replications, and the replication axis sharded over ``jax.devices()``. The warm-up jobs
+run first with the plain step; then, per chunk, the per-job waiting times are reduced to
+per-class sums (in the state dtype, over at most ``chunk`` jobs) and histogram counts (int32),
+and the chunk sums are accumulated across chunks with compensated (Kahan) sums in the widest
+float type enabled (float64 under x64). Memory does not grow with the number of jobs and a
+float32 state does not bias the means.
+
+Metrics (Section 6, waste corrected per ``papers/ERRATA.md`` item 1), per replication and
+pooled with confidence intervals across replications: per class the mean, variance, quantiles
+and density of the waiting time ``W^alpha`` and the system time ``W^alpha + sigma``; the mean
+number in system (Little: sum of system times over elapsed time); the mean number of idle
+servers ``w`` and its HOL part ``w_HOL``; the utilisation. The HOL idle server-time of a job is
+``sum_{i <= alpha} (W^alpha - W^i)`` (untruncated, accumulated elementwise in the scan carry);
+the total idle server-time of a chunk follows exactly from eq. (2) by telescoping,
+``sum_n (hol_n + free_n) = sum_n (s tau_n - alpha_n sigma_n) + sum_i W_end^i - sum_i W_start^i``,
+so ``w`` equals ``s - lam E[alpha sigma]`` in expectation
+(``ForwardResult.idle_servers_expected``). Both agree with the time integrals of the
+event-driven simulator up to the reservations pending at the end of the run (tests).
+
+A stationarity diagnostic compares the mean wait of the second half of the measured jobs with
+the first half (``ForwardResult.status``), flagging loads beyond the stability limit
+``lambda_c`` that the guard could not know, or runs too short for the warm-up to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from jaxtyping import PRNGKeyArray
+
+from ..stats import mean_ci
+from ._guard import check_load
+from ._inputs import draw_jobs_block
+from ._step import _shift_left, random_subset, wait_time
+from ._workload import Workload
+
+__all__ = ["ForwardResult", "simulate"]
+
+_VARIANTS = ("fcfs", "random")
+
+
+# ---------------------------------------------------------------------------- jitted kernel
+def _kahan_add(acc, comp, x):
+    y = x - comp
+    t = acc + y
+    return t, (t - acc) - y
+
+
+def _run_impl(
+    workload,
+    lam,
+    key,
+    reps,
+    W0,
+    lo_code,
+    offset,
+    *,
+    n_jobs,
+    warmup,
+    chunk,
+    dtype,
+    variant,
+    n_bins,
+    shift,
+):
+    C = workload.n_classes
+    T = workload.n_types
+    sizes = workload.servers
+    acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
+    special = variant == "random" or workload.specific is not None
+    n_extra = workload.s if special else 0
+    spec_beta = jnp.asarray(workload.specific, jnp.int32) if workload.specific is not None else None
+    cores = jnp.asarray(np.asarray(workload.cores, np.int32))
+
+    splits = tuple(np.cumsum(sizes)[:-1])
+
+    def advance(W, alpha, sigma, tau, extra):
+        """One step: (wait, HOL vector of the job, new state). W ascending (per type)."""
+        if special:
+            spec = random_subset(extra, alpha[1])
+            k = jnp.cumsum(~spec)
+            chosen = spec | (~spec & (k <= alpha[0]))
+            w = jnp.max(jnp.where(chosen, W, 0))
+            hol = jnp.where(chosen, w - W, 0)
+            X = jnp.sort(jnp.where(chosen, w + sigma, W)) - tau
+        elif T == 1:  # alpha is a scalar here (see scan_xs)
+            w = wait_time(W, alpha)
+            hol = jnp.maximum(w - W, 0)  # = (W^alpha - W^i) 1{i <= alpha} as W is sorted
+            X = jnp.minimum(_shift_left(W, alpha), jnp.maximum(w + sigma, W)) - tau
+        else:
+            parts = jnp.split(W, splits)
+            w = jnp.zeros((), W.dtype)
+            for t in range(T):
+                wt = wait_time(parts[t], jnp.maximum(alpha[t], 1))
+                w = jnp.maximum(w, jnp.where(alpha[t] > 0, wt, 0))
+            hol = jnp.concatenate(
+                [
+                    jnp.where(jnp.arange(sz) < alpha[t], w - parts[t], 0)
+                    for t, sz in enumerate(sizes)
+                ]
+            )
+            X = jnp.concatenate(
+                [
+                    jnp.minimum(_shift_left(parts[t], alpha[t]), jnp.maximum(w + sigma, parts[t]))
+                    for t in range(T)
+                ]
+            )
+            X = X - tau
+        return w, hol, jnp.maximum(X, 0)
+
+    def chunk_inputs(rep, start, stop, masked):
+        """Inputs of jobs start .. start+chunk-1; jobs >= stop become identity steps
+        (no server, or one server with sigma = tau = 0). ``masked`` (static): whether the
+        chunk can contain such jobs at all."""
+        jobs = start + jnp.arange(chunk, dtype=jnp.int32)
+        inp = draw_jobs_block(workload, lam, key, rep, start, chunk, dtype=dtype, n_extra=n_extra)
+        if not masked and not special:
+            valid = jnp.ones((chunk,), bool)
+            return valid, inp.cls, inp.alpha, inp.sigma, inp.tau, inp.extra, inp.alpha
+        valid = jobs < stop
+        cls = jnp.where(valid, inp.cls, 0)
+        sigma = jnp.where(valid, inp.sigma, 0)
+        tau = jnp.where(valid, inp.tau, 0)
+        if special:
+            a = cores[inp.cls, 0]
+            b = spec_beta[inp.cls] if spec_beta is not None else jnp.zeros_like(a)
+            if variant == "random":
+                a, b = jnp.zeros_like(a), a + b
+            alpha = jnp.where(valid[:, None], jnp.stack([a, b], axis=1), 0)
+        else:
+            first = jnp.zeros((T,), jnp.int32).at[0].set(1)
+            alpha = jnp.where(valid[:, None], inp.alpha, first[None, :])
+        work = jnp.where(valid[:, None], inp.alpha, 0)  # servers held per type
+        return valid, cls, alpha, sigma, tau, inp.extra, work
+
+    def scan_xs(alpha, sigma, tau, extra):
+        """Per-job scan inputs; plain FCFS passes scalars only (cheaper scan slices)."""
+        if not special and T == 1:
+            return (alpha[:, 0], sigma, tau)
+        return (alpha, sigma, tau, extra)
+
+    def type_sums(W):
+        return jnp.stack([p.sum() for p in jnp.split(W.astype(acc_dtype), splits)])
+
+    def one_rep(rep, W_init):
+        # warm-up: plain steps, no statistics
+        def warm_body(W, c):
+            _, _, alpha, sigma, tau, extra, _ = chunk_inputs(
+                rep, offset + c * chunk, offset + warmup, warmup % chunk != 0
+            )
+
+            def body(W, x):
+                return advance(W, *x, None)[2] if len(x) == 3 else advance(W, *x)[2], None
+
+            return jax.lax.scan(body, W, scan_xs(alpha, sigma, tau, extra))[0], None
+
+        W = W_init
+        if warmup > 0:
+            W = jax.lax.scan(warm_body, W, jnp.arange(-(-warmup // chunk), dtype=jnp.int32))[0]
+
+        # measured jobs: the carry stacks the state and the elementwise HOL sums
+        n_chunks = -(-(n_jobs - warmup) // chunk)
+
+        def job_body(Z, x):
+            w, hol, W2 = advance(Z[0], *x, None) if len(x) == 3 else advance(Z[0], *x)
+            return jnp.stack([W2, Z[1] + hol]), w
+
+        def chunk_body(carry, c):
+            W, fsum, fcomp, counts, hist = carry
+            valid, cls, alpha, sigma, tau, extra, held = chunk_inputs(
+                rep, offset + warmup + c * chunk, offset + n_jobs, (n_jobs - warmup) % chunk != 0
+            )
+            Z0 = jnp.stack([W, jnp.zeros_like(W)])
+            Z, wait = jax.lax.scan(job_body, Z0, scan_xs(alpha, sigma, tau, extra))
+            W2 = Z[0]
+            # within-chunk sums in the state dtype (short), across chunks compensated in acc_dtype
+            onehot = ((cls[:, None] == jnp.arange(C)[None, :]) & valid[:, None]).astype(dtype)
+            ws = wait + sigma
+            t64 = jnp.sum(tau).astype(acc_dtype)
+            work = jnp.sum(held.astype(dtype) * sigma[:, None], axis=0).astype(acc_dtype)
+            hol = type_sums(Z[1])
+            # telescoping identity of eq. (2): sum_i W_{n+1}^i = sum_i W_n^i + alpha sigma
+            # + hol_n - s tau_n + free_n, summed over the chunk, gives all idle server-time
+            idle = jnp.asarray(sizes, acc_dtype) * t64 - work
+            idle = idle + type_sums(W2) - type_sums(W)
+            cls_wait = (onehot.T @ wait).astype(acc_dtype)
+            x_wait = jnp.sum(cls_wait)
+            x = jnp.concatenate(
+                [
+                    cls_wait,
+                    (onehot.T @ (wait * wait)).astype(acc_dtype),
+                    (onehot.T @ ws).astype(acc_dtype),
+                    t64[None],
+                    hol,
+                    idle - hol,
+                    work,
+                    # second half of the measured jobs (stationarity diagnostic)
+                    jnp.where(c >= n_chunks // 2, x_wait, 0)[None],
+                    jnp.where(c >= n_chunks // 2, jnp.sum(valid), 0).astype(acc_dtype)[None],
+                ]
+            )
+            fsum, fcomp = _kahan_add(fsum, fcomp, x)
+            counts = counts + jnp.sum(onehot, axis=0).astype(jnp.int32)
+            # log-scale bins from the float32 bit pattern: exponent and the top mantissa bits
+            code = jax.lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
+            b = jnp.clip(code - lo_code + 2, 1, n_bins - 1)
+            b = jnp.where(wait > 0, b, 0)
+            hist = hist.at[cls * n_bins + b].add(valid.astype(jnp.int32))
+            return (W2, fsum, fcomp, counts, hist), None
+
+        nf = 3 * C + 1 + 3 * T + 2
+        carry = (
+            W,
+            jnp.zeros((nf,), acc_dtype),
+            jnp.zeros((nf,), acc_dtype),
+            jnp.zeros((C,), jnp.int32),
+            jnp.zeros((C * n_bins,), jnp.int32),
+        )
+        (W, fsum, _, counts, hist), _ = jax.lax.scan(
+            chunk_body, carry, jnp.arange(n_chunks, dtype=jnp.int32)
+        )
+        return W, fsum, counts, hist.reshape(C, n_bins)
+
+    return jax.vmap(one_rep)(reps, W0)
+
+
+_run = jax.jit(
+    _run_impl,
+    static_argnames=(
+        "n_jobs",
+        "warmup",
+        "chunk",
+        "dtype",
+        "variant",
+        "n_bins",
+        "shift",
+    ),
+)
+
+
+# ---------------------------------------------------------------------------- host side
+def _ratio_ci(num, den, level):
+    """Ratio estimator sum(num)/sum(den) over replications with a delta-method t interval."""
+    num = np.asarray(num, dtype=float)
+    den = np.asarray(den, dtype=float)
+    tot = den.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = num.sum(axis=0) / tot
+        z = r + (num - r * den) / (tot / den.shape[0])
+    est = mean_ci(np.nan_to_num(z), axis=0, level=level)
+    lo, hi = np.asarray(est.low, float), np.asarray(est.high, float)
+    bad = ~(tot > 0)
+    r, lo, hi = (np.where(bad, np.nan, v) for v in (np.asarray(r, float), lo, hi))
+    return r, np.stack([lo, hi], axis=-1)
+
+
+def _quantile_from_hist(counts, edges, q):
+    """Quantile ``q`` of a histogram with an atom at 0 (bin 0), interpolated log-linearly."""
+    n = counts.sum()
+    if n == 0:
+        return float("nan")
+    cum = np.cumsum(counts) / n
+    b = int(np.searchsorted(cum, q, side="left"))
+    if b == 0:
+        return 0.0
+    lo, hi = edges[b], edges[b + 1]
+    prev = cum[b - 1]
+    frac = (q - prev) / max(cum[b] - prev, 1e-300)
+    if b == 1:  # (0, lo): linear
+        return float(hi * frac)
+    if not np.isfinite(hi):
+        return float(lo)
+    return float(lo * (hi / lo) ** frac)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForwardResult:
+    """Metrics of a forward MJSRE run (host-side numpy, float64).
+
+    Class-indexed arrays follow the workload's class order. ``*_ci`` are ``[low, high]``
+    intervals across replications at ``level`` (ratio estimators with the delta method).
+    Quantiles come from per-class log-spaced histograms (``edges``; bin 0 holds the atom at
+    0), interpolated within a bin, so they are accurate to a fraction of a bin width
+    (``1 / bins_per_octave`` relative).
+    """
+
+    workload: Workload
+    lam: float
+    n_jobs: int
+    warmup: int
+    n_replications: int
+    level: float
+    counts: np.ndarray  # (classes,) measured jobs per class
+    wait_mean: np.ndarray
+    wait_mean_ci: np.ndarray
+    wait_var: np.ndarray
+    system_time_mean: np.ndarray
+    system_time_mean_ci: np.ndarray
+    wait_mean_all: float
+    wait_mean_all_ci: np.ndarray
+    wait_var_all: float
+    system_time_mean_all: float
+    number_in_system: float
+    number_in_system_ci: np.ndarray
+    idle_servers: float
+    idle_servers_ci: np.ndarray
+    hol_idle_servers: float
+    hol_idle_servers_ci: np.ndarray
+    idle_servers_by_type: np.ndarray
+    hol_idle_servers_by_type: np.ndarray
+    utilisation: np.ndarray  # per resource type
+    idle_servers_expected: float
+    hist: np.ndarray  # (classes, bins) pooled waiting-time counts
+    edges: np.ndarray  # (bins + 1,)
+    final_state: np.ndarray  # (replications, s) workload vectors after the last job
+    device: str
+    status: str  # "ok", or "nonstationary" when the mean wait grows along the run
+    wait_growth: float  # mean over replications of (2nd-half mean wait - 1st-half mean wait)
+
+    def wait_quantile(self, q: float, cls: int | None = None) -> float:
+        """Quantile ``q`` of the waiting time of class ``cls`` (all jobs if ``None``)."""
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"q must lie in (0, 1), got {q}")
+        counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
+        return _quantile_from_hist(counts, self.edges, q)
+
+    def wait_density(self, cls: int | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(bin_centres, density, p0)``: the waiting-time density on the positive bins
+        (geometric centres) and the probability of not waiting at all."""
+        counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
+        n = max(counts.sum(), 1)
+        lo, hi = self.edges[1:-2], self.edges[2:-1]
+        centres = np.sqrt(np.maximum(lo, hi * 1e-3) * hi)
+        return centres, counts[1:-1] / n / (hi - lo), counts[0] / n
+
+    def as_dict(self) -> dict:
+        """The JSON object of ``jaxqueue mjqm simulate --json`` (DESIGN.md contract)."""
+        wl = self.workload
+        cores = np.asarray(wl.cores_array)
+        probs = np.asarray(wl.probs, dtype=float)
+        classes = []
+        for c in range(wl.n_classes):
+            classes.append(
+                {
+                    "cores": int(cores[c, 0]) if wl.n_types == 1 else cores[c].tolist(),
+                    "prob": float(probs[c]),
+                    "jobs": int(self.counts[c]),
+                    "wait_mean": self.wait_mean[c],
+                    "wait_mean_ci": self.wait_mean_ci[c],
+                    "wait_var": self.wait_var[c],
+                    "wait_p50": self.wait_quantile(0.5, c),
+                    "wait_p90": self.wait_quantile(0.9, c),
+                    "wait_p99": self.wait_quantile(0.99, c),
+                    "system_time_mean": self.system_time_mean[c],
+                    "system_time_mean_ci": self.system_time_mean_ci[c],
+                }
+            )
+        return {
+            "scenario": wl.name,
+            "lam": self.lam,
+            "lambda_ideal": float(wl.lambda_ideal()),
+            "servers": list(wl.servers),
+            "classes": classes,
+            "wait_mean": self.wait_mean_all,
+            "wait_mean_ci": self.wait_mean_all_ci,
+            "wait_var": self.wait_var_all,
+            "wait_p90": self.wait_quantile(0.9),
+            "system_time_mean": self.system_time_mean_all,
+            "number_in_system": self.number_in_system,
+            "number_in_system_ci": self.number_in_system_ci,
+            "idle_servers": self.idle_servers,
+            "idle_servers_ci": self.idle_servers_ci,
+            "hol_idle_servers": self.hol_idle_servers,
+            "hol_idle_servers_ci": self.hol_idle_servers_ci,
+            "idle_servers_expected": self.idle_servers_expected,
+            "utilisation": self.utilisation,
+            "jobs": self.n_jobs,
+            "warmup": self.warmup,
+            "replications": self.n_replications,
+            "level": self.level,
+            "device": self.device,
+            "status": self.status,
+            "wait_growth": self.wait_growth,
+        }
+
+
+def _hist_layout(lo, hi, bins_per_octave):
+    """Waiting-time histogram: bin 0 the atom at 0, bin 1 (0, lo), then the float32 codes
+    ``bits >> shift`` (``bins_per_octave`` bins per octave) from ``lo`` to ``hi``, and an
+    overflow bin. Returns ``(n_bins, shift, lo_code, edges)``."""
+    shift = 23 - int(math.log2(bins_per_octave))
+    lo_code = int(np.array(lo, np.float32).view(np.int32)) >> shift
+    hi_code = (int(np.array(hi, np.float32).view(np.int32)) >> shift) + 1
+    codes = np.arange(lo_code, hi_code + 1, dtype=np.int64)
+    inner = (codes << shift).astype(np.int32).view(np.float32).astype(float)
+    edges = np.concatenate([[0.0, 0.0], inner, [np.inf]])
+    return len(edges) - 1, shift, lo_code, edges
+
+
+def _pick_devices(devices, n_rep):
+    devs = list(jax.devices() if devices is None else devices)
+    d = len(devs)
+    while n_rep % d:
+        d -= 1
+    return devs[:d]
+
+
+def simulate(
+    workload: Workload,
+    lam: float,
+    *,
+    key: PRNGKeyArray,
+    n_jobs: int = 100_000,
+    n_replications: int = 256,
+    warmup: int | None = None,
+    chunk: int = 256,
+    dtype=jnp.float32,
+    init=None,
+    job_offset: int = 0,
+    variant: str = "fcfs",
+    level: float = 0.95,
+    bins_per_octave: int = 16,
+    hist_range: tuple[float, float] | None = None,
+    devices=None,
+    override: bool = False,
+) -> ForwardResult:
+    """Forward MJSRE simulation of ``n_replications`` independent queues (Section 7.4).
+
+    Each replication starts from ``init`` (default: empty) and runs ``n_jobs`` jobs of the
+    recurrence eq. (2) (eq. (15) for several resource types, eq. (14) with specific servers,
+    random assignment of Appendix A with ``variant="random"``); the first ``warmup`` jobs are
+    left out of the statistics. Job ``n`` of replication ``r`` is a pure function of
+    ``(key, r, n)``, so the numbers do not depend on ``chunk`` or on the devices.
+
+    Args:
+        workload: the model.
+        lam: arrival rate; refused at or beyond a known stability limit
+            (:func:`~jaxqueue.mjqm.check_load`) unless ``override``.
+        key: PRNG key.
+        n_jobs: jobs per replication (warm-up included).
+        n_replications: independent replications (>= 2, for the confidence intervals).
+        warmup: jobs discarded at the start (default ``n_jobs // 10``, ``0`` with ``init``).
+        chunk: jobs drawn at once inside the jit (memory ~ replications x chunk).
+        dtype: float dtype of the workload state and inputs (float32 or float64).
+        init: optional initial ascending workload vectors, ``(s,)`` or ``(replications, s)``.
+        job_offset: index of the first job. Continuing a run ``res`` with
+            ``init=res.final_state, job_offset=res.n_jobs, warmup=0`` uses fresh jobs and
+            reproduces the longer run exactly.
+        variant: ``"fcfs"`` (the MJQM) or ``"random"`` (random assignment, Appendix A).
+        level: confidence level of the intervals.
+        bins_per_octave: resolution of the waiting-time histograms (a power of 2 up to 64):
+            bin edges are the floats ``2^e (1 + j / bins_per_octave)``.
+        hist_range: ``(low, high)`` of the log-spaced histogram (default
+            ``1e-4`` to ``1e6`` times the mean service time).
+        devices: devices to shard the replications over (default ``jax.devices()``; the
+            largest count dividing ``n_replications`` is used).
+        override: skip the stability check.
+
+    Returns:
+        :class:`ForwardResult`.
+
+    Raises:
+        ValueError: bad sizes, dtype, variant, init, or an unstable ``lam``.
+    """
+    lam_f = check_load(workload, lam, override=override)
+    for name, v, lo in (("n_jobs", n_jobs, 1), ("n_replications", n_replications, 2)):
+        if not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
+    if variant == "random" and workload.n_types != 1:
+        raise ValueError("variant='random' needs a single resource type")
+    dtype = jnp.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"dtype must be a float dtype, got {dtype}")
+    if warmup is None:
+        warmup = n_jobs // 10 if init is None else 0
+    if not isinstance(warmup, (int, np.integer)) or not 0 <= warmup < n_jobs:
+        raise ValueError(f"warmup must be an integer in [0, n_jobs), got {warmup!r}")
+    if not isinstance(job_offset, (int, np.integer)) or job_offset < 0:
+        raise ValueError(f"job_offset must be an integer >= 0, got {job_offset!r}")
+    chunk = int(min(chunk, n_jobs))
+    s = workload.s
+    if init is None:
+        W0 = np.zeros((n_replications, s))
+    else:
+        W0 = np.asarray(init, dtype=float)
+        if W0.ndim == 1:
+            W0 = np.broadcast_to(W0, (n_replications, W0.shape[0]))
+        if W0.shape != (n_replications, s):
+            raise ValueError(f"init must have shape ({s},) or ({n_replications}, {s})")
+        if not np.all(np.isfinite(W0)) or np.any(W0 < 0):
+            raise ValueError("init must be finite and >= 0")
+        parts = np.split(W0, np.cumsum(workload.servers)[:-1], axis=1)
+        W0 = np.concatenate([np.sort(p, axis=1) for p in parts], axis=1)
+    mean_service = float(np.sum(np.asarray(workload.probs) * np.asarray(workload.mean_service())))
+    lo, hi = hist_range if hist_range is not None else (1e-4 * mean_service, 1e6 * mean_service)
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise ValueError(f"hist_range must satisfy 0 < low < high, got {hist_range!r}")
+    if bins_per_octave not in (1, 2, 4, 8, 16, 32, 64):
+        raise ValueError(f"bins_per_octave must be a power of 2 <= 64, got {bins_per_octave!r}")
+    n_bins, shift, lo_code, edges = _hist_layout(lo, hi, bins_per_octave)
+
+    devs = _pick_devices(devices, n_replications)
+    mesh = Mesh(np.array(devs), ("rep",))
+    reps = jax.device_put(
+        jnp.arange(n_replications, dtype=jnp.int32), NamedSharding(mesh, P("rep"))
+    )
+    W0 = jax.device_put(jnp.asarray(W0, dtype=dtype), NamedSharding(mesh, P("rep", None)))
+    W, fsum, counts, hist = _run(
+        workload,
+        jnp.asarray(lam_f, dtype=dtype),
+        key,
+        reps,
+        W0,
+        jnp.asarray(lo_code, dtype=jnp.int32),
+        jnp.asarray(job_offset, dtype=jnp.int32),
+        n_jobs=int(n_jobs),
+        warmup=int(warmup),
+        chunk=chunk,
+        dtype=dtype,
+        variant=variant,
+        n_bins=n_bins,
+        shift=shift,
+    )
+    return _summarise(
+        workload,
+        lam_f,
+        np.asarray(fsum, dtype=float),
+        np.asarray(counts),
+        np.asarray(hist),
+        np.asarray(W),
+        edges,
+        n_jobs=int(n_jobs),
+        warmup=int(warmup),
+        level=level,
+        device=f"{devs[0].platform} x{len(devs)}",
+    )
+
+
+def _stationarity(wait_sum, n, wait_sum2, n2, level=0.999):
+    """Compare the mean wait of the second half of the measured jobs with the first half,
+    paired by replication: a significant increase (one-sided, ``level``) flags a load beyond
+    the (unknown) stability limit or a run too short to reach the stationary regime."""
+    n1 = n - n2
+    ok = (n1 > 0) & (n2 > 0)
+    if ok.sum() < 2:
+        return "ok", float("nan")
+    d = wait_sum2[ok] / n2[ok] - (wait_sum[ok] - wait_sum2[ok]) / n1[ok]
+    est = mean_ci(d, level=2 * level - 1)
+    growing = float(est.low) > 0 and float(est.mean) > 0.05 * abs(
+        float(np.mean(wait_sum[ok] / n[ok]))
+    )
+    return ("nonstationary" if growing else "ok"), float(est.mean)
+
+
+def _summarise(workload, lam, fsum, counts, hist, W, edges, *, n_jobs, warmup, level, device):
+    C, T = workload.n_classes, workload.n_types
+    R = fsum.shape[0]
+    sw, sw2, ssys = fsum[:, :C], fsum[:, C : 2 * C], fsum[:, 2 * C : 3 * C]
+    time = fsum[:, 3 * C]
+    hol = fsum[:, 3 * C + 1 : 3 * C + 1 + T]
+    free = fsum[:, 3 * C + 1 + T : 3 * C + 1 + 2 * T]
+    work = fsum[:, 3 * C + 1 + 2 * T : 3 * C + 1 + 3 * T]
+    w2, n2 = fsum[:, -2], fsum[:, -1]
+    if not (np.all(np.isfinite(fsum)) and np.all(np.isfinite(W))):
+        raise FloatingPointError(
+            "non-finite values in the forward simulation (overflow of the workload: the load "
+            "is probably beyond the stability limit)"
+        )
+    n = counts.astype(float)
+    ncls = n.sum(axis=0)
+    wait_mean, wait_ci = _ratio_ci(sw, n, level)
+    sys_mean, sys_ci = _ratio_ci(ssys, n, level)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wait_var = np.maximum(sw2.sum(axis=0) / ncls - wait_mean**2, 0.0)  # >= 0 (rounding)
+    ntot = n.sum(axis=1)
+    all_mean, all_ci = _ratio_ci(sw.sum(axis=1), ntot, level)
+    all_var = max(sw2.sum() / ntot.sum() - all_mean**2, 0.0)
+    L, L_ci = _ratio_ci(ssys.sum(axis=1), time, level)
+    status, growth = _stationarity(sw.sum(axis=1), ntot, w2, n2)
+    idle, idle_ci = _ratio_ci((hol + free).sum(axis=1), time, level)
+    hol_all, hol_ci = _ratio_ci(hol.sum(axis=1), time, level)
+    tt = time.sum()
+    util = work.sum(axis=0) / (np.asarray(workload.servers, dtype=float) * tt)
+    return ForwardResult(
+        workload=workload,
+        lam=lam,
+        n_jobs=n_jobs,
+        warmup=warmup,
+        n_replications=R,
+        level=level,
+        counts=ncls.astype(np.int64),
+        wait_mean=wait_mean,
+        wait_mean_ci=wait_ci,
+        wait_var=wait_var,
+        system_time_mean=sys_mean,
+        system_time_mean_ci=sys_ci,
+        wait_mean_all=float(all_mean),
+        wait_mean_all_ci=all_ci,
+        wait_var_all=float(all_var),
+        system_time_mean_all=float(ssys.sum() / ntot.sum()),
+        number_in_system=float(L),
+        number_in_system_ci=L_ci,
+        idle_servers=float(idle),
+        idle_servers_ci=idle_ci,
+        hol_idle_servers=float(hol_all),
+        hol_idle_servers_ci=hol_ci,
+        idle_servers_by_type=(hol + free).sum(axis=0) / tt,
+        hol_idle_servers_by_type=hol.sum(axis=0) / tt,
+        utilisation=util,
+        idle_servers_expected=float(np.sum(workload.idle_servers_expected(lam))),
+        hist=hist.sum(axis=0),
+        edges=edges,
+        final_state=W,
+        device=device,
+        status=status,
+        wait_growth=growth,
+    )

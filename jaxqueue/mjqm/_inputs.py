@@ -1,0 +1,247 @@
+"""Counter-based job inputs: class, service time and inter-arrival time of job ``n``.
+
+Every random number of job ``n`` of replication (or sample) ``r`` is a pure function of
+``(key, r, n)``: the 32-bit words come from the Threefry-2x32 block cipher applied to the counter
+pairs ``(n, c)`` under the key ``fold_in(key, r)`` (see :func:`job_uniforms`). Hence
+
+* the results of a simulation do not depend on how the jobs are cut into chunks or on how the
+  replications are spread over devices;
+* a backward sampler that doubles its horizon reuses exactly the same past jobs;
+* the uniforms can be produced for any set of job indices (negative indices are allowed: they
+  are reduced modulo 2**32, so any window of fewer than 2**31 consecutive indices is distinct).
+
+Column layout of the uniforms of one job (``n_uniforms(workload)`` columns in all):
+``[0]`` the class, ``[1 : 1 + n_service]`` the service time, then ``n_arrival`` columns for the
+inter-arrival time, then ``n_extra`` columns (for the specific-server / random-assignment
+variants, which need ``s`` more uniforms to draw a random set of servers).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.random import threefry2x32_p
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
+
+from ._workload import Workload
+
+__all__ = [
+    "JobInputs",
+    "job_uniforms",
+    "job_uniforms_block",
+    "draw_jobs",
+    "draw_jobs_block",
+    "jobs_from_uniforms",
+    "n_uniforms",
+    "replication_key",
+]
+
+
+class JobInputs(NamedTuple):
+    """Inputs of a batch of jobs (leading axes = those of ``jobs``).
+
+    Attributes:
+        cls: class index in ``[0, classes)`` (int32).
+        alpha: cores asked, ``(..., T)`` int32 (``T`` resource types; includes the specific
+            servers if any, see ``Workload.cores_array``).
+        sigma: service time.
+        tau: inter-arrival time to the next job (mean ``1 / lam``).
+        extra: ``(..., n_extra)`` further uniforms (empty unless ``n_extra > 0``).
+    """
+
+    cls: Int[Array, "..."]
+    alpha: Int[Array, "... T"]
+    sigma: Float[Array, "..."]
+    tau: Float[Array, "..."]
+    extra: Float[Array, "... n_extra"]
+
+
+def _service_width(workload: Workload) -> int:
+    return max(int(law.n_uniforms) for law in workload.services)
+
+
+def n_uniforms(workload: Workload, n_extra: int = 0) -> int:
+    """Number of uniforms used per job: class + service + arrival + ``n_extra``."""
+    return 1 + _service_width(workload) + int(workload.arrival_shape().n_uniforms) + n_extra
+
+
+def replication_key(key: PRNGKeyArray, rep: Int[ArrayLike, ""]) -> PRNGKeyArray:
+    """The key of replication / sample ``rep``: ``fold_in(key, rep)``."""
+    return jax.random.fold_in(key, rep)
+
+
+def _bits_to_uniform(bits, dtype):
+    """Map uint32 words to U(0, 1] (24 bits for float32/16, 32 bits for float64)."""
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float64:
+        return (bits.astype(dtype) + 1.0) * (2.0**-32)
+    return ((bits >> 8).astype(dtype) + 1.0) * jnp.asarray(2.0**-24, dtype)
+
+
+def _rep_keypair(key, rep):
+    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        kd = jax.random.key_data(replication_key(key, rep))
+    else:
+        kd = jax.random.key_data(replication_key(jax.random.wrap_key_data(key), rep))
+    kd = kd.reshape(-1)[-2:].astype(jnp.uint32)
+    return kd[0], kd[1]
+
+
+def job_uniforms(
+    key: PRNGKeyArray,
+    rep: Int[ArrayLike, ""],
+    jobs: Int[ArrayLike, "..."],
+    n: int,
+    dtype=jnp.float32,
+) -> Float[Array, "... n"]:
+    """``n`` independent U(0, 1] variables per job, a pure function of ``(key, rep, job)``.
+
+    With ``m = ceil(n / 2)``, the cipher ``Threefry2x32`` keyed by ``fold_in(key, rep)`` maps
+    the counter pairs ``(job, c)``, ``c < m``, to words ``(y0_c, y1_c)``; the uniforms of the
+    job are built from ``(y0_0, ..., y0_{m-1}, y1_0, ...)[:n]``.
+
+    Args:
+        key: a typed or raw PRNG key.
+        rep: replication / sample index (traced int).
+        jobs: job indices, any shape (int; negative allowed, modulo 2**32).
+        n: number of uniforms per job (static).
+        dtype: float dtype of the result.
+
+    Returns:
+        ``jobs.shape + (n,)`` uniforms in (0, 1].
+    """
+    k0, k1 = _rep_keypair(key, rep)
+    m = (n + 1) // 2
+    jobs = jnp.asarray(jobs).astype(jnp.int32)
+    x0 = jnp.broadcast_to(jobs.astype(jnp.uint32)[..., None], (*jobs.shape, m))
+    x1 = jnp.broadcast_to(jnp.arange(m, dtype=jnp.uint32), (*jobs.shape, m))
+    y0, y1 = threefry2x32_p.bind(k0, k1, x0, x1)
+    bits = jnp.concatenate([y0, y1], axis=-1)[..., :n]
+    return _bits_to_uniform(bits, dtype)
+
+
+def job_uniforms_block(
+    key: PRNGKeyArray,
+    rep: Int[ArrayLike, ""],
+    start: Int[ArrayLike, ""],
+    length: int,
+    n: int,
+    dtype=jnp.float32,
+) -> Float[Array, "length n"]:
+    """:func:`job_uniforms` for the jobs ``start, ..., start + length - 1`` (``length`` static)."""
+    jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
+    return job_uniforms(key, rep, jobs, n, dtype)
+
+
+def _stack_laws(laws):
+    """Stack same-structured laws into one law with a leading class axis, else None."""
+    leaves0, tree0 = jax.tree_util.tree_flatten(laws[0])
+    shapes0 = [np.shape(x) for x in leaves0]
+    for law in laws[1:]:
+        leaves, tree = jax.tree_util.tree_flatten(law)
+        if tree != tree0 or [np.shape(x) for x in leaves] != shapes0:
+            return None
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *laws)
+
+
+def pick_by_class(table, cls):
+    """``table[cls]`` for a small static table: a chain of selects (vectorises better than a
+    gather inside vmapped scans), a gather for more than 8 classes."""
+    table = jnp.asarray(table)
+    if table.shape[0] > 8:
+        return table[cls]
+    c = cls.reshape(cls.shape + (1,) * (table.ndim - 1))
+    out = jnp.broadcast_to(table[0], cls.shape + table.shape[1:])
+    for k in range(1, table.shape[0]):
+        out = jnp.where(c == k, table[k], out)
+    return out
+
+
+def service_from_uniforms(workload: Workload, cls, u, dtype):
+    """Service times of jobs of class ``cls`` from their service uniforms ``u`` (..., width).
+
+    Laws of the same type and parameter shapes (the usual case) are stacked and indexed by
+    the class, costing one transform per job; otherwise every class's transform is computed
+    and the right one selected.
+    """
+    laws = workload.services
+    stacked = _stack_laws(laws)
+    if stacked is not None:
+        flat = cls.reshape(-1)
+        law_c = jax.tree_util.tree_map(lambda x: pick_by_class(x, flat), stacked)
+        k = int(laws[0].n_uniforms)
+        uk = u[..., :k].reshape(flat.shape[0], k)
+        out = jax.vmap(lambda law, v: law.from_uniforms(v))(law_c, uk)
+        return out.reshape(cls.shape).astype(dtype)
+    out = jnp.zeros(cls.shape, dtype)
+    for c, law in enumerate(laws):
+        k = int(law.n_uniforms)
+        out = jnp.where(cls == c, law.from_uniforms(u[..., :k]).astype(dtype), out)
+    return out
+
+
+def jobs_from_uniforms(
+    workload: Workload, lam: Float[ArrayLike, ""], u: Float[Array, "... n"], *, dtype, n_extra=0
+) -> JobInputs:
+    """Map the uniforms of jobs (column layout of this module) to :class:`JobInputs`."""
+    ws = _service_width(workload)
+    arr = workload.arrival_shape()
+    na = int(arr.n_uniforms)
+    cdf = jnp.cumsum(jnp.asarray(workload.probs, dtype=dtype))
+    cls = jnp.sum(u[..., :1] > cdf[:-1], axis=-1).astype(jnp.int32)
+    alpha = pick_by_class(workload.cores_array, cls)
+    sigma = service_from_uniforms(workload, cls, u[..., 1 : 1 + ws], dtype)
+    unit = arr.from_uniforms(u[..., 1 + ws : 1 + ws + na]).astype(dtype)
+    tau = unit / jnp.asarray(lam, dtype)
+    extra = u[..., 1 + ws + na :]
+    return JobInputs(cls, alpha, sigma, tau, extra)
+
+
+def draw_jobs(
+    workload: Workload,
+    lam: Float[ArrayLike, ""],
+    key: PRNGKeyArray,
+    rep: Int[ArrayLike, ""],
+    jobs: Int[ArrayLike, "..."],
+    *,
+    dtype=jnp.float32,
+    n_extra: int = 0,
+) -> JobInputs:
+    """Class, cores, service time and inter-arrival time of the given jobs of replication ``rep``.
+
+    Deterministic in ``(key, rep, job)`` only; ``tau`` is the inter-arrival law (shape of
+    ``workload.arrival``) scaled to mean ``1 / lam``, so it is differentiable in ``lam``.
+
+    Args:
+        workload: the model.
+        lam: arrival rate (traced scalar).
+        key: PRNG key shared by all replications.
+        rep: replication / sample index.
+        jobs: job indices (any shape).
+        dtype: float dtype of ``sigma`` and ``tau``.
+        n_extra: number of extra uniforms per job to return in ``extra``.
+
+    Returns:
+        :class:`JobInputs`.
+    """
+    u = job_uniforms(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
+    return jobs_from_uniforms(workload, lam, u, dtype=dtype, n_extra=n_extra)
+
+
+def draw_jobs_block(
+    workload: Workload,
+    lam: Float[ArrayLike, ""],
+    key: PRNGKeyArray,
+    rep: Int[ArrayLike, ""],
+    start: Int[ArrayLike, ""],
+    length: int,
+    *,
+    dtype=jnp.float32,
+    n_extra: int = 0,
+) -> JobInputs:
+    """:func:`draw_jobs` for the jobs ``start .. start + length - 1`` (``length`` static)."""
+    u = job_uniforms_block(key, rep, start, length, n_uniforms(workload, n_extra), dtype)
+    return jobs_from_uniforms(workload, lam, u, dtype=dtype, n_extra=n_extra)

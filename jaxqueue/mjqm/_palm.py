@@ -1,0 +1,187 @@
+"""Job and system metrics from backward samples (``papers/mjsre.md`` Section 6).
+
+A sample ``W`` is the ordered workload found by an arriving job (Palm probability of the
+arrivals). Job 0 is independent of ``W``, so one sample gives the waiting time of every class:
+a class-``c`` job waits ``W^{alpha_c}`` (Section 6.2) and stays ``r = W^{alpha_c} + sigma_0``.
+Averaging over classes with weights ``p_c`` inside each sample (a conditional expectation)
+gives the overall mean wait with a smaller variance. Intervals are Student-t over the
+independent samples.
+
+System metrics (Section 6.3), corrected as in ``papers/ERRATA.md`` item 1:
+
+* servers idle because of HOL blocking: ``w_HOL = lam E0[sum_{i <= alpha_0} (W^{alpha_0} -
+  W^i)]`` (untruncated: the printed eqs. (12)-(13) cut each term at ``tau`` and miss the part
+  of a HOL gap beyond the next arrival);
+* all idle servers: ``w = s - lam E[alpha sigma]`` (servers serve ``alpha sigma`` per job);
+* mean number of jobs (Little): ``L_c = lam p_c E[r_c]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+import scipy.stats
+
+from ..stats import t_quantile
+from ._backward import STATUS_CONVERGED, BackwardSamples
+from ._bspec import workload_fields
+
+__all__ = ["palm_metrics", "wait_samples", "wait_density"]
+
+
+def _mean_ci(x: np.ndarray, level: float) -> tuple[float, list[float]]:
+    n = x.shape[0]
+    m = float(np.mean(x))
+    hw = t_quantile(n, level) * float(np.std(x, ddof=1)) / math.sqrt(n)
+    return m, [m - hw, m + hw]
+
+
+def _var_ci(x: np.ndarray, level: float) -> tuple[float, list[float]]:
+    """Sample variance with the asymptotic interval ``Var(s^2) ~ (mu_4 - sigma^4) / n``."""
+    n = x.shape[0]
+    v = float(np.var(x, ddof=1))
+    m4 = float(np.mean((x - x.mean()) ** 4))
+    se = math.sqrt(max(m4 - v * v, 0.0) / n)
+    z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+    return v, [v - z * se, v + z * se]
+
+
+def _quantile_ci(x: np.ndarray, q: float, level: float) -> tuple[float, list[float]]:
+    """Empirical quantile with the distribution-free order-statistic interval."""
+    n = x.shape[0]
+    xs = np.sort(x)
+    z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+    lo = int(max(0, math.floor(n * q - z * math.sqrt(n * q * (1 - q)))))
+    hi = int(min(n - 1, math.ceil(n * q + z * math.sqrt(n * q * (1 - q)))))
+    return float(np.quantile(x, q)), [float(xs[lo]), float(xs[hi])]
+
+
+def wait_samples(workload, samples: BackwardSamples) -> np.ndarray:
+    """``(n, classes)`` waiting times: column ``c`` is ``W^{alpha_c}`` of each sample."""
+    _, cores, _, _, _ = workload_fields(workload)
+    return np.asarray(samples.W)[:, cores - 1]
+
+
+def wait_density(
+    workload, samples: BackwardSamples, bins: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class density of the waiting time on ``bins`` and the atom ``P(wait = 0)``.
+
+    Returns:
+        ``(density (classes, len(bins) - 1), p_zero (classes,))``; the density integrates to
+        ``1 - p_zero`` over the bins that cover the samples.
+    """
+    w = wait_samples(workload, samples)
+    n = w.shape[0]
+    widths = np.diff(bins)
+    dens = np.stack(
+        [np.histogram(w[w[:, c] > 0, c], bins=bins)[0] / (n * widths) for c in range(w.shape[1])]
+    )
+    return dens, np.mean(w == 0, axis=0)
+
+
+def palm_metrics(
+    workload,
+    samples: BackwardSamples,
+    *,
+    level: float = 0.95,
+    allow_unconverged: bool = False,
+    key=None,
+) -> dict:
+    """Per-class and system metrics with confidence intervals from backward samples.
+
+    Args:
+        workload: the workload the samples were drawn for.
+        samples: output of :func:`sample_backward` (any stationary arrivals: the system
+            metrics use the Palm inversion formula, not PASTA).
+        level: confidence level of every interval.
+        allow_unconverged: use samples that hit the ``ell`` cap (flagged in ``status``);
+            refused by default.
+        key: PRNG key for job 0's service time (system-time quantiles); default: derived
+            from the samples' key.
+
+    Returns:
+        A JSON-able dict with the keys of ``jaxqueue mjqm sample --json``: ``lam``,
+        ``classes`` (``cores, prob, wait_mean, wait_mean_ci, wait_var, wait_var_ci, wait_p50,
+        wait_p90, wait_p99`` (+ ``_ci``), ``p_wait_zero, response_mean, response_mean_ci,
+        response_var, response_p90, L``), ``wait_mean``, ``wait_mean_ci``,
+        ``response_mean``, ``idle_servers``, ``hol_idle_servers(_ci)``, ``busy_servers``,
+        ``L``, ``samples``, ``status``, ``n_unconverged``.
+
+    Raises:
+        ValueError: some samples did not converge and ``allow_unconverged`` is False.
+    """
+    if samples.status != STATUS_CONVERGED and not allow_unconverged:
+        raise ValueError(
+            f"{samples.n_unconverged} of {samples.n} samples did not converge before the cap on "
+            "ell (lam too close to lambda_c?); raise max_ell or pass allow_unconverged=True"
+        )
+    if samples.n < 2:
+        raise ValueError("metrics need at least 2 samples")
+    s, cores, probs, laws, _ = workload_fields(workload)
+    lam = float(samples.lam)
+    W = np.asarray(samples.W, dtype=np.float64)
+    n = W.shape[0]
+    w = W[:, cores - 1]
+    key = jax.random.fold_in(samples.key, 0x0B5E) if key is None else key
+    means = np.array([float(law.mean()) for law in laws])
+    vars_ = np.array([float(law.var()) for law in laws])
+    classes = []
+    for c in range(len(cores)):
+        x = w[:, c]
+        m, mci = _mean_ci(x, level)
+        v, vci = _var_ci(x, level)
+        sig = np.asarray(laws[c].sample(jax.random.fold_in(key, c), (n,)), dtype=np.float64)
+        r = x + sig
+        row = {
+            "cores": int(cores[c]),
+            "prob": float(probs[c]),
+            "wait_mean": m,
+            "wait_mean_ci": mci,
+            "wait_var": v,
+            "wait_var_ci": vci,
+            "p_wait_zero": float(np.mean(x == 0)),
+            "response_mean": m + means[c],
+            "response_mean_ci": [mci[0] + means[c], mci[1] + means[c]],
+            "response_var": v + vars_[c],
+            "response_p90": float(np.quantile(r, 0.9)),
+            "L": lam * probs[c] * (m + means[c]),
+            "L_ci": [lam * probs[c] * (mci[0] + means[c]), lam * probs[c] * (mci[1] + means[c])],
+        }
+        for q in (0.5, 0.9, 0.99):
+            qv, qci = _quantile_ci(x, q, level)
+            row[f"wait_p{int(round(q * 100))}"] = qv
+            row[f"wait_p{int(round(q * 100))}_ci"] = qci
+        classes.append(row)
+    wbar = w @ probs
+    wm, wci = _mean_ci(wbar, level)
+    csum = np.cumsum(W, axis=1)[:, cores - 1]
+    hol = lam * ((cores[None, :] * w - csum) @ probs)
+    hm, hci = _mean_ci(hol, level)
+    busy = lam * float(np.sum(probs * cores * means))
+    es = float(np.sum(probs * means))
+    return {
+        "lam": lam,
+        "classes": classes,
+        "wait_mean": wm,
+        "wait_mean_ci": wci,
+        "response_mean": wm + es,
+        "response_mean_ci": [wci[0] + es, wci[1] + es],
+        "idle_servers": s - busy,
+        "idle_servers_ci": [s - busy, s - busy],
+        "hol_idle_servers": hm,
+        "hol_idle_servers_ci": hci,
+        "busy_servers": busy,
+        "L": lam * (wm + es),
+        "L_ci": [lam * (wci[0] + es), lam * (wci[1] + es)],
+        "samples": n,
+        "level": level,
+        "status": "converged" if samples.status == STATUS_CONVERGED else "unconverged",
+        "n_unconverged": samples.n_unconverged,
+        "ell_max": int(np.max(samples.ell)),
+        "ell_mean": float(np.mean(samples.ell)),
+        "work_ratio": samples.work_ratio,
+        "method": "backward (Algorithm 1)",
+    }

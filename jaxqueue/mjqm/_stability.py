@@ -1,0 +1,440 @@
+"""Stability limit of the FCFS multiserver-job queue (``papers/mjsre.md`` Section 5).
+
+Theorem 5.1: the queue is stable iff ``lam < lambda_c = 1 / gamma`` with ``gamma`` the growth
+rate ``lim |H_n|_inf / n`` of the pile ``H_{n+1} = R(S(alpha_n, H_n) + sigma_n L(alpha_n))``
+(eq. (7): the MJSRE with all inter-arrival times zero). Algorithm 2 estimates the limit by
+doubling the horizon. Here:
+
+* the pile is renormalised after every chunk of 256 jobs (its minimum is subtracted and the
+  offsets are summed on the host in float64), so it never overflows and float32 is safe;
+* ``R`` independent piles (replications) give a Student-t interval for ``gamma``; the growth
+  is measured after a warm-up (``(h(n_w + m) - h(n_w)) / m``) to remove the start-up bias of
+  ``|H_n| / n``; ``m`` grows (Algorithm 2 doubles it; here the growth factor is predicted
+  from the current half-width, between 1.25 and 8) until the interval's half-width is below
+  ``rel_tol`` times the estimate and two consecutive estimates differ by less than that;
+* ``lambda_c = 1 / gamma`` with the interval ``[1 / gamma_hi, 1 / gamma_lo]``.
+
+Closed forms used as checks: one-core jobs only, ``lambda_c = s / E[sigma]``; eq. (8) (a class
+needs all servers): ``gamma = p_g E[H^g_eta]`` (:func:`lambda_c_one_or_all`). Also
+``lambda_ideal = s / sum_i p_i alpha_i E[sigma_i]`` (no HOL blocking, Section 7.5), the lower
+bound ``1 / E[sigma]`` (one job at a time), and the random-assignment pile of Appendix A.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..stats import t_quantile
+from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
+from ._step import mjsre_merge, ra_step
+from ._workload import Workload
+
+__all__ = [
+    "StabilityResult",
+    "pile_growth",
+    "lambda_ideal",
+    "lambda_c_one_or_all",
+    "lambda_c_estimate",
+    "require_stable",
+    "UnstableLoadError",
+    "pile_growth_numpy",
+]
+
+
+class UnstableLoadError(ValueError):
+    """The requested load is at or beyond the stability limit (carries the estimate)."""
+
+    def __init__(self, msg: str, lambda_c: float, lambda_c_ci: tuple[float, float]):
+        super().__init__(msg)
+        self.lambda_c = lambda_c
+        self.lambda_c_ci = lambda_c_ci
+
+
+class StabilityResult(eqx.Module):
+    """Estimate of the stability limit.
+
+    Attributes:
+        lambda_c: ``1 / gamma``. lambda_c_ci: its confidence interval ``(lo, hi)``.
+        gamma, gamma_ci: the pile growth rate (mean pile height added per job).
+        lambda_ideal: ``s / sum p_i alpha_i E[sigma_i]``. lambda_lower: ``1 / E[sigma]``.
+        jobs: jobs per replication measured after the warm-up. replications: independent piles.
+        rel_half_width: half-width of the ``lambda_c`` interval over ``lambda_c``.
+        converged: whether ``rel_tol`` was met before ``max_jobs``.
+        method: ``"pile"`` (Algorithm 2), ``"pile-random-assignment"`` or a closed form.
+    """
+
+    lambda_c: float
+    lambda_c_ci: tuple[float, float]
+    gamma: float
+    gamma_ci: tuple[float, float]
+    lambda_ideal: float
+    lambda_lower: float
+    jobs: int
+    replications: int
+    rel_half_width: float
+    converged: bool
+    method: str
+
+    def as_dict(self) -> dict:
+        return {
+            "lambda_c": self.lambda_c,
+            "lambda_c_ci": list(self.lambda_c_ci),
+            "lambda_ideal": self.lambda_ideal,
+            "lambda_lower": self.lambda_lower,
+            "gamma": self.gamma,
+            "gamma_ci": list(self.gamma_ci),
+            "jobs": self.jobs,
+            "replications": self.replications,
+            "rel_half_width": self.rel_half_width,
+            "converged": self.converged,
+            "method": self.method,
+        }
+
+
+def _moments(workload):
+    s, cores, probs, laws, _ = workload_fields(workload)
+    means = np.array([float(law.mean()) for law in laws])
+    return s, cores, probs, laws, means
+
+
+def lambda_ideal(workload) -> float:
+    """``s / sum_i p_i alpha_i E[sigma_i]``: the limit without HOL blocking (Section 7.5)."""
+    s, cores, probs, _, means = _moments(workload)
+    return float(s / np.sum(probs * cores * means))
+
+
+def _pile_chunks(workload: Workload, H, key, i, c0, n_chunks, random_assignment: bool):
+    """Grow the pile by chunks ``c0, ..., c0 + n_chunks - 1``; subtract its minimum after each."""
+    dtype = H.dtype
+    s = workload.s
+
+    def chunk_body(j, carry):
+        H, acc = carry
+        c = c0 + j
+        n_extra = s if random_assignment else 0
+        alpha, sigma, _, extra = chunk_inputs(workload, key, i, c, 1.0, dtype, n_extra=n_extra)
+        zero = jnp.zeros((), dtype)
+        if random_assignment:
+
+            def step(H, x):
+                a, sg, u = x
+                return ra_step(H, a, sg, zero, u), None
+
+            H, _ = lax.scan(step, H, (alpha, sigma, extra))
+        else:
+
+            def step(H, x):
+                a, sg = x
+                return mjsre_merge(H, a, sg), None
+
+            H, _ = lax.scan(step, H, (alpha, sigma))
+        off = H[0]
+        return H - off, acc + off
+
+    return lax.fori_loop(0, n_chunks, chunk_body, (H, jnp.zeros((), dtype)))
+
+
+@functools.partial(jax.jit, static_argnames="random_assignment")
+def _pile_batch(workload: Workload, H, key, ids, c0, n_chunks, random_assignment: bool):
+    def one(H, i):
+        return _pile_chunks(workload, H, key, i, c0, n_chunks, random_assignment)
+
+    return jax.vmap(one)(H, ids)
+
+
+def pile_growth(
+    workload,
+    *,
+    key,
+    replications: int = 32,
+    rel_tol: float = 0.01,
+    level: float = 0.95,
+    jobs0: int = 1 << 14,
+    max_jobs: int = 1 << 24,
+    random_assignment: bool = False,
+    dtype=None,
+    progress: Callable[[int, float, float], None] | None = None,
+) -> StabilityResult:
+    """Estimate ``gamma`` and ``lambda_c = 1 / gamma`` by Algorithm 2 (Theorem 5.1, eq. (6)).
+
+    Args:
+        workload: the workload (servers, cores, probabilities, service laws); the limit does
+            not depend on the inter-arrival law (Remark 4).
+        key: PRNG key (replication ``r`` uses ``fold_in(key, r)``).
+        replications: independent piles (>= 2) for the confidence interval.
+        rel_tol: target relative half-width of the ``lambda_c`` interval.
+        level: confidence level of the interval.
+        jobs0: warm-up jobs and first measurement window (rounded to chunks of 256).
+        max_jobs: cap on the measured jobs per replication (then ``converged`` is False).
+        random_assignment: grow the pile of the random-assignment system of Appendix A
+            (each job takes ``alpha`` servers chosen uniformly at random) instead of FCFS.
+            Where that pile has no stationary shape (e.g. one-core jobs only: the servers'
+            heights drift apart like independent random walks) the finite-horizon estimate
+            converges slowly (bias ~ 1 / sqrt(jobs)); with jobs needing all servers it
+            regenerates and the estimate is as good as for FCFS.
+        dtype: float dtype of the pile (float32 is safe thanks to renormalisation).
+        progress: optional callback ``(jobs, gamma, rel_half_width)``.
+
+    Returns:
+        :class:`StabilityResult`.
+    """
+    if replications < 2:
+        raise ValueError(f"replications must be >= 2, got {replications}")
+    if not 0 < rel_tol < 1:
+        raise ValueError(f"rel_tol must lie in (0, 1), got {rel_tol}")
+    check_plain(workload)
+    dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+    ids = jnp.arange(replications, dtype=jnp.int32)
+    H = jnp.zeros((replications, workload.s), dtype)
+    chunks0 = max(1, -(-jobs0 // CHUNK))
+    max_chunks = max(chunks0, max_jobs // CHUNK)
+    split = 1 << 10
+    q = t_quantile(replications, level)
+
+    def advance(H, c0, n):
+        total = np.zeros(replications)
+        while n > 0:
+            m = min(split, n)
+            H, acc = _pile_batch(
+                workload, H, key, ids, jnp.int32(c0), jnp.int32(m), random_assignment
+            )
+            total += np.asarray(acc, dtype=np.float64)
+            c0 += m
+            n -= m
+        return H, total
+
+    H, off = advance(H, 0, chunks0)
+    h_w = off + np.asarray(H, np.float64).max(axis=1)
+    c = chunks0
+    m = chunks0
+    offset = off
+    g_prev = -np.inf
+    while True:
+        H, off = advance(H, c, m - (c - chunks0))
+        c = chunks0 + m
+        offset = offset + off
+        h = offset + np.asarray(H, np.float64).max(axis=1)
+        g = (h - h_w) / (m * CHUNK)
+        gm = float(g.mean())
+        hw = q * float(g.std(ddof=1)) / math.sqrt(replications)
+        rel = hw / gm
+        if progress is not None:
+            progress(m * CHUNK, gm, rel)
+        ok = rel <= rel_tol and abs(gm - g_prev) <= rel_tol * gm
+        if ok or m >= max_chunks:
+            break
+        g_prev = gm
+        # Algorithm 2 doubles the horizon; here the next horizon is predicted from the
+        # half-width (which shrinks like 1 / sqrt(m)), between 1.25x and 8x the current one.
+        grow = min(8.0, max(1.25, 1.1 * (rel / rel_tol) ** 2)) if rel > rel_tol else 2.0
+        m = min(max_chunks, int(math.ceil(m * grow)))
+    s, cores, probs, laws, means = _moments(workload)
+    lo_g, hi_g = gm - hw, gm + hw
+    return StabilityResult(
+        lambda_c=1.0 / gm,
+        lambda_c_ci=(1.0 / hi_g, 1.0 / lo_g if lo_g > 0 else math.inf),
+        gamma=gm,
+        gamma_ci=(lo_g, hi_g),
+        lambda_ideal=float(s / np.sum(probs * cores * means)),
+        lambda_lower=float(1.0 / np.sum(probs * means)),
+        jobs=int(m * CHUNK),
+        replications=replications,
+        rel_half_width=float(0.5 * (1 / lo_g - 1 / hi_g) * gm) if lo_g > 0 else math.inf,
+        converged=bool(ok),
+        method="pile-random-assignment" if random_assignment else "pile",
+    )
+
+
+def lambda_c_one_or_all(workload) -> float:
+    """Closed form of eq. (8) for jobs needing one server or all ``s`` servers.
+
+    ``gamma = p_g E[H^g_eta]``: a cycle starts with a global job (pile height ``sigma_g``), then
+    ``K ~ Geometric(p_g)`` one-core jobs (``P(K = k) = p_g (1 - p_g)^k``) form a pile on a flat
+    floor, and the next global job starts at its maximum ``M_K``. For one-core jobs of a single
+    law: exponential of rate ``mu`` gives ``E[M_k] = H_min(k,s) / mu + (k - s)^+ / (s mu)``
+    (``H_j`` harmonic numbers; memoryless list scheduling), deterministic ``d`` gives
+    ``ceil(k / s) d``.
+
+    Raises:
+        ValueError: the workload is not of that form.
+    """
+    from ..dist import Deterministic, Exponential
+
+    s, cores, probs, laws, means = _moments(workload)
+    g = cores == s
+    small = ~g
+    if not g.any() or (small.any() and not np.all(cores[small] == 1)):
+        raise ValueError("eq. (8) needs classes of 1 core and at least one class of s cores")
+    pg = float(probs[g].sum())
+    eg = float(np.sum(probs[g] * means[g]) / pg)
+    if not small.any():
+        return 1.0 / eg
+    small_laws = [laws[i] for i in np.flatnonzero(small)]
+    m_small = means[small]
+    if not np.allclose(m_small, m_small[0]):
+        raise ValueError("eq. (8) closed form needs one law for all one-core jobs")
+    kmax = int(math.ceil(math.log(1e-18) / math.log1p(-pg))) + s + 1
+    k = np.arange(kmax + 1, dtype=float)
+    w = pg * np.exp(k * math.log1p(-pg))
+    if all(isinstance(law, Exponential) for law in small_laws) and s >= 1:
+        mu = 1.0 / m_small[0]
+        harm = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, s + 1))])
+        Mk = harm[np.minimum(k, s).astype(int)] / mu + np.maximum(k - s, 0) / (s * mu)
+    elif all(isinstance(law, Deterministic) for law in small_laws):
+        Mk = np.ceil(k / s) * m_small[0]
+    else:
+        raise ValueError("eq. (8) closed form is implemented for exponential or deterministic")
+    gamma = pg * (eg + float(np.sum(w * Mk)))
+    return 1.0 / gamma
+
+
+def pile_growth_numpy(
+    s: int, cores, probs, draw_sigma: Callable, n_jobs: int, replications: int, *, seed: int = 0
+) -> np.ndarray:
+    """Algorithm 2 in plain numpy (the benchmark baseline): ``|H_n| / n`` per replication.
+
+    The pile is vectorised over replications with a sort per job and renormalised every job;
+    inputs are drawn in blocks of 4096 jobs. ``draw_sigma(rng, cls)`` draws service times for
+    an array of class indices.
+    """
+    rng = np.random.default_rng(seed)
+    cores = np.asarray(cores)
+    H = np.zeros((replications, s))
+    off = np.zeros(replications)
+    idx = np.arange(s)[None, :]
+    R = np.arange(replications)
+    done = 0
+    while done < n_jobs:
+        b = min(4096, n_jobs - done)
+        cls = rng.choice(len(cores), size=(b, replications), p=probs)
+        A = cores[cls]
+        SG = draw_sigma(rng, cls)
+        for j in range(b):
+            a = A[j]
+            Ha = H[R, a - 1][:, None]
+            H = np.sort(np.maximum(H, Ha) + SG[j][:, None] * (idx < a[:, None]), axis=1)
+            off += H[:, 0]
+            H -= H[:, :1]
+        done += b
+    return (off + H[:, -1]) / n_jobs
+
+
+# ---------------------------------------------------------------------------------------------
+# The load guard: every MJQM metric refuses lam >= lambda_c unless overridden.
+# ---------------------------------------------------------------------------------------------
+
+_CACHE: dict[tuple, StabilityResult] = {}
+
+
+def _fingerprint(workload) -> tuple:
+    s, cores, probs, laws, inter = workload_fields(workload)
+    parts = [s, tuple(cores.tolist()), tuple(np.round(probs, 15).tolist())]
+    for law in (*laws, inter):
+        if law is None:
+            parts.append(None)
+            continue
+        leaves = jax.tree_util.tree_leaves(law)
+        parts.append(
+            (
+                type(law).__name__,
+                str(jax.tree_util.tree_structure(law)),
+                tuple(np.asarray(x, float).tobytes() for x in leaves),
+            )
+        )
+    return tuple(parts)
+
+
+def lambda_c_estimate(
+    workload, *, rel_tol: float = 0.01, max_jobs: int = 1 << 20
+) -> StabilityResult:
+    """``lambda_c`` of a workload, exact where a closed form applies, else Algorithm 2.
+
+    Cached per workload (by value). Closed forms: all jobs one-core (``s / E[sigma]``), all
+    jobs need all servers (``1 / E[sigma]``), one-or-all with exponential or deterministic
+    one-core jobs (eq. (8)). Otherwise :func:`pile_growth` in float32 (renormalised), 32
+    replications, at most ``max_jobs`` jobs each (the interval is reported either way).
+    """
+    fp = (_fingerprint(workload), rel_tol, max_jobs)
+    if fp in _CACHE:
+        return _CACHE[fp]
+    s, cores, probs, laws, means = _moments(workload)
+    lid = float(s / np.sum(probs * cores * means))
+    llo = float(1.0 / np.sum(probs * means))
+    exact = None
+    if np.all(cores == 1):
+        exact, method = lid, "closed-form: one-core jobs"
+    elif np.all(cores == s):
+        exact, method = llo, "closed-form: all-core jobs"
+    else:
+        try:
+            exact, method = lambda_c_one_or_all(workload), "closed-form: eq. (8)"
+        except ValueError:
+            exact = None
+    if exact is not None:
+        res = StabilityResult(
+            lambda_c=exact,
+            lambda_c_ci=(exact, exact),
+            gamma=1.0 / exact,
+            gamma_ci=(1.0 / exact, 1.0 / exact),
+            lambda_ideal=lid,
+            lambda_lower=llo,
+            jobs=0,
+            replications=0,
+            rel_half_width=0.0,
+            converged=True,
+            method=method,
+        )
+    else:
+        res = pile_growth(
+            workload,
+            key=jax.random.key(0x5AB1E),
+            rel_tol=rel_tol,
+            max_jobs=max_jobs,
+            dtype=jnp.float32,
+        )
+    _CACHE[fp] = res
+    return res
+
+
+def require_stable(workload, lam: float, *, override: bool = False) -> StabilityResult | None:
+    """Refuse ``lam`` at or beyond the stability limit.
+
+    ``lam < 1 / E[sigma]`` is always stable (the pile grows by at most ``sigma`` per job);
+    ``lam >= lambda_ideal`` never is. In between, :func:`lambda_c_estimate` is run with
+    growing budgets (2^14, 2^17, 2^20 jobs per pile, each cached) until its interval lies
+    clearly on one side of ``lam``: accepted when ``lam`` is below the lower end, refused when
+    it is above the upper end, and refused when it still lies inside the interval at the last
+    budget (within about 1% of ``lambda_c``).
+
+    Raises:
+        UnstableLoadError: (a ``ValueError``) with the estimate and its interval.
+    """
+    if override:
+        return None
+    s, cores, probs, laws, means = _moments(workload)
+    llo = float(1.0 / np.sum(probs * means))
+    if lam < llo:
+        return None
+    budgets = (1 << 14, 1 << 17, 1 << 20)
+    for b in budgets:
+        res = lambda_c_estimate(workload, max_jobs=b)
+        lo, hi = res.lambda_c_ci
+        if lam < lo:
+            return res
+        if lam >= hi or res.rel_half_width <= 0.01:
+            break
+    raise UnstableLoadError(
+        f"lam = {lam:.6g} is not below the stability limit lambda_c = {res.lambda_c:.6g} "
+        f"(interval [{lo:.6g}, {hi:.6g}], {res.method}; lambda_ideal = "
+        f"{res.lambda_ideal:.6g}); pass override=True (--override) to run anyway",
+        res.lambda_c,
+        (lo, hi),
+    )

@@ -1,0 +1,214 @@
+"""One step of the multiserver-job stochastic recurrence (MJSRE) and its variants.
+
+State: the ordered workload vector ``W`` (ascending, length ``s``) seen by an arriving job,
+``papers/mjsre.md`` eq. (2)::
+
+    W_{n+1} = R( S(alpha_n, W_n) + sigma_n L(alpha_n) - tau_n U )^+,
+    S(alpha, W)^i = W^alpha v W^i,  L(alpha)^i = 1{i <= alpha}.
+
+After ``S + sigma L`` the vector is sorted except for the block of ``alpha`` equal values
+``v = W^alpha + sigma`` in front, so ``R`` is an O(s) merge instead of a sort
+(``PERFORMANCE.md``): with ``X = W`` shifted left by ``alpha`` and padded with ``+inf``,
+
+    R(S(alpha, W) + sigma L(alpha)) = min(X, max(v, W))      (elementwise).
+
+``alpha`` counts servers (1-based: the job waits ``W[alpha - 1]`` in 0-based indexing).
+
+Per-job metrics (Section 6, with ``papers/ERRATA.md`` item 1): the waiting time
+``W^alpha``; the HOL idle server-time reserved by the job, ``sum_{i <= alpha} (W^alpha - W^i)``
+(untruncated: these servers idle from ``W^i`` to ``W^alpha`` while the job is blocked); and the
+free idle server-time before the next arrival, ``sum_i (tau - X^i)^+`` with ``X`` the merged
+vector before subtracting ``tau`` (idle with an empty queue). Their sum over jobs divided by
+elapsed time is the mean number of idle servers, which equals ``s - lam E[alpha sigma]``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, Int
+
+__all__ = [
+    "StepInfo",
+    "mjsre_merge",
+    "mjsre_step",
+    "mjsre_step_info",
+    "wait_time",
+    "mmjsre_step",
+    "mmjsre_step_info",
+    "random_subset",
+    "smjsre_step",
+    "smjsre_step_info",
+    "ra_step",
+    "ra_step_info",
+]
+
+
+class StepInfo(NamedTuple):
+    """Per-job quantities produced by a step.
+
+    Attributes:
+        wait: waiting time of the job (``W^alpha``; eq. (14)'s ``W-hat`` for specific servers).
+        hol: HOL idle server-time reserved by the job (per resource type for eq. (15)).
+        free: idle server-time with an empty queue until the next arrival (per type).
+    """
+
+    wait: Float[Array, ""]
+    hol: Float[Array, "..."]
+    free: Float[Array, "..."]
+
+
+def wait_time(W: Float[Array, " s"], alpha: Int[ArrayLike, ""]) -> Float[Array, ""]:
+    """Waiting time ``W^alpha`` (``W[alpha - 1]``) of a job asking ``alpha >= 1`` servers."""
+    return jax.lax.dynamic_index_in_dim(W, jnp.asarray(alpha) - 1, keepdims=False)
+
+
+def _shift_left(W, alpha):
+    pad = jnp.full_like(W, jnp.inf)
+    return jax.lax.dynamic_slice_in_dim(jnp.concatenate([W, pad]), jnp.asarray(alpha), W.shape[0])
+
+
+def mjsre_merge(
+    W: Float[Array, " s"], alpha: Int[ArrayLike, ""], sigma: Float[ArrayLike, ""]
+) -> Float[Array, " s"]:
+    """``R(S(alpha, W) + sigma L(alpha))`` in O(s): the pile step of eq. (7) (tau = 0).
+
+    Args:
+        W: ascending workload vector.
+        alpha: servers asked, ``1 <= alpha <= s``.
+        sigma: service time.
+
+    Returns:
+        The ascending vector after the job took the ``alpha`` least loaded servers.
+    """
+    v = wait_time(W, alpha) + sigma
+    return jnp.minimum(_shift_left(W, alpha), jnp.maximum(v, W))
+
+
+def mjsre_step(
+    W: Float[Array, " s"],
+    alpha: Int[ArrayLike, ""],
+    sigma: Float[ArrayLike, ""],
+    tau: Float[ArrayLike, ""],
+) -> Float[Array, " s"]:
+    """One MJSRE step, eq. (2): ``R(S(alpha, W) + sigma L(alpha) - tau U)^+`` in O(s).
+
+    Args:
+        W: ascending workload vector found by job n.
+        alpha: servers asked by job n (``1 <= alpha <= s``).
+        sigma: its service time.
+        tau: time to the next arrival.
+
+    Returns:
+        The ascending workload vector found by job n + 1.
+    """
+    return jnp.maximum(mjsre_merge(W, alpha, sigma) - tau, 0)
+
+
+def mjsre_step_info(W, alpha, sigma, tau) -> tuple[Float[Array, " s"], StepInfo]:
+    """:func:`mjsre_step` plus the job's :class:`StepInfo` (wait, HOL and free idle time)."""
+    w = wait_time(W, alpha)
+    idx = jnp.arange(W.shape[0])
+    hol = jnp.sum(jnp.where(idx < alpha, w - W, 0))
+    X = jnp.minimum(_shift_left(W, alpha), jnp.maximum(w + sigma, W)) - tau
+    free = jnp.sum(jnp.maximum(-X, 0))
+    return jnp.maximum(X, 0), StepInfo(w, hol, free)
+
+
+# ---------------------------------------------------------------- multiple resource types
+def mmjsre_step_info(Ws: tuple, alphas, sigma, tau) -> tuple[tuple, StepInfo]:
+    """Multi-resource step, eq. (15), with per-type HOL and free idle time.
+
+    The job waits ``start = max_t W_t^{alpha_t}`` (types with ``alpha_t = 0`` ignored), then
+    takes the ``alpha_t`` least loaded servers of every type until ``start + sigma``.
+
+    Args:
+        Ws: tuple of ``T`` ascending vectors (lengths ``s_t``).
+        alphas: ``(T,)`` ints, ``0 <= alphas[t] <= s_t``, not all zero.
+        sigma, tau: service and inter-arrival times.
+
+    Returns:
+        ``(Ws_next, StepInfo(wait, hol (T,), free (T,)))``.
+    """
+    alphas = jnp.asarray(alphas)
+    starts = [
+        jnp.where(alphas[t] > 0, wait_time(W, jnp.maximum(alphas[t], 1)), 0)
+        for t, W in enumerate(Ws)
+    ]
+    start = starts[0]
+    for st in starts[1:]:
+        start = jnp.maximum(start, st)
+    v = start + sigma
+    out, hols, frees = [], [], []
+    for t, W in enumerate(Ws):
+        idx = jnp.arange(W.shape[0])
+        hols.append(jnp.sum(jnp.where(idx < alphas[t], start - W, 0)))
+        X = jnp.minimum(_shift_left(W, alphas[t]), jnp.maximum(v, W)) - tau
+        frees.append(jnp.sum(jnp.maximum(-X, 0)))
+        out.append(jnp.maximum(X, 0))
+    return tuple(out), StepInfo(start, jnp.stack(hols), jnp.stack(frees))
+
+
+def mmjsre_step(Ws: tuple, alphas, sigma, tau) -> tuple:
+    """Multi-resource MJSRE step, eq. (15) (see :func:`mmjsre_step_info`)."""
+    return mmjsre_step_info(Ws, alphas, sigma, tau)[0]
+
+
+# ---------------------------------------------------------------- specific servers / RA
+def random_subset(u: Float[Array, " s"], beta: Int[ArrayLike, ""]) -> Array:
+    """Boolean mask of a uniformly random subset of size ``beta`` of ``s`` positions.
+
+    The ``beta`` positions with the smallest uniforms ``u`` (ties have probability 0).
+    """
+    rank = jnp.sum(u[None, :] < u[:, None], axis=1)
+    return rank < beta
+
+
+def smjsre_step_info(W, alpha, beta, sigma, tau, u) -> tuple[Float[Array, " s"], StepInfo]:
+    """Specific-server step, eq. (14), with the job's :class:`StepInfo`.
+
+    The job asks ``alpha`` arbitrary servers plus ``beta`` specific ones, the specific set
+    ``S`` being uniformly random (drawn from the ``s`` uniforms ``u``): it takes ``S`` and the
+    ``alpha`` least loaded servers outside ``S``, waits ``W-hat = max(max_S W, W^{i*})`` and
+    holds all of them until ``W-hat + sigma``. The vector is re-sorted (O(s log s); this variant
+    is not on the fast path).
+
+    Args:
+        W: ascending workload vector.
+        alpha: arbitrary servers asked (``>= 0``).
+        beta: specific servers asked (``alpha + beta >= 1``, ``<= s``).
+        sigma, tau: service and inter-arrival times.
+        u: ``(s,)`` uniforms choosing the specific set.
+
+    Returns:
+        ``(W_next, StepInfo)``.
+    """
+    spec = random_subset(u, beta)
+    k = jnp.cumsum(~spec)
+    chosen = spec | (~spec & (k <= alpha))
+    w = jnp.max(jnp.where(chosen, W, 0))
+    hol = jnp.sum(jnp.where(chosen, w - W, 0))
+    X = jnp.sort(jnp.where(chosen, w + sigma, W)) - tau
+    free = jnp.sum(jnp.maximum(-X, 0))
+    return jnp.maximum(X, 0), StepInfo(w, hol, free)
+
+
+def smjsre_step(W, alpha, beta, sigma, tau, u) -> Float[Array, " s"]:
+    """Specific-server MJSRE step, eq. (14) (see :func:`smjsre_step_info`)."""
+    return smjsre_step_info(W, alpha, beta, sigma, tau, u)[0]
+
+
+def ra_step_info(W, alpha, sigma, tau, u) -> tuple[Float[Array, " s"], StepInfo]:
+    """Random-assignment step (``papers/mjsre.md`` Appendix A) with its :class:`StepInfo`.
+
+    The job takes ``alpha`` servers chosen uniformly at random (not the least loaded ones),
+    i.e. eq. (14) with ``alpha`` specific and no arbitrary servers.
+    """
+    return smjsre_step_info(W, 0, alpha, sigma, tau, u)
+
+
+def ra_step(W, alpha, sigma, tau, u) -> Float[Array, " s"]:
+    """Random-assignment MJSRE step (Appendix A)."""
+    return ra_step_info(W, alpha, sigma, tau, u)[0]

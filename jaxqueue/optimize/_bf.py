@@ -1,0 +1,266 @@
+"""Differentiable balanced-fairness objectives used by the dimensioning layer.
+
+Three self-contained engines, each a pure JAX function of the rates (jittable, differentiable
+in every rate, dtype preserving):
+
+* :func:`m_model_metrics`: the closed forms (10)-(11) of ``bf-clusters.md`` Section 5 for the
+  M model (servers 1, 2 dedicated to classes 1, 2; server 3 shared).
+* :class:`SubsetBF`: the recursion over server subsets of ``bf-recursive.md`` Theorems 1-2
+  (eqs. (9) and (13)), layer by layer in popcount order and in log space, for any small pool
+  (K <= 16 servers).
+* :func:`random_degree_metrics`: randomized assignment with heterogeneous degrees
+  (``bf-recursive.md`` Section 4.2, per-type ``L_u``), where each job type may draw its degree
+  from a distribution over integers (the relaxation used to optimise integer degrees: a type
+  with a random degree is exactly a mixture of fixed-degree sub-types).
+
+Every function returns a dict of metrics with a ``"margin"`` entry (relative distance to the
+stability boundary, > 0 iff stable); unstable inputs give ``inf`` delays with finite
+(zero) gradients thanks to the double-``where`` trick, never a silent NaN.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln, logsumexp
+
+__all__ = ["SubsetBF", "m_model_metrics", "random_degree_metrics"]
+
+
+def _safe_pos(x, ok):
+    """Double-where: ``x`` where ``ok`` else 1 (keeps gradients finite on the bad branch)."""
+    return jnp.where(ok, x, jnp.ones_like(x))
+
+
+@jax.jit
+def m_model_metrics(mu, lam) -> dict:
+    """Mean service rates and delays of the M model under balanced fairness.
+
+    Implements ``bf-clusters.md`` eqs. (10)-(11) with ``delta_i = 1 / gamma_i`` (eq. (9),
+    unit mean sizes). Stability: ``lam1 < mu1 + mu3``, ``lam2 < mu2 + mu3``,
+    ``lam1 + lam2 < mu1 + mu2 + mu3``.
+
+    Args:
+        mu: server capacities ``(mu1, mu2, mu3)``.
+        lam: arrival rates ``(lam1, lam2)``.
+
+    Returns:
+        dict with ``T`` (mean response times, shape (2,)), ``gamma`` (mean service rates),
+        ``L`` (mean numbers, ``lam * T``), ``T_mean`` and ``margin`` (the smallest relative gap
+        ``1 - load`` of the three stability constraints). ``T`` is ``inf`` when unstable.
+
+    Example:
+        >>> m = m_model_metrics(jnp.array([1.0, 1.0, 1.0]), jnp.array([1.0, 1.0]))
+    """
+    mu = jnp.asarray(mu)
+    lam = jnp.asarray(lam, dtype=mu.dtype)
+    m1, m2, m3 = mu[0], mu[1], mu[2]
+    l1, l2 = lam[0], lam[1]
+    mtot = m1 + m2 + m3
+    c1, c2 = m1 + m3, m2 + m3
+    margin = jnp.minimum(jnp.minimum(1 - l1 / c1, 1 - l2 / c2), 1 - (l1 + l2) / mtot)
+    ok = margin > 0
+    r1 = _safe_pos(l1 / c1, ok)
+    r2 = _safe_pos(l2 / c2, ok)
+    r = _safe_pos((l1 + l2) / mtot, ok)
+    r1 = jnp.where(ok, r1, 0.5)
+    r2 = jnp.where(ok, r2, 0.5)
+    r = jnp.where(ok, r, 0.5)
+    den = mtot - c1 * r1 - c2 * r2 + m3 * r1 * r2
+    base = 1.0 / (mtot * (1 - r))
+    inv_g1 = base + (m2 / c1) * ((1 - r2) / (1 - r1)) / den
+    inv_g2 = base + (m1 / c2) * ((1 - r1) / (1 - r2)) / den
+    T = jnp.stack([inv_g1, inv_g2])
+    T = jnp.where(ok, T, jnp.inf)
+    L = lam * T
+    return {
+        "T": T,
+        "gamma": 1.0 / T,
+        "L": L,
+        "T_mean": jnp.sum(L) / jnp.sum(lam),
+        "margin": margin,
+    }
+
+
+class SubsetBF:
+    """Balanced fairness on a small pool by the recursion over server subsets.
+
+    ``log(1/psi_{|S})`` for every subset ``S`` of servers follows Theorem 1 (eq. (9)) of
+    ``bf-recursive.md``::
+
+        1/psi_{|S} = sum_{k in S} mu_k / psi_{|S-k} / (M(S) - Lambda(S)),
+
+    and the per-class means follow Theorem 2 (eq. (13)) with ``psi_{k|S} = psi_{|S}/psi_{|S-k}``::
+
+        L_{i|S} = (lam_i 1[K_i in S] + sum_{k in S - K_i} mu_k psi_{k|S} L_{i|S-k})
+                  / (M(S) - Lambda(S)).
+
+    The index tables are built once in numpy (``2^K x K``); the recursion is unrolled over the
+    ``K`` popcount layers. Cost ``O(2^K K I)``; intended for ``K <= 16``.
+
+    Args:
+        server_sets: ``server_sets[i]`` lists the servers (0-based) of class ``i``.
+        n_servers: number of servers ``K`` (default: one more than the largest index).
+
+    Raises:
+        ValueError: empty class, server index out of range, a server with no class, or K > 16.
+
+    Example:
+        >>> pool = SubsetBF([[0, 2], [1, 2]])
+        >>> m = pool.metrics(jnp.array([1.0, 1.0, 1.0]), jnp.array([0.8, 0.8]))
+    """
+
+    # _arrive (2^K, I): class i confined to S; _bits (2^K, K): server k in S;
+    # _layers: per popcount (idx (n,), pred (n, K)); _outside (K, I): server k not in K_i.
+
+    def __init__(self, server_sets: Sequence[Sequence[int]], n_servers: int | None = None):
+        sets = tuple(tuple(sorted({int(k) for k in s})) for s in server_sets)
+        if not sets or any(len(s) == 0 for s in sets):
+            raise ValueError("server_sets: every class needs at least one server")
+        K = int(n_servers) if n_servers is not None else 1 + max(max(s) for s in sets)
+        if any(k < 0 or k >= K for s in sets for k in s):
+            raise ValueError(f"server_sets: server indices must lie in [0, {K})")
+        used = {k for s in sets for k in s}
+        if len(used) != K:
+            raise ValueError(f"server_sets: servers {sorted(set(range(K)) - used)} serve no class")
+        if K > 16:
+            raise ValueError("n_servers: SubsetBF is meant for K <= 16 (use jaxqueue.pools)")
+        self.server_sets = sets
+        self.n_servers = K
+        n = 1 << K
+        subsets = np.arange(n)
+        bits = ((subsets[:, None] >> np.arange(K)[None, :]) & 1).astype(bool)
+        cmask = np.array([sum(1 << k for k in s) for s in sets])
+        self._arrive = (cmask[None, :] & ~subsets[:, None]) == 0
+        self._bits = bits
+        pop = bits.sum(1)
+        layers = []
+        for p in range(1, K + 1):
+            idx = subsets[pop == p]
+            pred = np.where(bits[idx], idx[:, None] ^ (1 << np.arange(K))[None, :], n)
+            layers.append((idx, pred))
+        self._layers = tuple(layers)
+        self._outside = ~np.array([[k in s for s in sets] for k in range(K)])
+        self._jitted = jax.jit(self._metrics)
+
+    def metrics(self, mu, lam) -> dict:
+        """Exact BF metrics at capacities ``mu`` (K,) and arrival rates ``lam`` (I,).
+
+        Returns:
+            dict with ``psi``, ``L`` (I,), ``T`` (I,), ``gamma`` (I,), ``L_total``, ``T_mean``,
+            ``psi_server`` (K,) and ``margin = min_S (M(S) - Lambda(S)) / M(S)`` (eq. (5));
+            delays are ``inf`` when ``margin <= 0``.
+        """
+        return self._jitted(jnp.asarray(mu), jnp.asarray(lam))
+
+    def _metrics(self, mu, lam) -> dict:
+        mu = jnp.asarray(mu)
+        lam = jnp.asarray(lam, dtype=mu.dtype)
+        n = 1 << self.n_servers
+        M = jnp.asarray(self._bits, mu.dtype) @ mu
+        Lam = jnp.asarray(self._arrive, mu.dtype) @ lam
+        gap = (M - Lam)[1:]
+        margin = jnp.min(gap / M[1:])
+        ok = margin > 0
+        gap = jnp.concatenate([jnp.ones((1,), mu.dtype), _safe_pos(gap, ok)])
+        log_mu = jnp.log(mu)
+        outside = jnp.asarray(self._outside, mu.dtype)
+        arrive = jnp.asarray(self._arrive, mu.dtype)
+        # buffers padded with a dummy row n: log(1/psi) = -inf (weight 0), L = 0
+        lip = jnp.full((n + 1,), -jnp.inf, mu.dtype).at[0].set(0.0)
+        Lc = jnp.zeros((n + 1, lam.shape[0]), mu.dtype)
+        for idx, pred in self._layers:
+            lp = lip[pred]  # (m, K)
+            new = logsumexp(lp + log_mu[None, :], axis=1) - jnp.log(gap[idx])
+            lip = lip.at[idx].set(new)
+            w = mu[None, :] * jnp.exp(lp - new[:, None])  # mu_k psi_{k|S}, 0 if k not in S
+            acc = jnp.einsum("mk,ki,mki->mi", w, outside, Lc[pred])
+            Lc = Lc.at[idx].set((lam[None, :] * arrive[idx] + acc) / gap[idx][:, None])
+        full = n - 1
+        L = Lc[full]
+        T = jnp.where(ok, L / lam, jnp.inf)
+        L = jnp.where(ok, L, jnp.inf)
+        psi_server = jnp.exp(lip[full ^ (1 << np.arange(self.n_servers))] - lip[full])
+        return {
+            "psi": jnp.where(ok, jnp.exp(-lip[full]), 0.0),
+            "L": L,
+            "T": T,
+            "gamma": 1.0 / T,
+            "L_total": jnp.sum(L),
+            "T_mean": jnp.sum(L) / jnp.sum(lam),
+            "psi_server": jnp.where(ok, psi_server, 0.0),
+            "margin": margin,
+        }
+
+
+def _log_comb(n, k):
+    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0)
+
+
+@functools.partial(jax.jit, static_argnames=("n_servers",))
+def random_degree_metrics(rho, type_probs, degree_probs, *, n_servers: int) -> dict:
+    """Randomized assignment with random degrees, per job type (``bf-recursive.md`` §4.2).
+
+    ``K`` servers of unit rate, total arrival rate ``K rho``; a job is of type ``u`` with
+    probability ``type_probs[u]`` and then draws its degree ``d`` with probability
+    ``degree_probs[u, d-1]`` (d = 1..D). Each (type, degree) pair is a sub-type of §4.2 with
+    share ``p_{u,d} = type_probs[u] degree_probs[u, d-1]``; with ``a_{d,l} = C(l-1, d-1) /
+    C(K-1, d-1)`` (0 if l < d) the sub-type load with ``l`` servers left is::
+
+        rho_{ud|l} = rho a_{d,l} p_{u,d} / (1 - rho sum_{(v,e) != (u,d)} a_{e,l} p_{v,e})
+
+    and ``L_{u,d} = sum_{l=d}^K rho_{ud|l} / (1 - rho_{ud|l})``. Per type, ``L_u`` sums over
+    degrees, ``T_u = L_u / (K rho type_probs[u])`` and ``gamma_u = 1 / T_u`` (mean service
+    rate, §6.1). Stable iff ``rho < 1``. With one-hot ``degree_probs`` this is exactly §4.2.
+
+    Args:
+        rho: load of each server (scalar).
+        type_probs: (N,) type shares, summing to 1.
+        degree_probs: (N, D) degree distribution of each type (rows sum to 1).
+        n_servers: K (static).
+
+    Returns:
+        dict with ``L``, ``T``, ``gamma`` (per type), ``mean_degree`` (per type),
+        ``mean_degree_all`` and ``margin = 1 - rho``.
+    """
+    rho = jnp.asarray(rho)
+    dtype = rho.dtype
+    p = jnp.asarray(type_probs, dtype)
+    w = jnp.asarray(degree_probs, dtype)
+    K = int(n_servers)
+    D = w.shape[1]
+    if D > K:
+        raise ValueError(f"degree_probs: at most n_servers={K} degrees")
+    d = jnp.arange(1, D + 1, dtype=dtype)
+    ell = jnp.arange(1, K + 1, dtype=dtype)
+    # a[d, l] = C(l-1, d-1)/C(K-1, d-1) for l >= d
+    valid = ell[None, :] >= d[:, None]
+    la = _log_comb(ell[None, :] - 1, d[:, None] - 1) - _log_comb(K - 1.0, d[:, None] - 1)
+    a = jnp.where(valid, jnp.exp(jnp.where(valid, la, 0.0)), 0.0)  # (D, K)
+    share = p[:, None] * w  # (N, D)
+    tot = jnp.einsum("ud,dl->l", share, a)  # (K,) sum over all sub-types
+    own = share[:, :, None] * a[None, :, :]  # (N, D, K)
+    margin = 1 - rho
+    ok = margin > 0
+    r = jnp.where(ok, rho, 0.5)
+    num = r * own
+    den = 1 - r * (tot[None, None, :] - own)
+    x = num / den
+    term = jnp.where(valid[None], x / (1 - x), 0.0)
+    Lud = jnp.sum(term, axis=2)  # (N, D)
+    L = jnp.sum(Lud, axis=1)
+    lam_u = K * r * p
+    T = jnp.where(ok, L / lam_u, jnp.inf)
+    mean_deg = w @ d
+    return {
+        "L": jnp.where(ok, L, jnp.inf),
+        "T": T,
+        "gamma": 1.0 / T,
+        "mean_degree": mean_deg,
+        "mean_degree_all": jnp.sum(p * mean_deg),
+        "margin": margin,
+    }

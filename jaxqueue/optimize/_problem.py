@@ -1,0 +1,215 @@
+"""Problem description for the dimensioning layer: targets, parameter transforms, results."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "Box",
+    "Fixed",
+    "OptimizeResult",
+    "Positive",
+    "Problem",
+    "Simplex",
+    "Target",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One performance target ``metrics[metric][index] <= bound`` (or ``>=``).
+
+    Typical metrics: ``"T"`` (mean response time, upper), ``"W"`` (mean waiting time, upper),
+    ``"W_p90"`` (90th percentile of waiting, upper), ``"gamma"`` (mean service rate, lower),
+    or any ratio a problem's metric function exposes.
+
+    Args:
+        metric: key of the metrics dict.
+        bound: the target value (> 0: constraints are handled on the log scale,
+            ``g = log(value / bound)``).
+        index: element of the metric array (``None`` for a scalar metric).
+        sense: ``"upper"`` (value <= bound) or ``"lower"`` (value >= bound).
+
+    Raises:
+        ValueError: non-positive bound or unknown sense.
+    """
+
+    metric: str
+    bound: float
+    index: int | None = None
+    sense: str = "upper"
+
+    def __post_init__(self):
+        if self.sense not in ("upper", "lower"):
+            raise ValueError(f"sense: expected 'upper' or 'lower', got {self.sense!r}")
+        if not float(self.bound) > 0:
+            raise ValueError(f"bound: targets must be positive, got {self.bound}")
+
+    @property
+    def label(self) -> str:
+        op = "<=" if self.sense == "upper" else ">="
+        idx = "" if self.index is None else f"[{self.index}]"
+        return f"{self.metric}{idx} {op} {self.bound:g}"
+
+    def value(self, metrics: Mapping[str, Any]):
+        v = metrics[self.metric]
+        return v if self.index is None else v[self.index]
+
+    def violation(self, metrics: Mapping[str, Any]):
+        """``g <= 0`` iff met: ``log(value/bound)`` (upper) or ``log(bound/value)`` (lower)."""
+        v = self.value(metrics)
+        # values <= 0 are floored at 1e-12 * bound (met for an upper target, violated for a
+        # lower one) so that the log stays finite; NaN never meets a target
+        floor = 1e-12 * self.bound
+        g = jnp.log(jnp.maximum(v, floor)) - jnp.log(self.bound)
+        g = g if self.sense == "upper" else -g
+        return jnp.where(jnp.isnan(v), jnp.inf, g)
+
+    def slack(self, metrics: Mapping[str, Any]) -> float:
+        """``bound - value`` (upper) or ``value - bound`` (lower): >= 0 iff met."""
+        v = float(np.asarray(self.value(metrics)))
+        return self.bound - v if self.sense == "upper" else v - self.bound
+
+
+class Positive:
+    """Positivity by log-parameterisation: ``x = exp(z)``."""
+
+    def forward(self, z):
+        return jnp.exp(z)
+
+    def inverse(self, x):
+        return jnp.log(jnp.asarray(x))
+
+
+@dataclasses.dataclass(frozen=True)
+class Box:
+    """Bounds ``lower < x < upper`` by ``x = lower + (upper - lower) sigmoid(z)``.
+
+    With ``log=True`` the box is taken on ``log x`` (both bounds must be positive).
+    """
+
+    lower: float
+    upper: float
+    log: bool = False
+
+    def __post_init__(self):
+        if not self.lower < self.upper:
+            raise ValueError(f"Box: need lower < upper, got {self.lower}, {self.upper}")
+        if self.log and not self.lower > 0:
+            raise ValueError("Box: log=True needs a positive lower bound")
+
+    def _ends(self):
+        if self.log:
+            return np.log(self.lower), np.log(self.upper)
+        return self.lower, self.upper
+
+    def forward(self, z):
+        lo, hi = self._ends()
+        y = lo + (hi - lo) * jax.nn.sigmoid(z)
+        return jnp.exp(y) if self.log else y
+
+    def inverse(self, x):
+        lo, hi = self._ends()
+        y = jnp.log(jnp.asarray(x)) if self.log else jnp.asarray(x)
+        t = jnp.clip((y - lo) / (hi - lo), 1e-9, 1 - 1e-9)
+        return jnp.log(t) - jnp.log1p(-t)
+
+
+class Simplex:
+    """Probability vectors (rows on the last axis) by softmax: ``x = softmax(z)``."""
+
+    def forward(self, z):
+        return jax.nn.softmax(z, axis=-1)
+
+    def inverse(self, x):
+        x = jnp.asarray(x)
+        return jnp.log(jnp.clip(x, 1e-12, None))
+
+
+class Fixed:
+    """A parameter held at its initial value (not optimised)."""
+
+    def forward(self, z):
+        return jax.lax.stop_gradient(z)
+
+    def inverse(self, x):
+        return jnp.asarray(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """A parameterised model to dimension: minimise ``cost(params)`` under ``targets``.
+
+    Args:
+        params0: initial parameters (a dict name -> array), in natural units.
+        transforms: per parameter a transform (:class:`Positive`, :class:`Box`,
+            :class:`Simplex`, :class:`Fixed`) mapping an unconstrained variable to it.
+        cost: ``params -> scalar`` to minimise (use ``-lam`` to maximise a rate).
+        metrics: ``params -> dict`` of differentiable metrics; must hold ``"margin"``
+            (> 0 iff stable) used by the log-barrier and the final stability check.
+        targets: the constraints.
+        evaluate: ``params -> dict`` re-evaluation at the solution (the exact engine, or an
+            independent simulation); defaults to ``metrics``.
+        polish: ``(params, s) -> params``, a one-parameter family through ``params`` (s = 1)
+            that becomes monotonically safer as ``s`` grows (scale capacities by ``s``, divide
+            the arrival rate by ``s``...). The final feasibility polish bisects on ``s``.
+        candidates: ``params -> list[params]`` integer roundings of a relaxed solution; each is
+            re-evaluated and the cheapest one that meets every target is returned.
+        names: optional labels of the parameters in reports.
+    """
+
+    params0: Mapping[str, Any]
+    transforms: Mapping[str, Any]
+    cost: Callable
+    metrics: Callable
+    targets: Sequence[Target] = ()
+    evaluate: Callable | None = None
+    polish: Callable | None = None
+    candidates: Callable | None = None
+
+    def __post_init__(self):
+        missing = set(self.params0) - set(self.transforms)
+        if missing:
+            raise ValueError(f"transforms: no transform for parameters {sorted(missing)}")
+
+    def to_params(self, z):
+        return {k: self.transforms[k].forward(v) for k, v in z.items()}
+
+    def to_z(self, params):
+        return {k: self.transforms[k].inverse(jnp.asarray(v)) for k, v in params.items()}
+
+
+@dataclasses.dataclass
+class OptimizeResult:
+    """Outcome of :func:`jaxqueue.optimize.minimize`.
+
+    Attributes:
+        params: optimised parameters (numpy), after polish / rounding.
+        cost: cost at ``params``.
+        metrics: metrics re-evaluated at ``params`` by ``problem.evaluate``.
+        slack: per target ``bound - value`` (upper) or ``value - bound`` (lower), >= 0 iff met.
+        targets_met: every target met and the model stable on re-evaluation.
+        stable: ``margin > 0`` on re-evaluation.
+        history: per iteration ``cost``, ``violation`` (max log-violation), ``loss`` (numpy).
+        relaxed_params: the continuous optimum before polish / rounding.
+        polish_factor: the ``s`` chosen by the polish (1.0 without polish).
+        status: ``"ok"``, ``"infeasible"`` or ``"unstable"``.
+    """
+
+    params: dict
+    cost: float
+    metrics: dict
+    slack: list
+    targets_met: bool
+    stable: bool
+    history: dict
+    relaxed_params: dict
+    polish_factor: float
+    status: str
+    targets: list = dataclasses.field(default_factory=list)

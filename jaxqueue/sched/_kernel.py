@@ -1,0 +1,291 @@
+"""The JAX kernel: one replication of the interruption scheduler as a jump chain.
+
+Model (``papers/bf-clusters.md`` Section 2 and Algorithm 1 of Section 4). Jobs wait in a single
+virtual queue in order. Each server serves the oldest job of the queue that it may serve, so a
+job's service rate is the sum of the capacities of the servers for which it is the oldest
+compatible job. Job sizes are mixtures of sums of exponential phases
+(``jaxqueue.dist._phase``), so the state (the queue order, each job's servers, remaining phases
+and phase rate) is a continuous-time Markov chain. Its jumps:
+
+* arrival of a class-i job, rate ``lam_i``: appended at the end of the queue (its number of
+  phases and phase rate drawn from the mixture; for random assignment its d servers drawn
+  uniformly, Floyd's algorithm);
+* end of a phase of job k, rate ``r_k nu_k`` (``r_k`` its service rate, ``nu_k`` the phase rate
+  per unit of work); the job leaves after its last phase;
+* interruption of job k, rate ``r_k alpha`` with ``alpha = 1 / theta``: each busy server s
+  interrupts at rate ``C_s / theta`` and an interruption releases all the job's servers, so the
+  job's interruption rate is ``sum_s C_s / theta = r_k / theta``. The job moves to the END of
+  the queue, keeping its remaining phases. ``alpha = 0`` is FCFS (theta = infinity).
+
+The kernel simulates the embedded jump chain (Gillespie): at each jump the next event is drawn
+with probabilities proportional to the rates, and the time-averages use the conditional mean
+holding time ``1 / R`` of the state (R the total rate), an unbiased and lower-variance
+replacement of the sampled exponential holding time. Per-class time-averaged numbers of jobs
+``L_i = sum_t x_i(t) / R(t) / sum_t 1 / R(t)`` give the delays of eq. (9) by Little's law.
+
+Static buffers: the queue holds at most ``queue_size`` jobs; an arrival into a full buffer is
+dropped and COUNTED in ``overflow`` (the caller refuses results with overflow > 0).
+
+Random numbers: per chunk of ``chunk`` jumps, uniforms from ``fold_in(key, chunk_index)``.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+__all__ = ["KernelParams", "KernelSpec", "ChainStats", "run_chain"]
+
+
+class KernelSpec(eqx.Module):
+    """Static sizes of the kernel (one compilation per spec).
+
+    Attributes:
+        queue_size: Q, the maximum number of jobs held (buffer length).
+        n_servers: S (the padding server index is S, of capacity 0).
+        width: D, servers stored per job (max class degree, or d for random assignment).
+        n_classes: N (1 for random assignment).
+        random_d: d for random assignment, 0 for class pools.
+        chunk: jumps per block of random numbers.
+    """
+
+    queue_size: int = eqx.field(static=True)
+    n_servers: int = eqx.field(static=True)
+    width: int = eqx.field(static=True)
+    n_classes: int = eqx.field(static=True)
+    random_d: int = eqx.field(static=True)
+    chunk: int = eqx.field(static=True)
+
+
+class KernelParams(eqx.Module):
+    """Traced parameters (vmappable over sweep points).
+
+    Attributes:
+        lam: arrival rate per class, shape (N,) (total rate for random assignment, N = 1).
+        mu_ext: server capacities with a trailing 0 for the padding server, shape (S + 1,).
+        class_servers: servers of each class padded with S, shape (N, D) (unused if random).
+        alpha: interruption rate per unit of work, ``1 / theta`` (0 for FCFS).
+        comp_counts: phases of each mixture component, shape (J,).
+        comp_rate_idx: index of each component's phase rate in ``rate_table``, shape (J,).
+        comp_cdf: cumulative component probabilities, shape (J,).
+        rate_table: the distinct phase rates (per unit of work), shape (U,).
+    """
+
+    lam: Float[Array, " N"]
+    mu_ext: Float[Array, " S1"]
+    class_servers: Int[Array, "N D"]
+    alpha: Float[Array, ""]
+    comp_counts: Int[Array, " J"]
+    comp_rate_idx: Int[Array, " J"]
+    comp_cdf: Float[Array, " J"]
+    rate_table: Float[Array, " U"]
+
+
+class ChainStats(eqx.Module):
+    """Measured totals of one replication (after warm-up).
+
+    Attributes:
+        time: total expected time ``sum 1 / R``.
+        area: per-class ``sum x_i / R`` (so ``L_i = area_i / time``).
+        busy: ``sum (total service rate) / R`` (mean busy capacity times ``time``).
+        arrivals, departures, interruptions: event counts in the measured jumps.
+        overflow: arrivals dropped because the buffer was full (warm-up included).
+        n_max: the largest number of jobs seen (warm-up included).
+        n_final: number of jobs at the end.
+    """
+
+    time: Float[Array, ""]
+    area: Float[Array, " N"]
+    busy: Float[Array, ""]
+    arrivals: Int[Array, ""]
+    departures: Int[Array, ""]
+    interruptions: Int[Array, ""]
+    overflow: Int[Array, ""]
+    n_max: Int[Array, ""]
+    n_final: Int[Array, ""]
+
+
+def _draw_servers(u: Float[Array, " d"], n_servers: int, d: int) -> Int[Array, " d"]:
+    """d distinct servers uniformly among n_servers (Floyd's algorithm, d uniforms)."""
+    chosen = []
+    for step, j in enumerate(range(n_servers - d, n_servers)):
+        t = jnp.minimum((u[step] * (j + 1)).astype(jnp.int32), j)
+        dup = jnp.zeros((), bool)
+        for c in chosen:
+            dup = dup | (c == t)
+        chosen.append(jnp.where(dup, j, t))
+    return jnp.stack(chosen)
+
+
+_EMPTY = jnp.iinfo(jnp.int32).max  # stamp of a free slot
+
+
+def _step(spec: KernelSpec, params: KernelParams, state, u):
+    """One jump of the chain.
+
+    Layout (no row ever moves, so a jump costs O(Q D) instead of O(Q S)): ``jobs[q]`` holds the
+    D servers, remaining phases, class and phase-rate index of the job in slot q; ``stamp[q]``
+    its place in the queue order (arrival or re-entry counter; free slots hold the largest
+    int32); ``owner[s]`` the slot served by server s (Q if idle); ``free`` a stack of free
+    slots. Invariant (Algorithm 1): ``owner[s]`` is the slot of smallest stamp among the jobs
+    that list s, so the rate of server s goes to its job: the event is drawn among the
+    arrivals and the busy servers (server s triggers its job's next event at rate
+    ``mu_s (nu + alpha)``, which sums to ``r_k (nu_k + alpha)`` over the job's servers).
+    """
+    jobs, stamp, owner, free, n, next_stamp, count = state
+    Q, S, N, D = spec.queue_size, spec.n_servers, spec.n_classes, spec.width
+    dtype = params.mu_ext.dtype
+    mu = params.mu_ext[:S]
+    sidx = jnp.arange(S, dtype=jnp.int32)
+
+    busy = owner < Q
+    slot_of = jnp.minimum(owner, Q - 1)
+    n_rates = params.rate_table.shape[0]
+    if n_rates == 1:
+        nu_s = params.rate_table[0]
+    else:
+        nu_s = params.rate_table[jobs[slot_of, D + 2]]
+    srv_rate = jnp.where(busy, mu * (nu_s + params.alpha), 0.0)
+    rates = jnp.concatenate([params.lam, srv_rate])
+    cum = jnp.cumsum(rates)
+    total = cum[-1]
+    idx = jnp.minimum(jnp.sum(cum <= u[0] * total).astype(jnp.int32), N + S - 1)
+
+    hold = 1.0 / total
+    stats = (hold, count.astype(dtype) * hold, jnp.sum(jnp.where(busy, mu, 0.0)) * hold)
+
+    # --- job event: phase end, departure or interruption of the job in slot k
+    is_arr = idx < N
+    s_sel = jnp.clip(idx - N, 0, S - 1)
+    k = slot_of[s_sel]
+    job_ok = (~is_arr) & busy[s_sel]
+    row_k = jobs[k]
+    nu_k = params.rate_table[0] if n_rates == 1 else params.rate_table[row_k[D + 2]]
+    phase = u[1] * (nu_k + params.alpha) < nu_k
+    done = job_ok & phase
+    depart = done & (row_k[D] == 1)
+    interrupt = job_ok & ~phase
+    leave = depart | interrupt
+    new_left = row_k[D] - done.astype(jnp.int32)
+    empty_row = jnp.concatenate([jnp.full((D,), S, jnp.int32), jnp.zeros((3,), jnp.int32)])
+    row_k_new = jnp.where(depart, empty_row, row_k.at[D].set(new_left))
+    jobs = jobs.at[k].set(row_k_new)
+    stamp_k = jnp.where(depart, _EMPTY, jnp.where(interrupt, next_stamp, stamp[k]))
+    stamp = stamp.at[k].set(stamp_k)
+    next_stamp = next_stamp + interrupt.astype(jnp.int32)
+    freed = leave & (owner == k)
+    owner = jnp.where(freed, Q, owner)
+    # the freed servers go to the oldest job listing them (the interrupted job included)
+    srv = jobs[:, :D]
+    for a in range(D):
+        s = row_k[a]
+        match = jnp.any(srv == s, axis=1)
+        order = jnp.where(match, stamp, _EMPTY)
+        j = jnp.argmin(order).astype(jnp.int32)
+        take = (sidx == s) & freed & (order[j] < _EMPTY)
+        owner = jnp.where(take, j, owner)
+    free = free.at[Q - n].set(jnp.where(depart, k, free[Q - n]), mode="drop")
+
+    # --- arrival (of class c) into a free slot, if any
+    c = jnp.clip(idx, 0, N - 1)
+    arr_ok = is_arr & (n < Q)
+    overflow = is_arr & (n >= Q)
+    slot = free[jnp.clip(Q - n - 1, 0, Q - 1)]
+    comp = jnp.minimum(jnp.sum(params.comp_cdf < u[2]).astype(jnp.int32), params.comp_cdf.size - 1)
+    if spec.random_d:
+        new_servers = _draw_servers(u[3 : 3 + spec.random_d], S, spec.random_d)
+    else:
+        new_servers = params.class_servers[c]
+    new_job = jnp.concatenate(
+        [new_servers, jnp.stack([params.comp_counts[comp], c, params.comp_rate_idx[comp]])]
+    ).astype(jnp.int32)
+    jobs = jobs.at[slot].set(jnp.where(arr_ok, new_job, jobs[slot]))
+    stamp = stamp.at[slot].set(jnp.where(arr_ok, next_stamp, stamp[slot]))
+    next_stamp = next_stamp + arr_ok.astype(jnp.int32)
+    for a in range(D):
+        owner = jnp.where((sidx == new_servers[a]) & (owner == Q) & arr_ok, slot, owner)
+
+    count = count + ((jnp.arange(N) == c) & arr_ok) - ((jnp.arange(N) == row_k[D + 1]) & depart)
+    n = n + arr_ok.astype(n.dtype) - depart.astype(n.dtype)
+    events = jnp.stack([arr_ok, depart, interrupt, overflow]).astype(jnp.int32)
+    return (jobs, stamp, owner, free, n, next_stamp, count), (stats, events, n)
+
+
+def _initial_state(spec: KernelSpec, dtype):
+    Q, D, N, S = spec.queue_size, spec.width, spec.n_classes, spec.n_servers
+    jobs = jnp.zeros((Q, D + 3), jnp.int32).at[:, :D].set(S)
+    return (
+        jobs,
+        jnp.full((Q,), _EMPTY, jnp.int32),
+        jnp.full((S,), Q, jnp.int32),
+        jnp.arange(Q, dtype=jnp.int32)[::-1],
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((N,), jnp.int32),
+    )
+
+
+def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> ChainStats:
+    """Simulate one replication: ``n_warm`` then ``n_chunks`` blocks of ``spec.chunk`` jumps.
+
+    Starts empty; the warm-up jumps are simulated but not measured. Pure and jittable; vmap it
+    over keys (replications) and over ``params`` (sweep points). The block counts are traced
+    (a ``while`` loop), so run lengths do not trigger recompilation.
+
+    Args:
+        spec: static sizes.
+        params: traced rates, capacities, interruption rate and job-size mixture.
+        key: PRNG key of this replication.
+        n_warm: warm-up blocks (int scalar, may be traced).
+        n_chunks: measured blocks (int scalar, may be traced).
+
+    Returns:
+        ``ChainStats`` of the measured jumps.
+    """
+    dtype = params.mu_ext.dtype
+    n_u = 3 + spec.random_d
+
+    def inner(carry, u):
+        state, (t, a, b, ev, nmax) = carry
+        state, ((hold, area, busy), events, n) = _step(spec, params, state, u)
+        chunk_acc = (t + hold, a + area, b + busy, ev + events, jnp.maximum(nmax, n))
+        return (state, chunk_acc), None
+
+    def outer(c, carry):
+        state, acc = carry
+        u = jax.random.uniform(jax.random.fold_in(key, c), (spec.chunk, n_u), dtype=dtype)
+        zero = jnp.zeros((), dtype)
+        chunk0 = (
+            zero,
+            jnp.zeros((spec.n_classes,), dtype),
+            zero,
+            jnp.zeros((4,), jnp.int32),
+            acc[5],
+        )
+        (state, (ht, ha, hb, ev, nmax)), _ = jax.lax.scan(inner, (state, chunk0), u)
+        on = (c >= n_warm).astype(dtype)
+        t, a, b, e, ovf, _ = acc
+        acc = (
+            t + on * ht,
+            a + on * ha,
+            b + on * hb,
+            e + ev[:3] * on.astype(jnp.int32),
+            ovf + ev[3],
+            nmax,
+        )
+        return state, acc
+
+    zero = jnp.zeros((), dtype)
+    acc0 = (
+        zero,
+        jnp.zeros((spec.n_classes,), dtype),
+        zero,
+        jnp.zeros((3,), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
+    )
+    state, acc = jax.lax.fori_loop(0, n_warm + n_chunks, outer, (_initial_state(spec, dtype), acc0))
+    t, a, b, e, ovf, nmax = acc
+    return ChainStats(t, a, b, e[0], e[1], e[2], ovf, nmax, state[4])

@@ -1,0 +1,167 @@
+"""Server-assignment models for the interruption scheduler.
+
+Two ways of giving each job the set of servers it may use (``papers/bf-clusters.md`` Section 2
+and Section 4, "Large system with random assignment"):
+
+* ``ClassAssignment(server_sets, mu)``: N classes, class i may use the servers
+  ``server_sets[i]`` (a compatibility graph), server s has capacity ``mu[s]``;
+* ``RandomAssignment(n_servers, d, mu)``: each arriving job draws d of the S servers uniformly
+  at random (the C(S, d) classes are never enumerated; the simulator stores each job's servers).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import equinox as eqx
+import numpy as np
+
+__all__ = ["ClassAssignment", "RandomAssignment", "as_assignment", "check_stability"]
+
+
+def _check_mu(mu) -> np.ndarray:
+    arr = np.asarray(mu, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"mu must be a non-empty 1-D vector of server capacities, got {mu!r}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or not np.any(arr > 0):
+        raise ValueError(f"mu must be finite, >= 0 and not all zero, got {mu!r}")
+    return arr
+
+
+class ClassAssignment(eqx.Module):
+    """N job classes on S servers: class i may be served by the servers ``server_sets[i]``.
+
+    Attributes:
+        server_sets: tuple of tuples of 0-based server indices, one per class.
+        mu: capacity of each server (``mu[s] >= 0``; a zero-capacity server never serves).
+
+    Raises:
+        ValueError: empty class, server index out of range, or a class with zero capacity.
+    """
+
+    server_sets: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    capacities: tuple[float, ...] = eqx.field(static=True)
+
+    def __init__(self, server_sets, mu):
+        self.capacities = tuple(float(v) for v in _check_mu(mu))
+        self.server_sets = tuple(tuple(int(s) for s in ss) for ss in server_sets)
+
+    @property
+    def mu(self) -> np.ndarray:
+        """Server capacities as a float64 vector."""
+        return np.asarray(self.capacities, dtype=float)
+
+    def __check_init__(self):
+        if not self.server_sets:
+            raise ValueError("server_sets must list at least one class")
+        S = len(self.capacities)
+        for i, ss in enumerate(self.server_sets):
+            if not ss:
+                raise ValueError(f"server_sets[{i}] is empty: every class needs a server")
+            if len(set(ss)) != len(ss) or min(ss) < 0 or max(ss) >= S:
+                raise ValueError(
+                    f"server_sets[{i}] = {ss} must list distinct servers in 0..{S - 1}"
+                )
+            if not np.any(self.mu[list(ss)] > 0):
+                raise ValueError(f"server_sets[{i}] = {ss}: all its servers have capacity 0")
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.server_sets)
+
+    @property
+    def n_servers(self) -> int:
+        return len(self.capacities)
+
+
+class RandomAssignment(eqx.Module):
+    """Each arriving job is assigned ``d`` of ``n_servers`` servers uniformly at random.
+
+    Attributes:
+        n_servers: S, the number of servers.
+        d: the number of servers drawn per job (1 <= d <= S).
+        mu: capacities, a scalar (homogeneous pool) or a vector of length S.
+    """
+
+    n_servers: int = eqx.field(static=True)
+    d: int = eqx.field(static=True)
+    capacities: tuple[float, ...] = eqx.field(static=True)
+
+    def __init__(self, n_servers: int, d: int, mu=1.0):
+        self.n_servers = int(n_servers)
+        self.d = int(d)
+        arr = np.asarray(mu, dtype=float)
+        arr = np.full(self.n_servers, float(arr)) if arr.ndim == 0 else arr
+        self.capacities = tuple(float(v) for v in _check_mu(arr))
+
+    @property
+    def mu(self) -> np.ndarray:
+        """Server capacities as a float64 vector."""
+        return np.asarray(self.capacities, dtype=float)
+
+    def __check_init__(self):
+        if self.n_servers < 1:
+            raise ValueError(f"n_servers must be >= 1, got {self.n_servers}")
+        if not 1 <= self.d <= self.n_servers:
+            raise ValueError(f"d must lie in 1..n_servers={self.n_servers}, got {self.d}")
+        if len(self.capacities) != self.n_servers:
+            raise ValueError(f"mu must have length n_servers={self.n_servers}")
+
+    @property
+    def n_classes(self) -> int:
+        return 1
+
+
+def as_assignment(pool) -> ClassAssignment | RandomAssignment:
+    """Accept a ``ClassAssignment``, a ``RandomAssignment`` or any object with ``server_sets``
+    and ``mu`` attributes (for example ``jaxqueue.pools.Pool``)."""
+    if isinstance(pool, (ClassAssignment, RandomAssignment)):
+        return pool
+    if hasattr(pool, "server_sets") and hasattr(pool, "mu"):
+        return ClassAssignment(pool.server_sets, np.asarray(pool.mu, dtype=float))
+    raise ValueError(
+        f"pool must be a ClassAssignment, a RandomAssignment or have server_sets and mu, "
+        f"got {type(pool).__name__}"
+    )
+
+
+def check_stability(pool, lam) -> None:
+    """Raise ``ValueError`` naming the bottleneck if the load is not stable.
+
+    Class pools: ``sum_{i in A} lam_i < mu(A)`` for every non-empty set of classes A
+    (``bf-clusters`` Theorem 1, eq. (5)), checked over all subsets (N <= 20 classes).
+    Random assignment (total rate ``lam``): every set of l servers, of capacity at least the sum
+    of the l smallest capacities, must serve the jobs drawn inside it,
+    ``lam C(l, d) / C(S, d) < mu(l smallest)``.
+    """
+    pool = as_assignment(pool)
+    lam = np.asarray(lam, dtype=float)
+    if isinstance(pool, RandomAssignment):
+        total = float(np.sum(lam))
+        mu_sorted = np.sort(pool.mu)
+        S, d = pool.n_servers, pool.d
+        for ell in range(d, S + 1):
+            load = total * math.comb(ell, d) / math.comb(S, d)
+            cap = float(np.sum(mu_sorted[:ell]))
+            if not load < cap:
+                raise ValueError(
+                    f"unstable load: the {ell} slowest servers receive {load:.6g} > "
+                    f"their capacity {cap:.6g}"
+                )
+        return
+    N = pool.n_classes
+    if lam.shape != (N,):
+        raise ValueError(f"lam must have one rate per class ({N}), got shape {lam.shape}")
+    if N > 20:
+        raise ValueError(f"stability check over class subsets supports N <= 20 classes, got {N}")
+    for size in range(1, N + 1):
+        for A in itertools.combinations(range(N), size):
+            servers = set().union(*(pool.server_sets[i] for i in A))
+            cap = float(np.sum(pool.mu[list(servers)]))
+            load = float(np.sum(lam[list(A)]))
+            if not load < cap:
+                raise ValueError(
+                    f"unstable load: classes {list(A)} bring {load:.6g} >= capacity "
+                    f"{cap:.6g} of their servers {sorted(servers)}"
+                )

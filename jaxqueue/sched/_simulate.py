@@ -1,0 +1,309 @@
+"""Replicated simulation of the interruption scheduler with confidence intervals.
+
+``simulate_sweep`` runs the kernel of ``_kernel.py`` for several sweep points (arrival rates
+and mean numbers of interruptions m) times independent replications in one jitted call,
+``vmap`` over both, the replication axis sharded over ``jax.devices()``. The estimators are
+those of ``papers/bf-clusters.md`` Section 5, eq. (9): the mean delay of class i is
+``delta_i = L_i / lam_i`` (Little's law on time-averaged numbers, warm-up discarded) and the
+mean service rate ``gamma_i = sigma / delta_i`` (sigma the mean job size), with Student-t
+intervals across replications.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time as _time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ..dist._laws import Law
+from ..dist._phase import PhaseMixture, phase_mixture
+from ..stats import mean_ci
+from ._kernel import KernelParams, KernelSpec, run_chain
+from ._model import RandomAssignment, as_assignment, check_stability
+
+__all__ = ["SchedResult", "simulate", "simulate_sweep"]
+
+
+class SchedResult(eqx.Module):
+    """Estimates for P sweep points (leading axis P; ``simulate`` drops it).
+
+    Attributes:
+        delay, delay_low, delay_high: per-class mean delay ``delta_i`` and CI, shape (P, N).
+        service_rate, service_rate_low, service_rate_high: ``gamma_i = sigma / delta_i``.
+        delay_all, delay_all_low, delay_all_high: mean delay over all jobs,
+            ``sum_i L_i / sum_i lam_i``, shape (P,).
+        L: per-class mean number of jobs, shape (P, N); ``L_reps``: per replication (P, R, N).
+        busy: mean total service capacity in use, shape (P,).
+        interruptions_per_job: measured interruptions / departures, shape (P,).
+        jumps_per_s: measured jumps per second of wall time (all replications, compile apart).
+        compile_s: total compilation time (0 when cached).
+        queue_size: buffer length finally used for each point, shape (P,).
+        overflow: arrivals dropped on a full buffer (must be 0 for valid results), shape (P,).
+        n_max: largest number of jobs seen, shape (P,).
+        replications, jumps, warmup, level: the run's settings.
+        status: "ok", or "overflow" when some buffer overflowed at the largest size allowed.
+    """
+
+    delay: np.ndarray
+    delay_low: np.ndarray
+    delay_high: np.ndarray
+    service_rate: np.ndarray
+    service_rate_low: np.ndarray
+    service_rate_high: np.ndarray
+    delay_all: np.ndarray
+    delay_all_low: np.ndarray
+    delay_all_high: np.ndarray
+    L: np.ndarray
+    L_reps: np.ndarray
+    busy: np.ndarray
+    interruptions_per_job: np.ndarray
+    jumps_per_s: float
+    compile_s: float
+    overflow: np.ndarray
+    n_max: np.ndarray
+    queue_size: np.ndarray
+    replications: int
+    jumps: int
+    warmup: int
+    level: float
+    status: str
+
+    def point(self, p: int) -> SchedResult:
+        """The result of sweep point ``p`` (arrays without the leading axis)."""
+        return jax.tree_util.tree_map(lambda x: x[p] if isinstance(x, np.ndarray) else x, self)
+
+
+def _law_arrays(law) -> tuple[PhaseMixture, float]:
+    mix = law if isinstance(law, PhaseMixture) else phase_mixture(law)
+    if not isinstance(law, (Law, PhaseMixture)):
+        raise ValueError(f"law must be a jaxqueue.dist law, got {type(law).__name__}")
+    return mix, mix.mean()
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _run_batch(spec: KernelSpec, params: KernelParams, keys, n_warm, n_chunks):
+    per_rep = jax.vmap(run_chain, in_axes=(None, None, 0, None, None))
+    return jax.vmap(per_rep, in_axes=(None, 0, None, None, None))(
+        spec, params, keys, n_warm, n_chunks
+    )
+
+
+_COMPILED: dict = {}
+
+
+def _compiled(spec, params, keys, counts):
+    """Ahead-of-time compilation, cached on the static spec and the argument shapes (so that
+    the timed call excludes compilation)."""
+    sig = (
+        spec,
+        tuple((x.shape, str(x.dtype)) for x in jax.tree_util.tree_leaves(params)),
+        keys.shape,
+        str(getattr(keys, "sharding", None)),
+    )
+    t0 = _time.perf_counter()
+    if sig not in _COMPILED:
+        _COMPILED[sig] = _run_batch.lower(spec, params, keys, *counts).compile()
+    return _COMPILED[sig], _time.perf_counter() - t0
+
+
+def _replication_keys(key, replications: int):
+    """``fold_in(key, r)`` for each replication r, padded to a multiple of the device count
+    and sharded over ``jax.devices()`` (the extra replications are dropped afterwards)."""
+    devices = jax.devices()
+    padded = -(-replications // len(devices)) * len(devices)
+    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(padded))
+    if len(devices) > 1:
+        mesh = Mesh(np.array(devices), ("rep",))
+        keys = jax.device_put(keys, NamedSharding(mesh, PartitionSpec("rep")))
+    return keys
+
+
+def simulate_sweep(
+    pool,
+    lam,
+    law,
+    m,
+    *,
+    key,
+    replications: int = 100,
+    jumps: int = 100_000,
+    warmup: int = 100_000,
+    queue_size: int = 128,
+    max_queue_size: int = 8192,
+    chunk: int = 1000,
+    level: float = 0.95,
+    dtype=None,
+) -> SchedResult:
+    """Simulate the scheduler at P sweep points, R replications each.
+
+    Args:
+        pool: ``ClassAssignment``, ``RandomAssignment`` or an object with ``server_sets`` and
+            ``mu`` (e.g. ``jaxqueue.pools.Pool``).
+        lam: arrival rates, shape (P, N) for class pools, shape (P,) (total rate) for random
+            assignment; one point may be given without the leading axis.
+        law: job-size law, a mixture of sums of exponential phases (``jaxqueue.dist``
+            Exponential, Erlang, HyperExponential, PhaseCount) or a ``PhaseMixture``.
+        m: mean number of interruptions per job ``sigma / theta``, shape (P,) or scalar;
+            0 is FCFS (theta = infinity); each server interrupts at rate ``C_s m / sigma``.
+        key: PRNG key; replication r uses ``fold_in(key, r)`` (same answer on any device count).
+        replications: R >= 2.
+        jumps: measured jumps per replication (rounded up to a multiple of ``chunk``).
+        warmup: jumps simulated first and discarded (rounded up likewise).
+        queue_size: initial buffer length; the points whose buffer overflowed are rerun with
+            a doubled length (recompiling), up to ``max_queue_size``; ``status`` reports any
+            overflow left.
+        chunk: jumps per block of random numbers.
+        level: confidence level of the intervals.
+        dtype: float dtype of the simulation (default: JAX's default float).
+
+    Returns:
+        ``SchedResult`` with a leading sweep axis.
+
+    Raises:
+        ValueError: bad arguments, or an unstable load (naming the bottleneck).
+    """
+    pool = as_assignment(pool)
+    mix, sigma = _law_arrays(law)
+    random_pool = isinstance(pool, RandomAssignment)
+    lam = np.asarray(lam, dtype=float)
+    if random_pool:
+        lam = lam.reshape(-1, 1) if lam.ndim <= 1 else lam
+    elif lam.ndim == 1:
+        lam = lam[None, :]
+    P, N = lam.shape
+    if N != pool.n_classes:
+        raise ValueError(f"lam has {N} rates per point but the pool has {pool.n_classes} classes")
+    if not np.all(np.isfinite(lam)) or np.any(lam <= 0):
+        raise ValueError("lam must be finite and > 0 for every class")
+    m = np.broadcast_to(np.asarray(m, dtype=float), (P,)).copy()
+    if not np.all(np.isfinite(m)) or np.any(m < 0):
+        raise ValueError(f"m (mean interruptions per job) must be finite and >= 0, got {m}")
+    if replications < 2:
+        raise ValueError(f"replications must be >= 2 for a confidence interval, got {replications}")
+    if jumps < 1 or warmup < 0 or chunk < 1:
+        raise ValueError("jumps must be >= 1, warmup >= 0 and chunk >= 1")
+    for p in range(P):
+        check_stability(pool, lam[p])
+    if jumps + warmup + 2 * chunk >= 2**31 - 1:
+        raise ValueError("jumps + warmup must stay below 2**31 (int32 queue-order stamps)")
+
+    dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+    S = pool.n_servers
+    mu_ext = np.concatenate([pool.mu, [0.0]])
+    if random_pool:
+        width, random_d = pool.d, pool.d
+        class_servers = np.full((1, width), S, np.int32)
+    else:
+        width, random_d = max(len(ss) for ss in pool.server_sets), 0
+        class_servers = np.full((N, width), S, np.int32)
+        for i, ss in enumerate(pool.server_sets):
+            class_servers[i, : len(ss)] = ss
+    rate_table, rate_idx = np.unique(np.asarray(mix.rates, dtype=float), return_inverse=True)
+    chunk = int(min(chunk, jumps))
+    n_chunks = math.ceil(jumps / chunk)
+    n_warm = math.ceil(warmup / chunk)
+    params = KernelParams(
+        lam=jnp.asarray(lam, dtype),
+        mu_ext=jnp.broadcast_to(jnp.asarray(mu_ext, dtype), (P, S + 1)),
+        class_servers=jnp.broadcast_to(jnp.asarray(class_servers), (P, *class_servers.shape)),
+        alpha=jnp.asarray(m / sigma, dtype),
+        comp_counts=jnp.broadcast_to(jnp.asarray(mix.counts, jnp.int32), (P, len(mix.counts))),
+        comp_rate_idx=jnp.broadcast_to(jnp.asarray(rate_idx, jnp.int32), (P, len(rate_idx))),
+        rate_table=jnp.broadcast_to(jnp.asarray(rate_table, dtype), (P, len(rate_table))),
+        comp_cdf=jnp.broadcast_to(
+            jnp.asarray(np.cumsum(mix.probs) / np.sum(mix.probs), dtype), (P, len(mix.probs))
+        ),
+    )
+    keys = _replication_keys(key, replications)
+
+    # Run every point at the initial buffer size; rerun only the points whose buffer overflowed
+    # with a doubled size (same keys: a run that does not overflow does not depend on the size).
+    counts = (jnp.asarray(n_warm, jnp.int32), jnp.asarray(n_chunks, jnp.int32))
+    pending = np.arange(P)
+    q = int(queue_size)
+    merged = None
+    q_used = np.zeros(P, dtype=int)
+    compile_s = elapsed = 0.0
+    simulated = 0
+    while pending.size:
+        sub = jax.tree_util.tree_map(lambda x, idx=pending: x[idx], params)
+        spec = KernelSpec(q, S, width, N, random_d, chunk)
+        compiled, c_s = _compiled(spec, sub, keys, counts)
+        t0 = _time.perf_counter()
+        part = jax.block_until_ready(compiled(sub, keys, *counts))
+        elapsed += _time.perf_counter() - t0
+        compile_s += c_s
+        simulated += pending.size * keys.shape[0] * (n_warm + n_chunks) * chunk
+        part = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :replications], part)
+        if merged is None:
+            merged = jax.tree_util.tree_map(lambda x: np.zeros((P, *x.shape[1:]), x.dtype), part)
+        for leaf_all, leaf in zip(
+            jax.tree_util.tree_leaves(merged), jax.tree_util.tree_leaves(part), strict=True
+        ):
+            leaf_all[pending] = leaf
+        q_used[pending] = q
+        over = part.overflow.sum(axis=1) > 0
+        if not np.any(over) or q >= max_queue_size:
+            break
+        pending = pending[over]
+        q = min(2 * q, int(max_queue_size))
+    stats = merged
+    overflow = stats.overflow.sum(axis=1)
+
+    time = np.asarray(stats.time)  # (P, R)
+    L_reps = np.asarray(stats.area) / time[..., None]  # (P, R, N)
+    delay_reps = L_reps / lam[:, None, :]
+    est = mean_ci(delay_reps, axis=1, level=level)
+    est_all = mean_ci(L_reps.sum(-1) / lam.sum(-1)[:, None], axis=1, level=level)
+    delay, lo, hi = (np.asarray(v) for v in (est.mean, est.low, est.high))
+    deps = np.asarray(stats.departures).sum(axis=1)
+    return SchedResult(
+        delay=delay,
+        delay_low=lo,
+        delay_high=hi,
+        service_rate=sigma / delay,
+        service_rate_low=sigma / hi,
+        service_rate_high=sigma / np.maximum(lo, np.finfo(float).tiny),
+        delay_all=np.asarray(est_all.mean),
+        delay_all_low=np.asarray(est_all.low),
+        delay_all_high=np.asarray(est_all.high),
+        L=L_reps.mean(axis=1),
+        L_reps=L_reps,
+        busy=(np.asarray(stats.busy) / time).mean(axis=1),
+        interruptions_per_job=np.asarray(stats.interruptions).sum(axis=1) / np.maximum(deps, 1),
+        jumps_per_s=simulated / elapsed,
+        compile_s=compile_s,
+        overflow=overflow,
+        n_max=np.asarray(stats.n_max).max(axis=1),
+        queue_size=q_used,
+        replications=int(replications),
+        jumps=n_chunks * chunk,
+        warmup=n_warm * chunk,
+        level=float(level),
+        status="overflow" if np.any(overflow > 0) else "ok",
+    )
+
+
+def simulate(pool, lam, law, *, m: float = 0.0, key, **kwargs) -> SchedResult:
+    """Simulate the scheduler at one load; ``simulate_sweep`` with one point.
+
+    Example:
+        >>> from jaxqueue.sched import ClassAssignment, simulate
+        >>> from jaxqueue.dist import get_law
+        >>> pool = ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0])
+        >>> res = simulate(pool, [0.9, 0.9], get_law("bimodal"), m=1.0,
+        ...                key=jax.random.key(0), replications=8, jumps=20_000)
+        >>> res.delay, res.delay_low, res.delay_high  # per class, 95% CI
+
+    See ``simulate_sweep`` for the arguments.
+    """
+    lam = np.asarray(lam, dtype=float)
+    if isinstance(as_assignment(pool), RandomAssignment):
+        lam = lam.reshape(1)
+    return simulate_sweep(pool, lam[None], law, np.asarray([m]), key=key, **kwargs).point(0)

@@ -1,0 +1,428 @@
+"""Study of ``papers/mjsre.md`` Section 8 and the backward/forward comparison of Section 7.4.
+
+``jaxqueue reproduce mjsre [--fast]`` writes, under ``out_dir``:
+
+* ``fig2a_waste_two_class.png/.csv``: servers wasted at saturation (``s - lambda_c E[alpha
+  sigma]``, all idle servers are HOL-blocked when the queue never empties) for s = 200,
+  one-core and 100-core jobs equally likely, against the big jobs' mean service time;
+* ``fig2b_hol_waste.png`` (HOL-idle servers vs lambda, five-class scenario, four laws),
+  ``fig2c_wait_pdf_bpareto.png`` (per-class waiting-time density, bounded Pareto),
+  ``fig3_exp.png``, ``fig4_hyperexp.png`` (per-class mean with CI, variance, 90th percentile
+  vs lambda), ``fig5_class1.png``, ``fig6_class15.png`` (one class, four laws), with the data
+  in ``five_class_sweep.csv`` and ``stability_five_class.csv``;
+* ``fig7b_borg.png/.csv``: ``borg-cell-b`` mean wait vs lambda, backward sampler and forward
+  simulation, with ``lambda_c``;
+* ``table1_two_class_256.csv/.png``: backward (Algorithm 1) and forward MJSRE mean waits with
+  99% intervals and run times at ``lambda = k 0.1 lambda_c`` (eq. (8)), k = 1..9.
+
+Fast mode (CPU, a few minutes) uses few loads and samples; full mode is sized for a GPU.
+"""
+
+from __future__ import annotations
+
+import csv
+import pathlib
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm import tqdm
+
+from ..mjqm import (
+    lambda_c_one_or_all,
+    palm_metrics,
+    pile_growth,
+    sample_backward,
+    simulate,
+    wait_density,
+)
+from ..scenarios import get
+
+LAWS = ["exp", "erlang3", "hyperexp", "bpareto"]
+
+
+def _write_csv(path: pathlib.Path, header: list[str], rows: list[list]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def _fig2a(out, fast, key, plt, files):
+    big_means = np.geomspace(0.1, 10.0, 5 if fast else 17)
+    rows = []
+    for i, m in enumerate(tqdm(big_means, desc="fig 2(a)", leave=False)):
+        wl = get("two-class-200", big_mean=float(m))
+        r = pile_growth(
+            wl,
+            key=jax.random.fold_in(key, i),
+            rel_tol=0.03 if fast else 0.005,
+            dtype=jnp.float32,
+            max_jobs=1 << (18 if fast else 24),
+        )
+        work = float(wl.mean_work()[0])
+        waste = 200 - r.lambda_c * work
+        lo, hi = 200 - r.lambda_c_ci[1] * work, 200 - r.lambda_c_ci[0] * work
+        rows.append([m, r.lambda_c, r.lambda_c_ci[0], r.lambda_c_ci[1], waste, lo, hi])
+    a = np.array(rows)
+    _write_csv(
+        out / "fig2a_waste_two_class.csv",
+        ["big_mean", "lambda_c", "lambda_c_lo", "lambda_c_hi", "waste", "waste_lo", "waste_hi"],
+        rows,
+    )
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.errorbar(a[:, 0], a[:, 4], yerr=[a[:, 4] - a[:, 5], a[:, 6] - a[:, 4]], marker="o")
+    ax.set_xscale("log")
+    ax.set_xlabel("mean service time of 100-core jobs")
+    ax.set_ylabel("wasted servers at saturation")
+    ax.set_title("Fig. 2(a): s = 200, 1- and 100-core jobs")
+    fig.tight_layout()
+    fig.savefig(out / "fig2a_waste_two_class.png", dpi=120)
+    plt.close(fig)
+    files += ["fig2a_waste_two_class.png", "fig2a_waste_two_class.csv"]
+    return {"fig2a_points": len(rows)}
+
+
+def _five_class(out, fast, key, plt, files):
+    fracs = [0.3, 0.6, 0.85] if fast else [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+    n = 256 if fast else 10000
+    stab, sweep, samples_bp = {}, [], None
+    srows = []
+    for li, law in enumerate(LAWS):
+        wl = get(f"five-class-{law}")
+        r = pile_growth(
+            wl,
+            key=jax.random.fold_in(key, 100 + li),
+            rel_tol=0.02 if fast else 0.005,
+            dtype=jnp.float32,
+        )
+        stab[law] = r
+        srows.append([law, r.lambda_c, *r.lambda_c_ci, r.lambda_ideal])
+        for fi, f in enumerate(tqdm(fracs, desc=f"five-class-{law}", leave=False)):
+            lam = f * r.lambda_c
+            S = sample_backward(
+                wl,
+                lam,
+                n,
+                key=jax.random.fold_in(key, 1000 * li + fi),
+                dtype=jnp.float32,
+                override=True,
+            )
+            m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+            for c in m["classes"]:
+                sweep.append(
+                    [
+                        law,
+                        f,
+                        lam,
+                        c["cores"],
+                        c["wait_mean"],
+                        *c["wait_mean_ci"],
+                        c["wait_var"],
+                        c["wait_p90"],
+                        m["hol_idle_servers"],
+                        *m["hol_idle_servers_ci"],
+                        m["n_unconverged"],
+                    ]
+                )
+            if law == "bpareto" and fi == len(fracs) - 1:
+                samples_bp = (wl, S)
+    _write_csv(
+        out / "stability_five_class.csv", ["law", "lambda_c", "lo", "hi", "lambda_ideal"], srows
+    )
+    head = [
+        "law",
+        "frac",
+        "lam",
+        "cores",
+        "wait_mean",
+        "wait_lo",
+        "wait_hi",
+        "wait_var",
+        "wait_p90",
+        "hol",
+        "hol_lo",
+        "hol_hi",
+        "n_unconverged",
+    ]
+    _write_csv(out / "five_class_sweep.csv", head, sweep)
+    files += ["stability_five_class.csv", "five_class_sweep.csv"]
+    rec = np.array(sweep, dtype=object)
+
+    def sel(law, cores=None):
+        m = rec[:, 0] == law
+        if cores is not None:
+            m &= rec[:, 3] == cores
+        return rec[m][:, 1:].astype(float)
+
+    # Fig 2(b): HOL waste vs lambda.
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for law in LAWS:
+        d = sel(law, 1)
+        ax.errorbar(
+            d[:, 1], d[:, 8], yerr=[d[:, 8] - d[:, 9], d[:, 10] - d[:, 8]], marker="o", label=law
+        )
+    ax.set_xlabel("arrival rate lambda")
+    ax.set_ylabel("servers idle by HOL blocking")
+    ax.set_title("Fig. 2(b): five classes, s = 20")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "fig2b_hol_waste.png", dpi=120)
+    plt.close(fig)
+    # Fig 2(c): density of waits, bounded Pareto.
+    wl, S = samples_bp
+    w = np.asarray(S.W)
+    bins = np.linspace(0, max(float(np.quantile(w, 0.995)), 1e-9), 40)
+    dens, p0 = wait_density(wl, S, bins)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    mid = 0.5 * (bins[1:] + bins[:-1])
+    cores = [int(c) for c in np.asarray(wl.cores_array)[:, 0]]
+    for c in range(dens.shape[0]):
+        ax.semilogy(mid, np.where(dens[c] > 0, dens[c], np.nan), label=f"{cores[c]} cores")
+    ax.set_xlabel("waiting time")
+    ax.set_ylabel("density")
+    ax.set_title(f"Fig. 2(c): bounded Pareto, lambda = {S.lam:.3g}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "fig2c_wait_pdf_bpareto.png", dpi=120)
+    plt.close(fig)
+    files += ["fig2b_hol_waste.png", "fig2c_wait_pdf_bpareto.png"]
+    # Figs 3-4: per class, one law.
+    for name, law in (("fig3_exp.png", "exp"), ("fig4_hyperexp.png", "hyperexp")):
+        fig, axs = plt.subplots(1, 3, figsize=(13, 3.5))
+        for c in cores:
+            d = sel(law, c)
+            axs[0].errorbar(
+                d[:, 1],
+                d[:, 3],
+                yerr=[d[:, 3] - d[:, 4], d[:, 5] - d[:, 3]],
+                marker="o",
+                label=f"{c} cores",
+            )
+            axs[1].plot(d[:, 1], d[:, 6], marker="o")
+            axs[2].plot(d[:, 1], d[:, 7], marker="o")
+        for ax, t in zip(
+            axs, ["mean wait (99% CI)", "variance of wait", "90th percentile"], strict=True
+        ):
+            ax.axvline(stab[law].lambda_c, color="r", ls="--")
+            ax.set_xlabel("lambda")
+            ax.set_title(t)
+        axs[0].legend()
+        fig.suptitle(f"five classes, {law} service")
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        files.append(name)
+    # Figs 5-6: one class, four laws.
+    for name, c in (("fig5_class1.png", 1), ("fig6_class15.png", 15)):
+        fig, axs = plt.subplots(1, 3, figsize=(13, 3.5))
+        for law in LAWS:
+            d = sel(law, c)
+            axs[0].errorbar(
+                d[:, 1], d[:, 3], yerr=[d[:, 3] - d[:, 4], d[:, 5] - d[:, 3]], marker="o", label=law
+            )
+            axs[1].semilogy(d[:, 1], d[:, 6], marker="o")
+            axs[2].semilogy(d[:, 1], d[:, 7], marker="o")
+            axs[0].axvline(stab[law].lambda_c, ls="--", color=axs[0].lines[-1].get_color())
+        axs[0].set_yscale("log")
+        for ax, t in zip(axs, ["mean wait", "variance", "90th percentile"], strict=True):
+            ax.set_xlabel("lambda")
+            ax.set_title(f"{c}-core jobs: {t}")
+        axs[0].legend()
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        files.append(name)
+    return {f"lambda_c_{law}": [stab[law].lambda_c, list(stab[law].lambda_c_ci)] for law in LAWS}
+
+
+def _fig7b(out, fast, key, plt, files):
+    wl = get("borg-cell-b")
+    r = pile_growth(
+        wl,
+        key=jax.random.fold_in(key, 7),
+        rel_tol=0.05 if fast else 0.01,
+        dtype=jnp.float32,
+        max_jobs=1 << (18 if fast else 24),
+    )
+    fracs = [0.2, 0.5] if fast else [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]
+    n = 32 if fast else 4096
+    rows = []
+    for i, f in enumerate(tqdm(fracs, desc="borg-cell-b", leave=False)):
+        lam = f * r.lambda_c
+        S = sample_backward(
+            wl,
+            lam,
+            n,
+            key=jax.random.fold_in(key, 70 + i),
+            dtype=jnp.float32,
+            override=True,
+            ell0=1024 if fast else 4096,
+        )
+        m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+        fw = simulate(
+            wl,
+            lam,
+            key=jax.random.fold_in(key, 700 + i),
+            n_jobs=20_000 if fast else 1_000_000,
+            n_replications=8 if fast else 64,
+            level=0.99,
+            override=True,
+        )
+        rows.append(
+            [
+                f,
+                lam,
+                m["wait_mean"],
+                *m["wait_mean_ci"],
+                fw.wait_mean_all,
+                *np.asarray(fw.wait_mean_all_ci).tolist(),
+                m["n_unconverged"],
+            ]
+        )
+    _write_csv(
+        out / "fig7b_borg.csv",
+        ["frac", "lam", "backward", "b_lo", "b_hi", "forward", "f_lo", "f_hi", "unconv"],
+        rows,
+    )
+    a = np.array(rows, dtype=float)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.errorbar(
+        a[:, 1],
+        a[:, 2],
+        yerr=[a[:, 2] - a[:, 3], a[:, 4] - a[:, 2]],
+        marker="o",
+        label="backward (Algorithm 1)",
+    )
+    ax.errorbar(
+        a[:, 1],
+        a[:, 5],
+        yerr=[a[:, 5] - a[:, 6], a[:, 7] - a[:, 5]],
+        marker="s",
+        label="forward MJSRE",
+    )
+    ax.axvline(r.lambda_c, color="r", ls="--", label="lambda_c")
+    ax.set_xlabel("lambda")
+    ax.set_ylabel("mean waiting time")
+    ax.set_title("Fig. 7(b): borg-cell-b (s = 2048, 26 classes)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "fig7b_borg.png", dpi=120)
+    plt.close(fig)
+    files += ["fig7b_borg.png", "fig7b_borg.csv"]
+    return {"lambda_c_borg": [r.lambda_c, list(r.lambda_c_ci)]}
+
+
+def _table1(out, fast, key, plt, files):
+    wl = get("two-class-256")
+    lmax = lambda_c_one_or_all(wl)
+    ks = [2, 5, 8] if fast else list(range(1, 10))
+    n = 64 if fast else 4096
+    # Forward runs: on average 50 big jobs per replication (Section 7.4).
+    n_jobs = 10_000 if fast else 50_000
+    rows = []
+    for k in tqdm(ks, desc="two-class-256", leave=False):
+        lam = 0.1 * k * lmax
+        t0 = time.perf_counter()
+        S = sample_backward(
+            wl,
+            lam,
+            n,
+            key=jax.random.fold_in(key, 900 + k),
+            dtype=jnp.float32,
+            ell0=1024 if fast else 10240,
+        )
+        m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+        tb = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fw = simulate(
+            wl,
+            lam,
+            key=jax.random.fold_in(key, 950 + k),
+            n_jobs=n_jobs,
+            n_replications=16 if fast else 256,
+            level=0.99,
+        )
+        tf = time.perf_counter() - t0
+        rows.append(
+            [
+                k / 10,
+                lam,
+                m["wait_mean"],
+                *m["wait_mean_ci"],
+                tb,
+                fw.wait_mean_all,
+                *np.asarray(fw.wait_mean_all_ci).tolist(),
+                tf,
+                m["n_unconverged"],
+            ]
+        )
+    _write_csv(
+        out / "table1_two_class_256.csv",
+        [
+            "load",
+            "lam",
+            "backward",
+            "b_lo",
+            "b_hi",
+            "b_time_s",
+            "forward",
+            "f_lo",
+            "f_hi",
+            "f_time_s",
+            "unconv",
+        ],
+        rows,
+    )
+    a = np.array(rows, dtype=float)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.errorbar(
+        a[:, 0], a[:, 2], yerr=[a[:, 2] - a[:, 3], a[:, 4] - a[:, 2]], marker="o", label="B-MJSRE"
+    )
+    ax.errorbar(
+        a[:, 0],
+        a[:, 6],
+        yerr=[a[:, 6] - a[:, 7], a[:, 8] - a[:, 6]],
+        marker="s",
+        label="F-MJSRE (from empty)",
+    )
+    ax.set_yscale("log")
+    ax.set_xlabel("lambda / lambda_max (eq. (8))")
+    ax.set_ylabel("mean waiting time (99% CI)")
+    ax.set_title("Section 7.4: two-class-256")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "table1_two_class_256.png", dpi=120)
+    plt.close(fig)
+    files += ["table1_two_class_256.csv", "table1_two_class_256.png"]
+    return {"lambda_max_two_class_256": lmax}
+
+
+def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
+    """Compute the figures of ``papers/mjsre.md`` Section 8 and the Section 7.4 comparison.
+
+    Args:
+        out_dir: folder for PNG figures and CSV data (created).
+        fast: small sizes for a CPU (a few minutes); full sizes are meant for a GPU.
+        seed: PRNG seed.
+
+    Returns:
+        A JSON-able summary with the stability limits found and ``files``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    key = jax.random.key(seed)
+    files: list[str] = []
+    summary: dict = {"fast": fast, "device": str(jax.devices()[0])}
+    t0 = time.perf_counter()
+    for part in tqdm([_fig2a, _five_class, _table1, _fig7b], desc="mjsre study"):
+        summary.update(part(out, fast, key, plt, files))
+    summary["elapsed_s"] = time.perf_counter() - t0
+    summary["files"] = files
+    return summary

@@ -1,0 +1,301 @@
+"""Backward sub-perfect sampling (``papers/mjsre.md`` Algorithm 1) against ground truth.
+
+Ground truths: exact M/M/1, M/D/1 (Pollaczek-Khinchine) and M/M/c (Erlang C) mean waits; the
+MJSRE recurrence written out in numpy with a full sort (eq. (2) by definition) on the very
+inputs the sampler draws; the Loynes monotonicity (Lemma 4.3); an event-driven simulation of
+the queue (``tests/mjqm_event_sim.py``) for the five-class scenario and the HOL waste.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import assert_within_ci
+
+from jaxqueue.dist import Deterministic, Exponential
+from jaxqueue.mjqm import Workload, draw_jobs, mjsre_step
+from jaxqueue.mjqm._backward import (
+    STATUS_UNCONVERGED,
+    _np_step,
+    loynes_state,
+    sample_backward,
+    sample_backward_numpy,
+)
+from jaxqueue.mjqm._palm import palm_metrics, wait_density, wait_samples
+from jaxqueue.mjqm._stability import UnstableLoadError
+
+FIVE = dict(
+    cores=[1, 2, 5, 10, 15],
+    probs=[0.5, 0.1, 0.2, 0.19, 0.01],
+    means=[0.5, 0.83, 1.25, 3.33, 10.0],
+)
+
+
+def five_class_exp():
+    return Workload(20, FIVE["cores"], FIVE["probs"], [Exponential(m) for m in FIVE["means"]])
+
+
+def erlang_c_wait(c: int, lam: float, mu: float) -> float:
+    a = lam / mu
+    rho = a / c
+    tail = a**c / math.factorial(c) / (1 - rho)
+    p_wait = tail / (sum(a**k / math.factorial(k) for k in range(c)) + tail)
+    return p_wait / (c * mu - lam)
+
+
+def test_mm1_md1_mmc_mean_wait_exact():
+    cases = [
+        # (workload, lam, exact mean wait, exact P(wait = 0))
+        (Workload(1, [1], [1.0], [Exponential(1.0)]), 0.6, 0.6 / (1 - 0.6), 0.4),
+        # M/D/1: E[W] = lam E[sigma^2] / (2 (1 - rho))
+        (Workload(1, [1], [1.0], [Deterministic(1.0)]), 0.6, 0.6 / (2 * 0.4), 0.4),
+        (Workload(3, [1], [1.0], [Exponential(1.0)]), 2.4, erlang_c_wait(3, 2.4, 1.0), None),
+    ]
+    for i, (wl, lam, exact, p0) in enumerate(cases):
+        S = sample_backward(wl, lam, 2048, key=jax.random.key(10 + i), ell0=512)
+        assert S.status == 0 and S.converged.all()
+        m = palm_metrics(wl, S, level=0.99)
+        assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact, what=f"case {i}")
+        if p0 is not None:
+            # P(wait = 0) = 1 - rho: binomial 99% interval.
+            hw = 2.576 * math.sqrt(p0 * (1 - p0) / S.n)
+            assert abs(m["classes"][0]["p_wait_zero"] - p0) < hw, (i, m["classes"][0])
+        # Little: L = lam (E[W] + E[sigma]).
+        assert m["L"] == pytest.approx(lam * (m["wait_mean"] + float(wl.services[0].mean())))
+
+
+def test_mm1_wait_quantile_exact():
+    # M/M/1: P(W > x) = rho exp(-(mu - lam) x), so the 90% quantile is log(rho / 0.1) / (mu - lam).
+    wl = Workload(1, [1], [1.0], [Exponential(1.0)])
+    S = sample_backward(wl, 0.6, 2048, key=jax.random.key(3), ell0=512)
+    m = palm_metrics(wl, S, level=0.99)
+    q90 = math.log(0.6 / 0.1) / 0.4
+    c = m["classes"][0]
+    assert c["wait_p90_ci"][0] <= q90 <= c["wait_p90_ci"][1], c
+    # Variance of the M/M/1 wait: E[W^2] - E[W]^2 with E[W^2] = 2 rho / (mu - lam)^2.
+    var = 2 * 0.6 / 0.4**2 - (0.6 / 0.4) ** 2
+    assert c["wait_var_ci"][0] <= var <= c["wait_var_ci"][1], c
+
+
+def test_loynes_state_matches_numpy_recurrence_on_same_inputs():
+    # The JAX sampler fed jobs -ell..-1 oldest first must equal eq. (2) by definition (sort).
+    wl = five_class_exp()
+    key = jax.random.key(7)
+    ell, lam = 512, 1.2
+    ids = np.arange(8)
+    got = np.asarray(loynes_state(wl, key, ids, ell, lam, jnp.float64))
+    for i in (0, 5):
+        x = draw_jobs(wl, lam, key, int(i), -np.arange(1, ell + 1), dtype=jnp.float64)
+        W = np.zeros((1, 20))
+        for n in range(ell - 1, -1, -1):  # job -(n+1), oldest first
+            W = _np_step(
+                W,
+                np.asarray(x.alpha)[n : n + 1, 0],
+                np.asarray(x.sigma)[n : n + 1],
+                np.asarray(x.tau)[n : n + 1],
+            )
+        np.testing.assert_allclose(got[i], W[0], rtol=1e-12, atol=1e-12)
+
+
+def test_loynes_monotone_and_stopping_rule():
+    wl = five_class_exp()
+    key = jax.random.key(8)
+    ids = np.arange(8)
+    lam = 1.7
+    M = {ell: np.asarray(loynes_state(wl, key, ids, ell, lam, jnp.float64)) for ell in (256, 512)}
+    S = sample_backward(wl, lam, 8, key=key, ell0=256, override=True)
+    for ell in sorted(set(S.ell.tolist()) | {1024}):
+        M[ell] = np.asarray(loynes_state(wl, key, ids, ell, lam, jnp.float64))
+        M[ell // 2] = np.asarray(loynes_state(wl, key, ids, ell // 2, lam, jnp.float64))
+    ells = sorted(M)
+    for a, b in zip(ells[:-1], ells[1:], strict=True):
+        assert np.all(M[b] >= M[a])  # Lemma 4.3: M_ell is non-decreasing in ell
+    # Each sample equals M at its stopping horizon and at half of it (exact equality).
+    for i in range(8):
+        np.testing.assert_array_equal(S.W[i], M[int(S.ell[i])][i])
+        np.testing.assert_array_equal(S.W[i], M[int(S.ell[i]) // 2][i])
+    assert np.any(S.W != M[256])  # the rule did more than return the first horizon
+
+
+def test_batching_does_not_change_samples():
+    wl = five_class_exp()
+    key = jax.random.key(9)
+    a = sample_backward(wl, 1.3, 72, key=key, ell0=256)
+    b = sample_backward(wl, 1.3, 37, key=key, ell0=256, max_batch=8)
+    np.testing.assert_array_equal(a.W[:37], b.W)
+    np.testing.assert_array_equal(a.ell[:37], b.ell)
+
+
+def test_cap_on_ell_reports_unconverged_and_metrics_refuse():
+    wl = five_class_exp()
+    S = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, max_ell=512, override=True)
+    assert S.status == STATUS_UNCONVERGED and S.n_unconverged > 0
+    with pytest.raises(ValueError, match="did not converge"):
+        palm_metrics(wl, S)
+    m = palm_metrics(wl, S, allow_unconverged=True)
+    assert m["status"] == "unconverged" and m["n_unconverged"] == S.n_unconverged
+
+
+def test_refuses_unstable_load_with_estimate():
+    wl = five_class_exp()
+    with pytest.raises(UnstableLoadError, match="lambda_c") as err:
+        sample_backward(wl, 1.9, 10, key=jax.random.key(0))
+    lo, hi = err.value.lambda_c_ci
+    assert lo <= err.value.lambda_c <= hi < float(wl.lambda_ideal())
+    with pytest.raises(ValueError):
+        sample_backward(wl, 2.2, 10, key=jax.random.key(0))  # beyond lambda_ideal
+
+
+def test_work_within_needed_near_saturation():
+    # At 95% of lambda_c the host loop keeps only unconverged samples: work done <= 1.5x needed.
+    wl = five_class_exp()
+    S = sample_backward(wl, 0.95 * 1.80, 512, key=jax.random.key(2), ell0=256, override=True)
+    assert S.status == 0
+    assert S.work_ratio < 1.5, S.work_ratio
+
+
+def test_same_samples_on_four_host_devices(tmp_path):
+    code = (
+        "import jax, numpy as np;"
+        "jax.config.update('jax_enable_x64', True);"
+        "from jaxqueue.dist import Exponential; from jaxqueue.mjqm import Workload;"
+        "from jaxqueue.mjqm._backward import sample_backward;"
+        "assert jax.device_count() == 4, jax.devices();"
+        "wl = Workload(20, [1, 2, 5, 10, 15], [0.5, 0.1, 0.2, 0.19, 0.01],"
+        " [Exponential(m) for m in [0.5, 0.83, 1.25, 3.33, 10.0]]);"
+        "S = sample_backward(wl, 1.3, 64, key=jax.random.key(4), ell0=256);"
+        f"np.save({str(tmp_path / 'w4.npy')!r}, S.W)"
+    )
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env["PYTHONPATH"] = os.getcwd() + os.pathsep + env.get("PYTHONPATH", "")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    W4 = np.load(tmp_path / "w4.npy")
+    wl = five_class_exp()
+    S1 = sample_backward(wl, 1.3, 64, key=jax.random.key(4), ell0=256)
+    np.testing.assert_array_equal(W4, S1.W)
+
+
+def test_numpy_reference_agrees_in_distribution():
+    # The plain numpy Algorithm 1 (independent random numbers) and the JAX sampler estimate the
+    # same M/M/2 mean wait (Erlang C) within their intervals.
+    wl = Workload(2, [1], [1.0], [Exponential(1.0)])
+    W, ell = sample_backward_numpy(
+        2, [1], [1.0], lambda rng, c: rng.exponential(1.0, c.shape), 1.2, 512, seed=1, ell0=256
+    )
+    w = W[:, 0]
+    exact = erlang_c_wait(2, 1.2, 1.0)
+    hw = 2.576 * w.std(ddof=1) / math.sqrt(w.size)
+    assert abs(w.mean() - exact) < hw, (w.mean(), exact, hw)
+    S = sample_backward(wl, 1.2, 512, key=jax.random.key(5), ell0=256)
+    m = palm_metrics(wl, S, level=0.99)
+    assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact, what="M/M/2")
+
+
+def test_samples_are_stationary_initial_states():
+    # Run the queue forward from the samples (fresh inputs): the wait of the job arriving 300
+    # jobs later has the same mean as at time 0 (two independent 99% intervals overlap).
+    wl = five_class_exp()
+    lam = 1.3
+    S = sample_backward(wl, lam, 512, key=jax.random.key(6), ell0=256)
+    key2 = jax.random.key(60)
+
+    def forward(W, i):
+        x = draw_jobs(wl, lam, key2, i, jnp.arange(300), dtype=jnp.float64)
+
+        def step(W, z):
+            return mjsre_step(W, z[0], z[1], z[2]), None
+
+        W, _ = jax.lax.scan(step, W, (x.alpha[:, 0], x.sigma, x.tau))
+        return W
+
+    W300 = np.asarray(jax.jit(jax.vmap(forward))(jnp.asarray(S.W), jnp.arange(S.n)))
+    p = np.asarray(FIVE["probs"])
+    idx = np.asarray(FIVE["cores"]) - 1
+    a, b = S.W[:, idx] @ p, W300[:, idx] @ p
+    se = math.sqrt(a.var(ddof=1) / a.size + b.var(ddof=1) / b.size)
+    assert abs(a.mean() - b.mean()) < 2.576 * se, (a.mean(), b.mean(), se)
+
+
+def test_density_integrates_to_one():
+    wl = five_class_exp()
+    S = sample_backward(wl, 1.3, 512, key=jax.random.key(11), ell0=256)
+    w = wait_samples(wl, S)
+    bins = np.linspace(0, w.max() + 1, 60)
+    dens, p0 = wait_density(wl, S, bins)
+    np.testing.assert_allclose((dens * np.diff(bins)).sum(axis=1) + p0, 1.0, rtol=1e-12)
+
+
+def _event_reference(lam, n_jobs, n_batches, seed):
+    """Per-class mean waits and HOL-idle servers from the event-driven simulator (batch means)."""
+    import mjqm_event_sim as sim
+
+    rng = np.random.default_rng(seed)
+    samplers = [sim.exp_sampler(m) for m in FIVE["means"]]
+    cls, alpha, sigma, tau = sim.random_jobs(
+        rng, n_jobs, FIVE["cores"], FIVE["probs"], samplers, lam
+    )
+    warm = n_jobs // 20
+    out = sim.event_simulate(20, alpha, sigma, tau, warmup=warm)
+    wait, c = out["wait"][warm:], cls[warm:]
+    b = len(wait) // n_batches
+    per_batch = np.array(
+        [
+            [wait[k * b : (k + 1) * b][c[k * b : (k + 1) * b] == j].mean() for j in range(5)]
+            for k in range(n_batches)
+        ]
+    )
+    return per_batch, out["hol_idle"]
+
+
+def _compare_with_event_simulation(n_samples, n_jobs, seed):
+    sys.path.insert(0, os.path.dirname(__file__))
+    wl = five_class_exp()
+    lam = 1.2
+    S = sample_backward(wl, lam, n_samples, key=jax.random.key(seed), ell0=256)
+    m = palm_metrics(wl, S, level=0.99)
+    per_batch, hol = _event_reference(lam, n_jobs, 20, seed)
+    ev = per_batch.mean(axis=0)
+    ev_se = per_batch.std(axis=0, ddof=1) / math.sqrt(per_batch.shape[0])
+    for j, c in enumerate(m["classes"]):
+        se_b = (c["wait_mean_ci"][1] - c["wait_mean_ci"][0]) / (2 * 2.576)
+        assert abs(c["wait_mean"] - ev[j]) < 3.29 * math.hypot(se_b, ev_se[j]), (j, c, ev[j])
+    # HOL-idle servers, ERRATA item 1 (untruncated form) against the simulated time average.
+    se_h = (m["hol_idle_servers_ci"][1] - m["hol_idle_servers_ci"][0]) / (2 * 2.576)
+    assert abs(m["hol_idle_servers"] - hol) < 3.29 * se_h + 0.03 * hol, (m["hol_idle_servers"], hol)
+    # Idle servers: s - lam E[alpha sigma] (exact).
+    assert m["idle_servers"] == pytest.approx(float(wl.idle_servers_expected(lam)[0]))
+
+
+def test_five_class_matches_event_simulation_small():
+    _compare_with_event_simulation(1024, 200_000, 13)
+
+
+@pytest.mark.slow
+def test_five_class_matches_event_simulation_long():
+    _compare_with_event_simulation(8192, 3_000_000, 14)
+
+
+def test_cli_sample_contract(capsys):
+    import json
+
+    from jaxqueue.cli import main
+
+    argv = ["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.0", "--samples", "64"]
+    assert main([*argv, "--ell0", "256", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["lam"] == 1.0 and len(out["classes"]) == 5
+    for c in out["classes"]:
+        for k in ("cores", "prob", "wait_mean", "wait_mean_ci", "wait_var", "wait_p90"):
+            assert k in c
+        assert c["wait_mean_ci"][0] <= c["wait_mean"] <= c["wait_mean_ci"][1]
+    for k in ("wait_mean", "wait_mean_ci", "idle_servers", "hol_idle_servers"):
+        assert k in out
+    assert [c["cores"] for c in out["classes"]] == [1, 2, 5, 10, 15]
+    # Beyond lambda_c (but below lambda_ideal): refused with the estimate, exit status 2.
+    assert main(["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.95"]) == 2
+    assert "lambda_c" in capsys.readouterr().err

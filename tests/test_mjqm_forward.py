@@ -1,0 +1,300 @@
+"""Forward MJSRE simulation against closed forms and the event-driven simulator."""
+
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.stats
+from helpers import assert_close, assert_within_ci
+from mjqm_event_sim import bpareto_sampler, event_simulate, exp_sampler, random_jobs
+
+from jaxqueue import scenarios
+from jaxqueue.dist import Deterministic, Exponential
+from jaxqueue.mjqm import Workload, draw_jobs, simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def erlang_c_wait(c, lam, mu):
+    """Mean waiting time of the M/M/c queue (Erlang C formula)."""
+    a = lam / mu
+    top = a**c / math.factorial(c) * c / (c - a)
+    p_wait = top / (sum(a**k / math.factorial(k) for k in range(c)) + top)
+    return p_wait / (c * mu - lam)
+
+
+# ------------------------------------------------------------------ closed forms
+@pytest.mark.parametrize(
+    "law, exact",
+    [
+        (Exponential(1.0), 1.0),  # M/M/1, rho = 1/2: rho / (mu - lam)
+        (Deterministic(1.0), 0.5),  # M/D/1: rho / (2 mu (1 - rho))
+    ],
+)
+def test_single_server_lindley(law, exact):
+    w = Workload(1, [1], [1.0], [law])
+    r = simulate(
+        w,
+        0.5,
+        key=jax.random.key(11),
+        n_jobs=20_000,
+        n_replications=64,
+        dtype=jnp.float64,
+        level=0.99,
+    )
+    assert_within_ci(r.wait_mean[0], *r.wait_mean_ci[0], exact, what="mean wait")
+    # one server: idle = 1 - rho, no HOL blocking
+    assert_within_ci(r.idle_servers, *r.idle_servers_ci, 0.5, what="idle servers")
+    assert r.hol_idle_servers == 0.0
+    if isinstance(law, Exponential):
+        # P(W > x) = rho exp(-(mu - lam) x): p90 = 2 ln 5; tolerance one histogram bin
+        q = r.wait_quantile(0.9)
+        assert abs(q - 2 * math.log(5)) <= 2 * math.log(5) / 16
+        assert abs(r.wait_var[0] - 3.0) < 0.1 * 3.0  # Var W = rho (2 - rho) / (mu - lam)^2
+
+
+def test_one_core_jobs_are_mmc():
+    w = Workload(3, [1], [1.0], [Exponential(1.0)])
+    r = simulate(
+        w,
+        2.0,
+        key=jax.random.key(12),
+        n_jobs=20_000,
+        n_replications=64,
+        dtype=jnp.float64,
+        level=0.99,
+    )
+    assert_within_ci(r.wait_mean[0], *r.wait_mean_ci[0], erlang_c_wait(3, 2.0, 1.0), what="W")
+    assert_within_ci(r.idle_servers, *r.idle_servers_ci, 1.0, what="idle = s - lam E[sigma]")
+    assert r.hol_idle_servers == 0.0
+    # Little: L = lam (E[W] + E[sigma])
+    L = 2.0 * (erlang_c_wait(3, 2.0, 1.0) + 1.0)
+    assert_within_ci(r.number_in_system, *r.number_in_system_ci, L, what="L")
+
+
+# ------------------------------------------------------------------ the event simulator
+@pytest.mark.parametrize("name", ["five-class-exp", "five-class-bpareto"])
+def test_same_jobs_as_event_simulator(name):
+    """Job by job: the MJSRE waits equal the event simulator's on the same inputs; waste agrees
+    up to the reservations still pending at the end (bounded by sum(W_n))."""
+    wl = scenarios.get(name)
+    n, key = 4000, jax.random.key(5)
+    draw = jax.jit(draw_jobs, static_argnames=("dtype",))
+    for lam in (1.0, 1.5):
+        r = simulate(wl, lam, key=key, n_jobs=n, n_replications=2, warmup=0, dtype=jnp.float64)
+        sums = np.zeros(wl.n_classes)
+        counts = np.zeros(wl.n_classes)
+        idle = hol = time = 0.0
+        for rep in range(2):
+            inp = draw(wl, lam, key, rep, jnp.arange(n), dtype=jnp.float64)
+            cls = np.asarray(inp.cls)
+            ev = event_simulate(20, np.asarray(inp.alpha)[:, 0], inp.sigma, inp.tau)
+            np.add.at(sums, cls, ev["wait"])
+            np.add.at(counts, cls, 1)
+            idle += ev["idle"] * ev["time"]
+            hol += ev["hol_idle"] * ev["time"]
+            time += ev["time"]
+        assert_close(r.counts, counts)
+        assert_close(r.wait_mean, sums / counts, rtol=1e-9, what=f"{name} lam={lam}")
+        pending = float(np.sum(r.final_state)) / time  # reservations beyond the window
+        assert abs(r.idle_servers - idle / time) <= pending + 1e-9
+        assert abs(r.hol_idle_servers - hol / time) <= pending + 1e-9
+        assert r.hol_idle_servers > 0
+
+
+def _event_estimates(wl, samplers, lam, n_rep, n_jobs, seed):
+    rng = np.random.default_rng(seed)
+    cores = np.asarray(wl.cores)[:, 0]
+    probs = np.asarray(wl.probs)
+    per_rep = []
+    for _ in range(n_rep):
+        cls, alpha, sigma, tau = random_jobs(rng, n_jobs, cores, probs, samplers, lam)
+        warm = n_jobs // 10
+        ev = event_simulate(wl.servers[0], alpha, sigma, tau, warmup=warm)
+        c = cls[warm:]
+        w = ev["wait"][warm:]
+        per_rep.append(
+            [np.mean(w[c == k]) for k in range(len(probs))] + [ev["idle"], ev["hol_idle"]]
+        )
+    return np.asarray(per_rep)
+
+
+def _agree(r, ev, level):
+    """Two independent estimates agree: |difference| within the combined t interval."""
+    m_ev = ev.mean(axis=0)
+    se_ev = ev.std(axis=0, ddof=1) / np.sqrt(ev.shape[0])
+    q_ev = scipy.stats.t.ppf(0.5 + level / 2, ev.shape[0] - 1)
+    mj = np.concatenate([r.wait_mean, [r.idle_servers, r.hol_idle_servers]])
+    ci = np.concatenate([r.wait_mean_ci, [r.idle_servers_ci, r.hol_idle_servers_ci]])
+    half_mj = (ci[:, 1] - ci[:, 0]) / 2
+    tol = np.hypot(half_mj, q_ev * se_ev)
+    assert np.all(np.abs(mj - m_ev) <= tol), (mj, m_ev, tol)
+
+
+def test_five_class_independent_event_simulation():
+    """Independent random numbers (numpy) in the event simulator; 99.8% intervals per
+    quantity (about 1% family-wise over the 7 comparisons)."""
+    wl = scenarios.get("five-class-exp")
+    samplers = [exp_sampler(float(m)) for m in wl.mean_service()]
+    ev = _event_estimates(wl, samplers, 1.0, n_rep=8, n_jobs=20_000, seed=3)
+    r = simulate(
+        wl,
+        1.0,
+        key=jax.random.key(3),
+        n_jobs=20_000,
+        n_replications=64,
+        level=0.998,
+        override=True,
+    )
+    assert r.status == "ok"
+    _agree(r, ev, 0.998)
+    # waste: mean idle servers = s - lam E[alpha sigma] (ERRATA item 1)
+    assert_within_ci(r.idle_servers, *r.idle_servers_ci, r.idle_servers_expected, what="idle")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("law", ["exp", "bpareto"])
+@pytest.mark.parametrize("lam", [1.0, 1.5])
+def test_five_class_independent_event_simulation_long(law, lam):
+    wl = scenarios.get(f"five-class-{law}")
+    if law == "exp":
+        samplers = [exp_sampler(float(m)) for m in wl.mean_service()]
+    else:
+        samplers = [
+            bpareto_sampler(float(s.xmin), float(s.xmax), float(s.shape)) for s in wl.services
+        ]
+    ev = _event_estimates(wl, samplers, lam, n_rep=30, n_jobs=100_000, seed=4)
+    r = simulate(wl, lam, key=jax.random.key(4), n_jobs=100_000, n_replications=256, level=0.998)
+    _agree(r, ev, 0.998)
+    assert_within_ci(r.idle_servers, *r.idle_servers_ci, r.idle_servers_expected, what="idle")
+
+
+# ------------------------------------------------------------------ invariances
+def _fields(r):
+    return (r.counts, r.wait_mean, r.wait_var, r.idle_servers, r.hol_idle_servers, r.hist)
+
+
+def test_chunking_float32_and_continuation():
+    """Same key, any chunking: bitwise the same trajectories, waits and histograms; the
+    float64 statistics differ only by the float32 rounding of within-chunk HOL sums."""
+    wl = scenarios.get("five-class-exp")
+    kw = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, override=True)
+    a = simulate(wl, 1.5, n_jobs=3000, chunk=256, **kw)
+    b = simulate(wl, 1.5, n_jobs=3000, chunk=70, **kw)
+    np.testing.assert_array_equal(a.final_state, b.final_state)
+    np.testing.assert_array_equal(a.hist, b.hist)
+    for x, y in zip(_fields(a), _fields(b), strict=True):
+        assert_close(x, y, rtol=1e-6)
+    assert a.final_state.dtype == np.float32
+    # warm start: 1500 + 1500 jobs reproduce the 3000-job trajectory
+    first = simulate(wl, 1.5, n_jobs=1500, warmup=0, chunk=256, **kw)
+    rest = simulate(
+        wl, 1.5, n_jobs=1500, warmup=0, chunk=256, init=first.final_state, job_offset=1500, **kw
+    )
+    np.testing.assert_array_equal(rest.final_state, a.final_state)
+
+
+def test_same_numbers_on_four_host_devices():
+    code = textwrap.dedent(
+        """
+        import jax, numpy as np
+        from jaxqueue import scenarios
+        from jaxqueue.mjqm import simulate
+        assert len(jax.devices()) == 4
+        wl = scenarios.get("five-class-exp")
+        kw = dict(key=jax.random.key(9), n_jobs=1000, n_replications=8)
+        a = simulate(wl, 1.0, **kw)
+        b = simulate(wl, 1.0, devices=jax.devices()[:1], **kw)
+        assert a.device == "cpu x4" and b.device == "cpu x1", (a.device, b.device)
+        np.testing.assert_array_equal(a.final_state, b.final_state)
+        np.testing.assert_allclose(a.wait_mean, b.wait_mean, rtol=1e-12)
+        np.testing.assert_array_equal(a.hist, b.hist)
+        print("ok")
+        """
+    )
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("ok")
+
+
+# ------------------------------------------------------------------ variants
+def test_random_assignment_one_core_is_independent_mm1():
+    """RA with one-core jobs: each server is an M/M/1 queue with rate lam / s."""
+    w = Workload(2, [1], [1.0], [Exponential(1.0)])
+    r = simulate(
+        w,
+        1.0,
+        key=jax.random.key(13),
+        n_jobs=20_000,
+        n_replications=64,
+        variant="random",
+        dtype=jnp.float64,
+        level=0.99,
+    )
+    assert_within_ci(r.wait_mean[0], *r.wait_mean_ci[0], 1.0, what="RA wait")
+
+
+@pytest.mark.slow
+def test_multi_resource_and_specific_run():
+    w = Workload(
+        [4, 2], [[1, 0], [2, 1], [0, 2]], [0.5, 0.3, 0.2], [Exponential(1.0)] * 3, name="mr"
+    )
+    r = simulate(w, 0.8, key=jax.random.key(1), n_jobs=4000, n_replications=8)
+    # idle servers of each type = s_t - lam E[alpha_t sigma]
+    expected = np.asarray(w.idle_servers_expected(0.8))
+    assert np.all(np.abs(r.idle_servers_by_type - expected) < 0.1 * np.asarray(w.servers))
+    ws = Workload(6, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2, specific=[1, 0])
+    rs = simulate(ws, 1.0, key=jax.random.key(1), n_jobs=4000, n_replications=8)
+    assert np.all(np.isfinite(rs.wait_mean)) and rs.hol_idle_servers > 0
+
+
+# ------------------------------------------------------------------ errors and CLI
+def test_bad_inputs_fail_clearly():
+    wl = scenarios.get("five-class-exp")
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="stability limit"):
+        simulate(wl, 2.2, key=key, n_jobs=100, n_replications=2)
+    with pytest.raises(ValueError, match="lam"):
+        simulate(wl, -1.0, key=key, n_jobs=100, n_replications=2)
+    with pytest.raises(ValueError, match="n_replications"):
+        simulate(wl, 1.0, key=key, n_jobs=100, n_replications=1)
+    with pytest.raises(ValueError, match="init"):
+        simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, init=np.zeros(3))
+    with pytest.raises(ValueError, match="variant"):
+        simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, variant="lifo")
+    with pytest.raises(ValueError, match="warmup"):
+        simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, warmup=100)
+
+
+def test_cli_simulate_json():
+    from jaxqueue.cli import main
+
+    buf = io.StringIO()
+    argv = ["mjqm", "simulate", "--scenario", "five-class-exp", "--lam", "1.5", "--jobs", "3000"]
+    with redirect_stdout(buf):
+        rc = main([*argv, "--replications", "8", "--json", "--seed", "7"])
+    assert rc == 0
+    out = json.loads(buf.getvalue())
+    assert out["lam"] == 1.5
+    assert [c["cores"] for c in out["classes"]] == [1, 2, 5, 10, 15]
+    for c in out["classes"]:
+        assert c["wait_mean_ci"][0] <= c["wait_mean"] <= c["wait_mean_ci"][1]
+        assert {"prob", "wait_var", "wait_p90"} <= set(c)
+    for k in ("wait_mean", "wait_mean_ci", "idle_servers", "hol_idle_servers"):
+        assert k in out
+    with redirect_stdout(io.StringIO()):
+        assert main([*argv[:-4], "--lam", "5"]) == 2

@@ -1,5 +1,113 @@
-"""Command-line family (filled in by the module that owns it)."""
+"""``jaxqueue demo``: the main job, a tour of every engine on the papers' default scenarios.
+
+It runs the same commands a user would type (each section names its command), so what it
+shows is exactly what the command line gives. Minutes on a 2-core laptop CPU.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ._common import log
+
+#: (title, command line) of each section after the balanced-fairness ones.
+_COMMANDS = [
+    (
+        "Multiserver-job queue: stability limit by pile growth (mjsre.md Algorithm 2)",
+        "mjqm stability --scenario five-class-exp",
+    ),
+    (
+        "Multiserver-job queue: forward MJSRE simulation (mjsre.md Section 7.4)",
+        "mjqm simulate --scenario five-class-exp --lam 1.5 --jobs 20000 --replications 256",
+    ),
+    (
+        "Multiserver-job queue: backward sub-perfect samples (mjsre.md Algorithm 1)",
+        "mjqm sample --scenario five-class-exp --lam 1.35 --samples 4000",
+    ),
+    (
+        "Interruption scheduler, M model, bimodal sizes, FCFS (bf-clusters.md Section 5)",
+        "sched simulate --pool m-model-sym --rho 0.7 --law bimodal --m 0 "
+        "--replications 16 --jumps 20000 --warmup 20000",
+    ),
+    (
+        "Interruption scheduler, same, m = 5 interruptions per job (close to balanced fairness)",
+        "sched simulate --pool m-model-sym --rho 0.7 --law bimodal --m 5 "
+        "--replications 16 --jumps 20000 --warmup 20000",
+    ),
+    (
+        "Balanced fairness on the same M model, exact (compare the delays above)",
+        "bf solve --pool m-model-sym --rho 0.7",
+    ),
+    (
+        "Dimensioning: cheapest capacities of the M model meeting delay targets (optax)",
+        "optimize --case capacity-m-model --fast",
+    ),
+]
 
 
 def register(top, group) -> None:
-    """Add this family's sub-commands (none yet)."""
+    p = top.add_parser(
+        "demo",
+        help="the main job: a tour of every engine (minutes on a laptop CPU)",
+        description=__doc__,
+    )
+    p.set_defaults(func=_run)
+
+
+def _section(title: str) -> None:
+    print(f"\n{'=' * 100}\n{title}\n{'=' * 100}", flush=True)
+
+
+def _network_demo() -> str:
+    import numpy as np
+
+    from jaxqueue.networks import Network, solve
+
+    # A CPU pool (servers 0-3) then a GPU pool (servers 4-5); 30% of GPU jobs go back to the CPU.
+    net = Network(
+        queues=[[[0, 1, 2], [1, 2, 3]], [[4, 5], [5]]],
+        mu=np.array([1.0, 1.0, 1.0, 1.0, 2.0, 1.5]),
+        routing=np.array(
+            [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0], [0.3, 0.0, 0.0, 0.0], [0.0, 0.3, 0.0, 0.0]]
+        ),
+        nu=np.array([1.0, 0.6, 0.0, 0.0]),
+    )
+    res = solve(net)
+    lines = ["class  pool  throughput        L   T/visit"]
+    for i in range(4):
+        lines.append(
+            f"{i:>5}  {net.class_pool[i]:>4}  {float(res.lam[i]):>10.4f}  "
+            f"{float(res.L[i]):>7.4f}  {float(res.T[i]):>8.4f}"
+        )
+    lines.append(f"end-to-end sojourn per external job: {np.asarray(res.sojourn).round(4)}")
+    return "\n".join(lines)
+
+
+def _run(args) -> int:
+    import jax
+
+    from ..studies.bf_recursive import demo_text as structured_demo
+    from . import build_parser
+    from ._bf import demo_text as bf_demo
+
+    t_start = time.perf_counter()
+    print(f"jaxqueue demo on {jax.devices()[0].platform} ({len(jax.devices())} device(s))")
+
+    _section("Balanced fairness, recursion over server subsets (bf-recursive.md Theorems 1-2)")
+    print(bf_demo(), flush=True)
+    _section("Structured pools, exact in polynomial time (bf-recursive.md Sections 4-5)")
+    print(structured_demo(), flush=True)
+    _section("Open network of pools: CPU pool -> GPU pool with feedback (bf-networks.md)")
+    print(_network_demo(), flush=True)
+
+    parser = build_parser()
+    for title, command in _COMMANDS:
+        _section(f"{title}\n$ jaxqueue {command}")
+        t0 = time.perf_counter()
+        sub = parser.parse_args(command.split())
+        status = sub.func(sub)
+        if status:
+            return status
+        log(f"[demo] '{command}' took {time.perf_counter() - t0:.1f} s")
+    log(f"[demo] total {time.perf_counter() - t_start:.1f} s")
+    return 0

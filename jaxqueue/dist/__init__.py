@@ -13,3 +13,4 @@ from ._laws import (
     get_law as get_law,
     zipf_phases as zipf_phases,
 )
+from ._phase import PhaseMixture as PhaseMixture, phase_mixture as phase_mixture

@@ -74,3 +74,4 @@ from ._stability import (
 from ._stability import (
     stability as stability,
 )
+from . import structured as structured  # noqa: E402  (structured pools build on the above)

@@ -159,7 +159,7 @@ def run(fast: bool) -> str:
         f"({'PASS' if n1 == n0 else 'FAIL'}: no recompilation)."
     )
 
-    # 64 rate vectors in one batched call vs 64 calls (K = 16)
+    # 64 rate vectors: one batched call and jax.vmap against 64 separate calls (K = 16)
     K = 16 if not fast else 12
     pool, lam = random_pool(K, seed=7)
     scales = np.linspace(0.3, 1.0, 64)[:, None] * lam[None, :]
@@ -169,17 +169,30 @@ def run(fast: bool) -> str:
     vm = jax.jit(jax.vmap(lambda l: solve(pool, l, check=False, class_idle=False).L))
     lams = jnp.asarray(scales)
     jax.block_until_ready(vm(lams))
-    t_vmap = time_call(vm, lams, repeats=1)
+    t_vmap = time_call(vm, lams, repeats=2)
+    vm_err = float(np.max(np.abs(np.asarray(vm(lams)) - np.asarray(f(scales).L))))
     jax.block_until_ready(f(scales[0]))
-    t0 = time.perf_counter()
-    for row in scales:
-        jax.block_until_ready(f(row).L)
-    t_loop = time.perf_counter() - t0
-    lines.append(
-        f"64 rate vectors at K = {K}: one batched call `solve(pool, lams)` with lams of shape "
-        f"(64, I) {t_batch:.3f} s (the kernel vectorises over the batch on the minor axis), "
-        f"64 separate calls {t_loop:.3f} s "
-        f"({'PASS' if t_batch < t_loop else 'FAIL'}: one call cheaper); `jax.jit(jax.vmap(...))` "
-        f"of the single-vector solve: {t_vmap:.3f} s."
-    )
+    t_loop = float("inf")
+    for _ in range(2):
+        t0 = time.perf_counter()
+        for row in scales:
+            jax.block_until_ready(f(row).L)
+        t_loop = min(t_loop, time.perf_counter() - t0)
+    lines += [
+        "",
+        f"64 rate vectors at K = {K}, I = {2 * K} (target: one call for all 64 cheaper than 64 "
+        "separate calls; compiled, best of 2):",
+        "",
+        "| route | s | vs 64 separate calls | status |",
+        "|---|---|---|---|",
+        f"| 64 separate calls `solve(pool, lam)` | {t_loop:.3f} | 1.0x | baseline |",
+        f"| one batched call `solve(pool, lams)`, lams (64, I) | {t_batch:.3f} | "
+        f"{t_loop / t_batch:.1f}x | {'PASS' if t_batch < t_loop else 'FAIL'} |",
+        f"| `jax.jit(jax.vmap(lambda l: solve(pool, l, check=False).L))` | {t_vmap:.3f} | "
+        f"{t_loop / t_vmap:.1f}x | {'PASS' if t_vmap < t_loop else 'FAIL'} |",
+        "",
+        "Both one-call routes run the same batched kernel (a `custom_vmap` rule folds the vmapped "
+        "axis into the kernel's minor batch axis; each layer's gather serves all 64 vectors); "
+        f"max |L| difference vmap vs batched: {vm_err:.1e}.",
+    ]
     return "\n".join(lines) + "\n"

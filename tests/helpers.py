@@ -10,12 +10,17 @@ def tree_allclose(x, y, *, rtol=1e-9, atol=1e-12) -> bool:
     ly, ty = jax.tree_util.tree_flatten(y)
     if tx != ty:
         return False
-    return all(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol) for a, b in zip(lx, ly))
+    return all(
+        np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+        for a, b in zip(lx, ly, strict=True)
+    )
 
 
 def assert_close(actual, expected, *, rtol=1e-9, atol=1e-12, what=""):
     """``np.testing.assert_allclose`` with a label."""
-    np.testing.assert_allclose(np.asarray(actual), np.asarray(expected), rtol=rtol, atol=atol, err_msg=what)
+    np.testing.assert_allclose(
+        np.asarray(actual), np.asarray(expected), rtol=rtol, atol=atol, err_msg=what
+    )
 
 
 def assert_within_ci(estimate, low, high, truth, *, what=""):

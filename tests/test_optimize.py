@@ -37,7 +37,11 @@ def test_m_model_closed_form_matches_recursions():
         lam = rng.uniform(0.1, 0.9, 2) * min(mu[0] + mu[2], mu[1] + mu[2]) * 0.6
         ref = bf_numpy([[0, 2], [1, 2]], mu, lam)
         assert_close(m_model_metrics(jnp.asarray(mu), jnp.asarray(lam))["T"], ref, rtol=1e-10)
-        assert_close(pool.metrics(jnp.asarray(mu), jnp.asarray(lam))["T"], ref, rtol=1e-10)
+        m = pool.metrics(jnp.asarray(mu), jnp.asarray(lam))
+        assert_close(m["T"], ref, rtol=1e-10)
+        # the relative margin: closed-form constraints of the M model vs the engine's subsets
+        mm = m_model_metrics(jnp.asarray(mu), jnp.asarray(lam))["margin"]
+        assert_close(m["margin"], mm, rtol=1e-12)
 
 
 def test_subset_bf_matches_pools_solve_and_numpy():
@@ -70,8 +74,32 @@ def test_unstable_rates_give_inf_delays_and_finite_gradients():
     assert float(m["margin"]) < 0 and np.all(np.isinf(np.asarray(m["T"])))
     g = jax.grad(lambda x: pool.metrics(x, lam)["T"].sum())(mu)
     assert np.all(np.isfinite(np.asarray(g)))
+    # the barrier needs the margin's gradient, also where unstable: d(1 - 2/M)/d mu_k = 2/M^2
+    gm = jax.grad(lambda x: pool.metrics(x, lam)["margin"])(mu)
+    assert_close(gm, np.full(3, 2.0 / 0.3**2), rtol=1e-10)
     g2 = jax.grad(lambda x: m_model_metrics(x, lam)["T"].sum())(mu)
     assert np.all(np.isfinite(np.asarray(g2)))
+
+
+def test_solve_unchecked_batch_flags_unstable_rows():
+    """The engine kernel behind SubsetBF: stable rows match numpy, unstable ones are inf with
+    finite forward- and reverse-mode derivatives, and ``stable`` / ``stability_margin`` agree
+    with the max-flow LP of ``jaxqueue.pools.stability``."""
+    from jaxqueue.pools import Pool, solve_unchecked, stability
+
+    sets, lam = [[0, 1], [1, 2, 3], [0, 3]], np.array([0.9, 1.1, 0.5])
+    mu = np.array([0.6, 1.3, 0.8, 1.1])
+    pool = Pool(sets, mu)
+    lams = np.stack([lam, 10.0 * lam])
+    out = solve_unchecked(pool, lams)
+    lp = [stability(pool, row) for row in lams]
+    assert np.asarray(out["stable"]).tolist() == [s.stable for s in lp] == [True, False]
+    assert_close(out["stability_margin"], np.array([s.margin for s in lp]), rtol=1e-9)
+    assert_close(out["T"][0], bf_numpy(sets, mu, lam), rtol=1e-10)
+    assert np.all(np.isinf(np.asarray(out["T"][1]))) and float(out["psi"][1]) == 0.0
+    f = lambda m: solve_unchecked(pool, jnp.asarray(lams[1]), mu=m)["T"]
+    for jac in (jax.jacrev, jax.jacfwd):
+        assert np.all(np.isfinite(np.asarray(jac(f)(jnp.asarray(mu)))))
 
 
 def test_random_degree_mixture_matches_subset_recursion():

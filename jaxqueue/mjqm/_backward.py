@@ -59,19 +59,21 @@ STATUS_UNCONVERGED = 1
 
 
 def _chunk(workload: Workload, W, hit, steps, key, i, c, lam):
-    """Feed chunk ``c`` (256 jobs, oldest first) into ``W``; track whether ``W`` emptied.
+    """Feed chunk ``c`` (256 jobs, oldest first) into a batch of states ``W`` (samples ``i``);
+    track whether each state emptied.
 
     ``hit`` becomes True once the state is the empty vector (all coordinates 0); ``steps``
-    counts the jobs fed before that.
+    counts the jobs fed before that. The inputs of the whole batch are drawn at once in the
+    ``(jobs, samples)`` layout the scan reads.
     """
     alpha, sigma, tau, _ = chunk_inputs(workload, key, i, c, lam, W.dtype)
 
     def step(carry, x):
         W, hit, steps = carry
         a, sg, t = x
-        W = mjsre_step(W, a, sg, t)
+        W = jax.vmap(mjsre_step)(W, a, sg, t)
         steps = steps + jnp.where(hit, 0, 1).astype(steps.dtype)
-        return (W, hit | (W[-1] == 0), steps), None
+        return (W, hit | (W[:, -1] == 0), steps), None
 
     (W, hit, steps), _ = lax.scan(step, (W, hit, steps), (alpha, sigma, tau))
     return W, hit, steps
@@ -84,10 +86,9 @@ def _segment_batch(workload, W, hit, steps, key, ids, c_hi, n_chunks, lam, stop_
     With ``stop_when_empty`` the loop stops early once every state of the batch has emptied.
     Returns ``(W, hit, steps, chunks_run)``.
     """
-    chunk = jax.vmap(
-        lambda W, h, s, i, c: _chunk(workload, W, h, s, key, i, c, lam),
-        in_axes=(0, 0, 0, 0, None),
-    )
+
+    def chunk(W, h, s, i, c):
+        return _chunk(workload, W, h, s, key, i, c, lam)
 
     def cond(carry):
         j, _, hit, _ = carry

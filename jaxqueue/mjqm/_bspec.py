@@ -10,12 +10,11 @@ chunks of ``CHUNK`` consecutive indices (chunk ``c`` holds jobs ``-(c CHUNK + 1)
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..dist import Law
-from ._inputs import job_uniforms_block, n_uniforms
+from ._inputs import _jobs_from_rows, _uniform_rows, n_uniforms
 from ._workload import Workload
 
 __all__ = ["CHUNK", "check_plain", "workload_fields", "chunk_inputs"]
@@ -50,51 +49,20 @@ def workload_fields(workload) -> tuple[int, np.ndarray, np.ndarray, tuple[Law, .
     return w.s, cores, probs, tuple(w.services), None if w.is_poisson else w.arrival_shape()
 
 
-def _service(laws, cls, u):
-    """Service times of jobs of classes ``cls`` from their uniforms ``u`` (jobs, width).
-
-    Same-structured laws are stacked along a class axis and indexed per job under ``vmap`` (so
-    laws with vector parameters, e.g. hyperexponential phases, index correctly); otherwise each
-    class's transform is computed and the job's own selected.
-    """
-    leaves0, tree0 = jax.tree_util.tree_flatten(laws[0])
-    same = all(
-        jax.tree_util.tree_structure(law) == tree0
-        and [np.shape(x) for x in jax.tree_util.tree_leaves(law)] == [np.shape(x) for x in leaves0]
-        for law in laws
-    )
-    if same:
-        stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *laws)
-        k = int(laws[0].n_uniforms)
-
-        def one(c, x):
-            return jax.tree_util.tree_map(lambda a: a[c], stacked).from_uniforms(x[:k])
-
-        return jax.vmap(one)(cls, u)
-    out = jnp.zeros(cls.shape, u.dtype)
-    for c, law in enumerate(laws):
-        k = int(law.n_uniforms)
-        out = jnp.where(cls == c, law.from_uniforms(u[..., :k]).astype(u.dtype), out)
-    return out
-
-
 def chunk_inputs(workload: Workload, key, rep, chunk, lam, dtype, *, n_extra: int = 0):
     """``(alpha, sigma, tau, extra)`` of the ``CHUNK`` jobs of chunk ``chunk``, oldest first.
 
     Chunk ``c`` holds jobs ``-(c CHUNK + CHUNK), ..., -(c CHUNK + 1)`` (the pile reads the
     same indices as its jobs). The uniforms are those of :func:`~jaxqueue.mjqm.draw_jobs`
     (same column layout: class, service, inter-arrival, extra), so the jobs are the ones the
-    forward simulator would draw for these indices.
+    forward simulator would draw for these indices. ``rep`` may be a vector of samples: the
+    fields then have shape ``(CHUNK, samples)`` (samples minor, the layout a scan over the
+    jobs of a batch reads without transposes).
     """
     nu = n_uniforms(workload, n_extra)
     start = -(chunk * CHUNK + CHUNK)
-    u = job_uniforms_block(key, rep, start, CHUNK, nu, dtype)
-    ws = max(int(law.n_uniforms) for law in workload.services)
-    arr = workload.arrival_shape()
-    na = int(arr.n_uniforms)
-    cdf = jnp.cumsum(jnp.asarray(workload.probs, dtype=dtype))
-    cls = jnp.sum(u[:, :1] > cdf[:-1], axis=-1).astype(jnp.int32)
-    alpha = jnp.asarray(workload.cores_array)[cls, 0]
-    sigma = _service(workload.services, cls, u[:, 1 : 1 + ws]).astype(dtype)
-    tau = (arr.from_uniforms(u[:, 1 + ws : 1 + ws + na]) / lam).astype(dtype)
-    return alpha, sigma, tau, u[:, 1 + ws + na :]
+    jobs = start + jnp.arange(CHUNK, dtype=jnp.int32)
+    inp = _jobs_from_rows(
+        workload, lam, _uniform_rows(key, rep, jobs, nu, dtype), dtype=dtype, n_extra=n_extra
+    )
+    return inp.alpha[..., 0], inp.sigma, inp.tau, inp.extra

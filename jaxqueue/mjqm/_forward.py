@@ -1,10 +1,13 @@
 """Forward MJSRE simulation (F-MJSRE, ``papers/mjsre.md`` Section 7.4) with streaming metrics.
 
 ``lax.scan`` over chunks of jobs (inputs drawn inside the jit from counter-based keys, see
-``_inputs.py``), an inner ``lax.scan`` over the jobs of a chunk running the O(s) step, ``vmap``
-over replications, and the replication axis sharded over ``jax.devices()``. The warm-up jobs
-run first with the plain step; then, per chunk, the per-job waiting times are reduced to
-per-class sums (in the state dtype, over at most ``chunk`` jobs) and histogram counts (int32),
+``_inputs.py``), an inner ``lax.scan`` over the jobs of a chunk running the O(s) step
+``vmap``-ed over the replications, and the replication axis split over ``jax.devices()`` with
+``shard_map`` (each device runs the same kernel on its own replications). The chunk's inputs
+are drawn for all replications at once in the ``(jobs, replications)`` layout the job loop
+reads, so XLA:CPU needs no transposes. The warm-up jobs run first with the plain step; then,
+per chunk, the per-job waiting times are reduced to per-class sums (in the state dtype, over at
+most ``chunk`` jobs; flat scatter-adds) and histogram counts (int32),
 and the chunk sums are accumulated across chunks with compensated (Kahan) sums in the widest
 float type enabled (float64 under x64). Memory does not grow with the number of jobs and a
 float32 state does not bias the means.
@@ -40,7 +43,7 @@ from jaxtyping import PRNGKeyArray
 
 from ..stats import mean_ci
 from ._guard import check_load
-from ._inputs import draw_jobs_block
+from ._inputs import draw_jobs_block_reps
 from ._step import _shift_left, random_subset, wait_time
 from ._workload import Workload
 
@@ -118,16 +121,19 @@ def _run_impl(
             X = X - tau
         return w, hol, jnp.maximum(X, 0)
 
-    def chunk_inputs(rep, start, stop, masked):
-        """Inputs of jobs start .. start+chunk-1; jobs >= stop become identity steps
-        (no server, or one server with sigma = tau = 0). ``masked`` (static): whether the
-        chunk can contain such jobs at all."""
+    def chunk_inputs(start, stop, masked):
+        """Inputs of jobs start .. start+chunk-1 of all replications, ``(chunk, R, ...)``;
+        jobs >= stop become identity steps (no server, or one server with sigma = tau = 0).
+        ``masked`` (static): whether the chunk can contain such jobs at all."""
         jobs = start + jnp.arange(chunk, dtype=jnp.int32)
-        inp = draw_jobs_block(workload, lam, key, rep, start, chunk, dtype=dtype, n_extra=n_extra)
+        inp = draw_jobs_block_reps(
+            workload, lam, key, reps, start, chunk, dtype=dtype, n_extra=n_extra
+        )
+        shape = inp.cls.shape
         if not masked and not special:
-            valid = jnp.ones((chunk,), bool)
+            valid = jnp.ones(shape, bool)
             return valid, inp.cls, inp.alpha, inp.sigma, inp.tau, inp.extra, inp.alpha
-        valid = jobs < stop
+        valid = jnp.broadcast_to((jobs < stop)[:, None], shape)
         cls = jnp.where(valid, inp.cls, 0)
         sigma = jnp.where(valid, inp.sigma, 0)
         tau = jnp.where(valid, inp.tau, 0)
@@ -136,107 +142,163 @@ def _run_impl(
             b = spec_beta[inp.cls] if spec_beta is not None else jnp.zeros_like(a)
             if variant == "random":
                 a, b = jnp.zeros_like(a), a + b
-            alpha = jnp.where(valid[:, None], jnp.stack([a, b], axis=1), 0)
+            alpha = jnp.where(valid[..., None], jnp.stack([a, b], axis=-1), 0)
         else:
             first = jnp.zeros((T,), jnp.int32).at[0].set(1)
-            alpha = jnp.where(valid[:, None], inp.alpha, first[None, :])
-        work = jnp.where(valid[:, None], inp.alpha, 0)  # servers held per type
+            alpha = jnp.where(valid[..., None], inp.alpha, first)
+        work = jnp.where(valid[..., None], inp.alpha, 0)  # servers held per type
         return valid, cls, alpha, sigma, tau, inp.extra, work
 
     def scan_xs(alpha, sigma, tau, extra):
         """Per-job scan inputs; plain FCFS passes scalars only (cheaper scan slices)."""
         if not special and T == 1:
-            return (alpha[:, 0], sigma, tau)
+            return (alpha[..., 0], sigma, tau)
         return (alpha, sigma, tau, extra)
 
     def type_sums(W):
-        return jnp.stack([p.sum() for p in jnp.split(W.astype(acc_dtype), splits)])
-
-    def one_rep(rep, W_init):
-        # warm-up: plain steps, no statistics
-        def warm_body(W, c):
-            _, _, alpha, sigma, tau, extra, _ = chunk_inputs(
-                rep, offset + c * chunk, offset + warmup, warmup % chunk != 0
-            )
-
-            def body(W, x):
-                return advance(W, *x, None)[2] if len(x) == 3 else advance(W, *x)[2], None
-
-            return jax.lax.scan(body, W, scan_xs(alpha, sigma, tau, extra))[0], None
-
-        W = W_init
-        if warmup > 0:
-            W = jax.lax.scan(warm_body, W, jnp.arange(-(-warmup // chunk), dtype=jnp.int32))[0]
-
-        # measured jobs: the carry stacks the state and the elementwise HOL sums
-        n_chunks = -(-(n_jobs - warmup) // chunk)
-
-        def job_body(Z, x):
-            w, hol, W2 = advance(Z[0], *x, None) if len(x) == 3 else advance(Z[0], *x)
-            return jnp.stack([W2, Z[1] + hol]), w
-
-        def chunk_body(carry, c):
-            W, fsum, fcomp, counts, hist = carry
-            valid, cls, alpha, sigma, tau, extra, held = chunk_inputs(
-                rep, offset + warmup + c * chunk, offset + n_jobs, (n_jobs - warmup) % chunk != 0
-            )
-            Z0 = jnp.stack([W, jnp.zeros_like(W)])
-            Z, wait = jax.lax.scan(job_body, Z0, scan_xs(alpha, sigma, tau, extra))
-            W2 = Z[0]
-            # within-chunk sums in the state dtype (short), across chunks compensated in acc_dtype
-            onehot = ((cls[:, None] == jnp.arange(C)[None, :]) & valid[:, None]).astype(dtype)
-            ws = wait + sigma
-            t64 = jnp.sum(tau).astype(acc_dtype)
-            work = jnp.sum(held.astype(dtype) * sigma[:, None], axis=0).astype(acc_dtype)
-            hol = type_sums(Z[1])
-            # telescoping identity of eq. (2): sum_i W_{n+1}^i = sum_i W_n^i + alpha sigma
-            # + hol_n - s tau_n + free_n, summed over the chunk, gives all idle server-time
-            idle = jnp.asarray(sizes, acc_dtype) * t64 - work
-            idle = idle + type_sums(W2) - type_sums(W)
-            cls_wait = (onehot.T @ wait).astype(acc_dtype)
-            x_wait = jnp.sum(cls_wait)
-            x = jnp.concatenate(
-                [
-                    cls_wait,
-                    (onehot.T @ (wait * wait)).astype(acc_dtype),
-                    (onehot.T @ ws).astype(acc_dtype),
-                    t64[None],
-                    hol,
-                    idle - hol,
-                    work,
-                    # second half of the measured jobs (stationarity diagnostic)
-                    jnp.where(c >= n_chunks // 2, x_wait, 0)[None],
-                    jnp.where(c >= n_chunks // 2, jnp.sum(valid), 0).astype(acc_dtype)[None],
-                ]
-            )
-            fsum, fcomp = _kahan_add(fsum, fcomp, x)
-            counts = counts + jnp.sum(onehot, axis=0).astype(jnp.int32)
-            # log-scale bins from the float32 bit pattern: exponent and the top mantissa bits
-            code = jax.lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
-            b = jnp.clip(code - lo_code + 2, 1, n_bins - 1)
-            b = jnp.where(wait > 0, b, 0)
-            hist = hist.at[cls * n_bins + b].add(valid.astype(jnp.int32))
-            return (W2, fsum, fcomp, counts, hist), None
-
-        nf = 3 * C + 1 + 3 * T + 2
-        carry = (
-            W,
-            jnp.zeros((nf,), acc_dtype),
-            jnp.zeros((nf,), acc_dtype),
-            jnp.zeros((C,), jnp.int32),
-            jnp.zeros((C * n_bins,), jnp.int32),
+        """Per-type sums of ``(R, s)`` vectors, ``(R, T)`` in acc_dtype."""
+        return jnp.stack(
+            [p.sum(axis=-1) for p in jnp.split(W.astype(acc_dtype), splits, axis=-1)], axis=-1
         )
-        (W, fsum, _, counts, hist), _ = jax.lax.scan(
-            chunk_body, carry, jnp.arange(n_chunks, dtype=jnp.int32)
-        )
-        return W, fsum, counts, hist.reshape(C, n_bins)
 
-    return jax.vmap(one_rep)(reps, W0)
+    # Layout: the loops run over chunks and jobs for all replications at once, with the
+    # replication axis minor (``(chunk, R)`` inputs): the inputs are generated, scanned over
+    # and reduced in that layout, with no transposes between them (vmap over replications
+    # of a whole-run scan made XLA:CPU generate rep-major inputs and transpose them).
+    inputs = chunk_inputs
+
+    def step_all(W, x):
+        if len(x) == 3:
+            return jax.vmap(lambda w, a, sg, t: advance(w, a, sg, t, None))(W, *x)
+        return jax.vmap(advance)(W, *x)
+
+    # warm-up: plain steps, no statistics
+    def warm_body(W, c):
+        _, _, alpha, sigma, tau, extra, _ = inputs(
+            offset + c * chunk, offset + warmup, warmup % chunk != 0
+        )
+
+        def body(W, x):
+            return step_all(W, x)[2], None
+
+        return jax.lax.scan(body, W, scan_xs(alpha, sigma, tau, extra))[0], None
+
+    W = W0
+    if warmup > 0:
+        W = jax.lax.scan(warm_body, W, jnp.arange(-(-warmup // chunk), dtype=jnp.int32))[0]
+
+    # measured jobs: the carry holds the state and the elementwise HOL sums
+    n_chunks = -(-(n_jobs - warmup) // chunk)
+
+    def job_body(Z, x):
+        w, hol, W2 = step_all(Z[0], x)
+        return (W2, Z[1] + hol), w
+
+    def metrics(W, W2, holsum, wait, valid, cls, tau, sigma, held, c, fsum, fcomp, hist):
+        """Fold a chunk's jobs (``(chunk, R)`` arrays) into the per-replication statistics."""
+        # within-chunk sums in the state dtype (short), across chunks compensated in acc_dtype;
+        # per (replication, class) sums as flat scatter-adds (cheaper on XLA:CPU than masked
+        # reductions over the job axis)
+        R = W.shape[0]
+        slot = (cls + jnp.arange(R, dtype=jnp.int32) * C).reshape(-1)
+        vf = valid.astype(dtype)
+
+        def by_class(x):
+            z = jnp.zeros((R * C,), dtype)
+            z = z.at[slot].add(x.reshape(-1), mode="promise_in_bounds")
+            return z.reshape(R, C)
+
+        S = jnp.stack(
+            [by_class(wait * vf), by_class(wait * wait * vf), by_class((wait + sigma) * vf)],
+            axis=1,
+        ).astype(acc_dtype)
+
+        t64 = jnp.sum(tau, axis=0).astype(acc_dtype)
+        work = jnp.sum(held.astype(dtype) * sigma[..., None], axis=0).astype(acc_dtype)
+        hol = type_sums(holsum)
+        # telescoping identity of eq. (2): sum_i W_{n+1}^i = sum_i W_n^i + alpha sigma
+        # + hol_n - s tau_n + free_n, summed over the chunk, gives all idle server-time
+        idle = jnp.asarray(sizes, acc_dtype) * t64[:, None] - work
+        idle = idle + type_sums(W2) - type_sums(W)
+        cls_wait = S[:, 0]
+        x_wait = jnp.sum(cls_wait, axis=1)
+        second = c >= n_chunks // 2
+        x = jnp.concatenate(
+            [
+                cls_wait,
+                S[:, 1],
+                S[:, 2],
+                t64[:, None],
+                hol,
+                idle - hol,
+                work,
+                # second half of the measured jobs (stationarity diagnostic)
+                jnp.where(second, x_wait, 0)[:, None],
+                jnp.where(second, jnp.sum(valid, axis=0), 0).astype(acc_dtype)[:, None],
+            ],
+            axis=1,
+        )
+        fsum, fcomp = _kahan_add(fsum, fcomp, x)
+        # log-scale bins from the float32 bit pattern: exponent and the top mantissa bits
+        code = jax.lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
+        b = jnp.clip(code - lo_code + 2, 1, n_bins - 1)
+        b = jnp.where(wait > 0, b, 0)
+        # indices are in range by construction (clipped bins, classes < C)
+        hist = jax.vmap(
+            lambda h, i, v: h.at[i].add(v, mode="promise_in_bounds"), in_axes=(0, 1, 1)
+        )(hist, cls * n_bins + b, valid.astype(jnp.int32))
+        return fsum, fcomp, hist
+
+    def chunk_body(carry, c):
+        W, fsum, fcomp, hist = carry
+        valid, cls, alpha, sigma, tau, extra, held = inputs(
+            offset + warmup + c * chunk, offset + n_jobs, (n_jobs - warmup) % chunk != 0
+        )
+        (W2, holsum), wait = jax.lax.scan(
+            job_body, (W, jnp.zeros_like(W)), scan_xs(alpha, sigma, tau, extra)
+        )
+        fsum, fcomp, hist = metrics(
+            W, W2, holsum, wait, valid, cls, tau, sigma, held, c, fsum, fcomp, hist
+        )
+        return (W2, fsum, fcomp, hist), None
+
+    R = W0.shape[0]
+    nf = 3 * C + 1 + 3 * T + 2
+    carry = (
+        W,
+        jnp.zeros((R, nf), acc_dtype),
+        jnp.zeros((R, nf), acc_dtype),
+        jnp.zeros((R, C * n_bins), jnp.int32),
+    )
+    (W, fsum, _, hist), _ = jax.lax.scan(chunk_body, carry, jnp.arange(n_chunks, dtype=jnp.int32))
+    # every measured job lies in exactly one bin of its class: the counts are the bin sums
+    hist = hist.reshape(R, C, n_bins)
+    return W, fsum, jnp.sum(hist, axis=-1), hist
+
+
+def _run_sharded(workload, lam, key, reps, W0, lo_code, offset, *, mesh=None, **static):
+    """:func:`_run_impl` on each device's share of the replications (``shard_map``: every
+    device runs the single-device kernel on its own replications; no communication)."""
+
+    def local(reps, W0):
+        return _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static)
+
+    if mesh is None:
+        return local(reps, W0)
+    rep = P("rep")
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(rep, P("rep", None)),
+        out_specs=(P("rep", None), P("rep", None), P("rep", None), P("rep", None, None)),
+        check_vma=False,
+    )(reps, W0)
 
 
 _run = jax.jit(
-    _run_impl,
+    _run_sharded,
     static_argnames=(
+        "mesh",
         "n_jobs",
         "warmup",
         "chunk",
@@ -534,6 +596,7 @@ def simulate(
         variant=variant,
         n_bins=n_bins,
         shift=shift,
+        mesh=mesh if len(devs) > 1 else None,
     )
     return _summarise(
         workload,

@@ -88,9 +88,9 @@ def threefry2x32(k0, k1, x0, x1):
     ``jnp`` operations.
 
     Bitwise the same as ``jax.random``'s ``threefry2x32`` primitive (the words of
-    :func:`job_uniforms` are unchanged), but written as plain elementwise operations so that
-    XLA fuses the whole cipher with its consumers: on XLA:CPU about 3x the throughput of the
-    primitive's lowering inside the vmapped chunk loops.
+    :func:`job_uniforms` are unchanged), but unrolled into plain elementwise operations: the
+    primitive's XLA:CPU lowering is a rolled loop, about 3x slower per word in the chunked
+    input generation measured in ``benchmarks/bench_mjqm_*.py``.
 
     Args:
         k0, k1: the two key words (uint32 scalars or broadcastable arrays).
@@ -127,24 +127,27 @@ def _rep_keypair(key, rep):
 def _uniform_rows(key, rep, jobs, n, dtype):
     """The uniforms of :func:`job_uniforms` as ``n`` rows, ``(n,) + jobs.shape``.
 
+    ``rep`` may be a vector of replications: the rows then have shape
+    ``(n,) + jobs.shape + rep.shape`` (replications minor, the layout of the forward scan).
     The cipher runs once per counter column ``c < m`` inside a loop (``lax.map``), so each
-    word is computed once and stored; consumers read contiguous rows (a job-minor layout keeps
-    XLA:CPU's loops vectorised, and the loop boundary stops XLA from duplicating the cipher
-    into every consumer of its words).
+    word is computed once and stored; consumers read contiguous rows (the loop boundary stops
+    XLA from duplicating the cipher into every consumer of its words).
     """
-    k0, k1 = _rep_keypair(key, rep)
+    rep = jnp.asarray(rep)
+    k0, k1 = jnp.vectorize(_rep_keypair, excluded={0})(key, rep)
     m = (n + 1) // 2
     jobs = jnp.asarray(jobs).astype(jnp.int32)
-    x0 = jobs.reshape(-1).astype(jnp.uint32)
+    shape = (*jobs.shape, *rep.shape)
+    x0 = jnp.broadcast_to(jobs.astype(jnp.uint32).reshape(*jobs.shape, *(1,) * rep.ndim), shape)
     if n == 0:
-        return jnp.zeros((0, *jobs.shape), dtype)
+        return jnp.zeros((0, *shape), dtype)
 
     def words(c):
-        return threefry2x32(k0, k1, x0, jnp.broadcast_to(c, x0.shape))
+        return threefry2x32(k0, k1, x0, jnp.broadcast_to(c, shape))
 
     y0, y1 = jax.lax.map(words, jnp.arange(m, dtype=jnp.uint32))
     bits = jnp.concatenate([y0, y1], axis=0)[:n]
-    return _bits_to_uniform(bits, dtype).reshape(n, *jobs.shape)
+    return _bits_to_uniform(bits, dtype)
 
 
 def job_uniforms(
@@ -314,4 +317,12 @@ def draw_jobs_block(
     """:func:`draw_jobs` for the jobs ``start .. start + length - 1`` (``length`` static)."""
     jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
     rows = _uniform_rows(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
+    return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
+
+
+def draw_jobs_block_reps(workload, lam, key, reps, start, length, *, dtype, n_extra=0):
+    """:func:`draw_jobs_block` for a vector of replications at once, replications minor:
+    fields of shape ``(length, R, ...)`` (the layout the batched forward scan reads)."""
+    jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
+    rows = _uniform_rows(key, reps, jobs, n_uniforms(workload, n_extra), dtype)
     return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)

@@ -1,13 +1,13 @@
 """Differentiable balanced-fairness objectives used by the dimensioning layer.
 
-Three self-contained engines, each a pure JAX function of the rates (jittable, differentiable
+Three engines, each a pure JAX function of the rates (jittable, differentiable
 in every rate, dtype preserving):
 
 * :func:`m_model_metrics`: the closed forms (10)-(11) of ``bf-clusters.md`` Section 5 for the
   M model (servers 1, 2 dedicated to classes 1, 2; server 3 shared).
-* :class:`SubsetBF`: the recursion over server subsets of ``bf-recursive.md`` Theorems 1-2
-  (eqs. (9) and (13)), layer by layer in popcount order and in log space, for any small pool
-  (K <= 16 servers).
+* :class:`SubsetBF`: any pool, by the generic engine of :mod:`jaxqueue.pools` (the recursion
+  over server subsets of ``bf-recursive.md`` Theorems 1-2) through its unchecked kernel
+  :func:`jaxqueue.pools.solve_unchecked`; this class only adapts it to the optimiser.
 * :func:`random_degree_metrics`: randomized assignment with heterogeneous degrees
   (``bf-recursive.md`` Section 4.2, per-type ``L_u``), where each job type may draw its degree
   from a distribution over integers (the relaxation used to optimise integer degrees: a type
@@ -25,8 +25,9 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.scipy.special import gammaln, logsumexp
+from jax.scipy.special import gammaln
+
+from ..pools import Pool, solve_unchecked
 
 __all__ = ["SubsetBF", "m_model_metrics", "random_degree_metrics"]
 
@@ -87,35 +88,26 @@ def m_model_metrics(mu, lam) -> dict:
 
 
 class SubsetBF:
-    """Balanced fairness on a small pool by the recursion over server subsets.
+    """Balanced fairness on a small pool, as a differentiable objective for :func:`minimize`.
 
-    ``log(1/psi_{|S})`` for every subset ``S`` of servers follows Theorem 1 (eq. (9)) of
-    ``bf-recursive.md``::
-
-        1/psi_{|S} = sum_{k in S} mu_k / psi_{|S-k} / (M(S) - Lambda(S)),
-
-    and the per-class means follow Theorem 2 (eq. (13)) with ``psi_{k|S} = psi_{|S}/psi_{|S-k}``::
-
-        L_{i|S} = (lam_i 1[K_i in S] + sum_{k in S - K_i} mu_k psi_{k|S} L_{i|S-k})
-                  / (M(S) - Lambda(S)).
-
-    The index tables are built once in numpy (``2^K x K``); the recursion is unrolled over the
-    ``K`` popcount layers. Cost ``O(2^K K I)``; intended for ``K <= 16``.
+    A thin adapter over the generic engine :func:`jaxqueue.pools.solve_unchecked` (the
+    recursion over server subsets of ``bf-recursive`` Theorem 1, eq. (9), with the mean
+    numbers ``L_i = lam_i d log(1/psi) / d lam_i`` of eq. (6), equal to Theorem 2, eq. (13)).
+    It fixes the compatibility graph once and exposes the optimiser's conventions: a jitted
+    ``metrics(mu, lam)`` with traced capacities and rates, and a relative ``margin`` that is
+    ``> 0`` iff stable, with ``inf`` delays and finite gradients when unstable.
 
     Args:
         server_sets: ``server_sets[i]`` lists the servers (0-based) of class ``i``.
         n_servers: number of servers ``K`` (default: one more than the largest index).
 
     Raises:
-        ValueError: empty class, server index out of range, a server with no class, or K > 16.
+        ValueError: empty class, server index out of range, or a server with no class.
 
     Example:
         >>> pool = SubsetBF([[0, 2], [1, 2]])
         >>> m = pool.metrics(jnp.array([1.0, 1.0, 1.0]), jnp.array([0.8, 0.8]))
     """
-
-    # _arrive (2^K, I): class i confined to S; _bits (2^K, K): server k in S;
-    # _layers: per popcount (idx (n,), pred (n, K)); _outside (K, I): server k not in K_i.
 
     def __init__(self, server_sets: Sequence[Sequence[int]], n_servers: int | None = None):
         sets = tuple(tuple(sorted({int(k) for k in s})) for s in server_sets)
@@ -127,24 +119,8 @@ class SubsetBF:
         used = {k for s in sets for k in s}
         if len(used) != K:
             raise ValueError(f"server_sets: servers {sorted(set(range(K)) - used)} serve no class")
-        if K > 16:
-            raise ValueError("n_servers: SubsetBF is meant for K <= 16 (use jaxqueue.pools)")
         self.server_sets = sets
         self.n_servers = K
-        n = 1 << K
-        subsets = np.arange(n)
-        bits = ((subsets[:, None] >> np.arange(K)[None, :]) & 1).astype(bool)
-        cmask = np.array([sum(1 << k for k in s) for s in sets])
-        self._arrive = (cmask[None, :] & ~subsets[:, None]) == 0
-        self._bits = bits
-        pop = bits.sum(1)
-        layers = []
-        for p in range(1, K + 1):
-            idx = subsets[pop == p]
-            pred = np.where(bits[idx], idx[:, None] ^ (1 << np.arange(K))[None, :], n)
-            layers.append((idx, pred))
-        self._layers = tuple(layers)
-        self._outside = ~np.array([[k in s for s in sets] for k in range(K)])
         self._jitted = jax.jit(self._metrics)
 
     def metrics(self, mu, lam) -> dict:
@@ -152,49 +128,17 @@ class SubsetBF:
 
         Returns:
             dict with ``psi``, ``L`` (I,), ``T`` (I,), ``gamma`` (I,), ``L_total``, ``T_mean``,
-            ``psi_server`` (K,) and ``margin = min_S (M(S) - Lambda(S)) / M(S)`` (eq. (5));
-            delays are ``inf`` when ``margin <= 0``.
+            ``psi_server`` (K,) and ``margin = min_S (M(S) - Lambda(S)) / M(S)`` (eq. (5),
+            ``= 1 - 1 / stability_margin`` of the engine); delays are ``inf`` when
+            ``margin <= 0``.
         """
         return self._jitted(jnp.asarray(mu), jnp.asarray(lam))
 
     def _metrics(self, mu, lam) -> dict:
-        mu = jnp.asarray(mu)
         lam = jnp.asarray(lam, dtype=mu.dtype)
-        n = 1 << self.n_servers
-        M = jnp.asarray(self._bits, mu.dtype) @ mu
-        Lam = jnp.asarray(self._arrive, mu.dtype) @ lam
-        gap = (M - Lam)[1:]
-        margin = jnp.min(gap / M[1:])
-        ok = margin > 0
-        gap = jnp.concatenate([jnp.ones((1,), mu.dtype), _safe_pos(gap, ok)])
-        log_mu = jnp.log(mu)
-        outside = jnp.asarray(self._outside, mu.dtype)
-        arrive = jnp.asarray(self._arrive, mu.dtype)
-        # buffers padded with a dummy row n: log(1/psi) = -inf (weight 0), L = 0
-        lip = jnp.full((n + 1,), -jnp.inf, mu.dtype).at[0].set(0.0)
-        Lc = jnp.zeros((n + 1, lam.shape[0]), mu.dtype)
-        for idx, pred in self._layers:
-            lp = lip[pred]  # (m, K)
-            new = logsumexp(lp + log_mu[None, :], axis=1) - jnp.log(gap[idx])
-            lip = lip.at[idx].set(new)
-            w = mu[None, :] * jnp.exp(lp - new[:, None])  # mu_k psi_{k|S}, 0 if k not in S
-            acc = jnp.einsum("mk,ki,mki->mi", w, outside, Lc[pred])
-            Lc = Lc.at[idx].set((lam[None, :] * arrive[idx] + acc) / gap[idx][:, None])
-        full = n - 1
-        L = Lc[full]
-        T = jnp.where(ok, L / lam, jnp.inf)
-        L = jnp.where(ok, L, jnp.inf)
-        psi_server = jnp.exp(lip[full ^ (1 << np.arange(self.n_servers))] - lip[full])
-        return {
-            "psi": jnp.where(ok, jnp.exp(-lip[full]), 0.0),
-            "L": L,
-            "T": T,
-            "gamma": 1.0 / T,
-            "L_total": jnp.sum(L),
-            "T_mean": jnp.sum(L) / jnp.sum(lam),
-            "psi_server": jnp.where(ok, psi_server, 0.0),
-            "margin": margin,
-        }
+        out = solve_unchecked(Pool(self.server_sets, mu), lam)
+        keys = ("psi", "L", "T", "gamma", "L_total", "T_mean", "psi_server")
+        return {k: out[k] for k in keys} | {"margin": 1.0 - 1.0 / out["stability_margin"]}
 
 
 def _log_comb(n, k):

@@ -2,6 +2,8 @@
 
 Generic engine (recursion over server subsets, ``bf-recursive`` Theorems 1-2), stability by
 linear programming, the balance function / stationary law on a box, and M-model closed forms.
+``solve`` checks stability; ``solve_unchecked`` is the same kernel for optimisers (jittable with
+traced rates, reports ``stable`` and gives ``inf`` delays with finite gradients when unstable).
 Structured pools (polynomial in K) live in ``jaxqueue.pools.structured``.
 """
 
@@ -57,6 +59,9 @@ from ._recursion import (
     solve as solve,
 )
 from ._recursion import (
+    solve_unchecked as solve_unchecked,
+)
+from ._recursion import (
     subset_layers as subset_layers,
 )
 from ._recursion import (
@@ -74,4 +79,7 @@ from ._stability import (
 from ._stability import (
     stability as stability,
 )
-from . import structured as structured  # noqa: E402  (structured pools build on the above)
+
+# isort: split
+# structured pools build on the generic engine above, so they are imported last
+from . import structured as structured

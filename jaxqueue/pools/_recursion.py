@@ -117,8 +117,110 @@ def _superset_zeta(a: jax.Array, K: int) -> jax.Array:
     return a.reshape((-1,) + rest)
 
 
+def _block_rows(K: int) -> int:
+    return min(1 << K, 1 << 12)
+
+
+def _member_blocks(masks: jax.Array, K: int, dtype, fn) -> jax.Array:
+    """``fn(inside, L)`` over blocks of subsets ``L`` (``lax.map``), stacked on a leading axis.
+
+    ``inside[r, i] = 1`` when class ``i``'s servers lie in the subset ``L[r]`` (the class is
+    in the reduced system ``|L``). With a batch of rate vectors, ``Lambda(L) = inside @ lam``
+    and the superset sums of the reverse pass are ``inside.T @ H``: dense products with the
+    batch on the minor axis, instead of ``K`` passes of a zeta transform over ``(2^K, B)``.
+    """
+    rows = _block_rows(K)
+    Ls = jnp.arange(1 << K, dtype=jnp.int32).reshape(-1, rows)
+
+    def block(L):
+        inside = ((masks[None, :] & ~L[:, None]) == 0).astype(dtype)
+        return fn(inside, L)
+
+    return jax.lax.map(block, Ls)
+
+
 def _bits(K: int) -> jax.Array:
     return jnp.left_shift(jnp.int32(1), jnp.arange(K, dtype=jnp.int32))
+
+
+def _neighbours(idx: jax.Array, K: int, count: int, *, inside: bool):
+    """Neighbours of the subsets ``idx`` that differ by one server, for the batched kernel.
+
+    ``inside=True``: the ``count`` subsets ``L - k`` for the servers ``k`` in ``L``;
+    ``inside=False``: the ``count`` subsets ``L + k`` for ``k`` not in ``L``. Only those are
+    gathered (not all ``K`` with a mask): half the gathers and exponentials. Returns the
+    neighbour masks and the server numbers ``k``, both ``(rows, count)`` and materialised once
+    (an optimisation barrier), so the gather of a ``(rows, count, B)`` block does not recompute
+    its indices per element.
+    """
+    rest = idx if inside else jnp.bitwise_and(jnp.bitwise_not(idx), (1 << K) - 1)
+    nbrs, ks = [], []
+    for _ in range(count):
+        low = rest & -rest  # lowest remaining bit
+        nbrs.append(idx ^ low)
+        ks.append(jax.lax.population_count(low - 1))
+        rest = rest ^ low
+    return jax.lax.optimization_barrier((jnp.stack(nbrs, 1), jnp.stack(ks, 1)))
+
+
+def _take(a: jax.Array, idx: jax.Array) -> jax.Array:
+    """``a[idx]`` along axis 0 for indices known to be in range (no clamping per element)."""
+    return a.at[idx].get(mode="promise_in_bounds", unique_indices=idx.ndim == 1)
+
+
+def _put(a: jax.Array, idx: jax.Array, v: jax.Array) -> jax.Array:
+    """``a.at[idx].set(v)`` for distinct in-range indices."""
+    return a.at[idx].set(v, mode="promise_in_bounds", unique_indices=True)
+
+
+def _lse(vals: jax.Array) -> jax.Array:
+    """``logsumexp`` over axis 1 of finite values (at least one term per row)."""
+    m = jax.lax.stop_gradient(jnp.max(vals, axis=1))
+    return m + jnp.log(jnp.sum(jnp.exp(vals - m[:, None]), axis=1))
+
+
+def _sweep(V, log_den, mu, layers, *, forward: bool):
+    """Batched recursion over popcount layers: ``V`` and ``log_den`` are ``(2^K, B)``.
+
+    ``forward=True`` (Theorem 1, ``V = F``): ``V(L) = log sum_{k in L} mu_k e^{V(L - k)} -
+    log_den(L)`` from layer 1 up; ``forward=False`` (the adjoint, ``V = A``):
+    ``V(S) = log sum_{k not in S} mu_k e^{V(S + k)} - log_den(S)`` from layer ``K - 1`` down.
+    The starting layer (``V[0]`` resp. ``V[2^K - 1]``) must be set.
+
+    The previous layer is exponentiated once per subset, shifted by its column maximum ``c``
+    (``E = e^{V - c} <= 1``, kept in a second ``(2^K, B)`` buffer); each subset then needs only
+    a gather of ``B``-contiguous rows and a multiply-add per neighbour, and the exponential is
+    paid per subset instead of per (subset, neighbour). The sum ``s`` of ``mu_k E`` is exact to
+    rounding unless terms underflow: if some row of a chunk has ``s <= K tiny / eps`` that
+    chunk is redone by the shifted log-sum-exp (a ``lax.cond``), so the result is the same
+    log-space value in every case (float32 included).
+    """
+    K = mu.shape[0]
+    B = V.shape[1]
+    logmu = jnp.log(mu)
+    fi = jnp.finfo(V.dtype)
+    floor = K * fi.tiny / fi.eps
+    E = jnp.zeros_like(V)
+    prev = 0 if forward else K
+    for n_in in range(1, K + 1) if forward else range(K - 1, 0, -1):
+        Vp = _take(V, layers[prev])
+        c = jax.lax.stop_gradient(jnp.max(Vp, axis=0))
+        E = _put(E, layers[prev], jnp.exp(Vp - c))
+        for idx in _chunks(layers[n_in], B):
+            nb, k = _neighbours(idx, K, n_in if forward else K - n_in, inside=forward)
+            muk = mu[k]
+            lin = muk[:, 0, None] * _take(E, nb[:, 0])
+            for j in range(1, nb.shape[1]):
+                lin = lin + muk[:, j, None] * _take(E, nb[:, j])
+            s = jax.lax.cond(
+                jnp.all(lin > floor),
+                lambda lin, c, nb, k, V: jnp.log(lin) + c,
+                lambda lin, c, nb, k, V: _lse(logmu[k][:, :, None] + _take(V, nb)),
+                *(lin, c, nb, k, V),
+            )
+            V = _put(V, idx, s - _take(log_den, idx))
+        prev = n_in
+    return V
 
 
 def _forward(masks, mu, lamT, layers):
@@ -132,13 +234,19 @@ def _forward(masks, mu, lamT, layers):
     tail = (1,) * (lamT.ndim - 1)  # () for one vector (B = 1 kept unbatched: faster gathers)
     bits = _bits(K)
     n = 1 << K
-    lsub = _zeta(jnp.zeros((n,) + lamT.shape[1:], lamT.dtype).at[masks].add(lamT), K)
+    if lamT.ndim == 2:
+        lsub = _member_blocks(masks, K, lamT.dtype, lambda inside, L: inside @ lamT)
+        lsub = lsub.reshape(n, B)
+    else:
+        lsub = _zeta(jnp.zeros(n, lamT.dtype).at[masks].add(lamT), K)
     cap = _zeta(jnp.zeros(n, mu.dtype).at[bits].set(mu), K)
     den = cap.reshape((n,) + tail) - lsub
     # only used where the pool is stable; the guard keeps the log finite otherwise
     log_den = jnp.log(jnp.where(den > 0, den, 1.0))
     logmu = jnp.log(mu).reshape((1, K) + tail)
     F = jnp.zeros(lsub.shape, lamT.dtype)
+    if lamT.ndim == 2:
+        return _sweep(F, log_den, mu, layers, forward=True), cap, lsub
     for layer in layers[1:]:
         for idx in _chunks(layer, B):
             has = ((idx[:, None] & bits) != 0).reshape(idx.shape + (K,) + tail)
@@ -195,7 +303,9 @@ def _adjoint(mu, F, cap, lsub, layers):
     log_den = jnp.log(jnp.where(den > 0, den, 1.0))
     logmu = jnp.log(mu).reshape((1, K) + tail)
     A = jnp.zeros_like(F).at[full].set(-log_den[full] - F[full])
-    for layer in reversed(layers[1:-1]):
+    if F.ndim == 2:
+        A = _sweep(A, log_den, mu, layers, forward=False)
+    for layer in reversed(layers[1:-1] if F.ndim == 1 else ()):
         for idx in _chunks(layer, B):
             out = ((idx[:, None] & bits) == 0).reshape(idx.shape + (K,) + tail)
             vals = jnp.where(out, logmu + A[idx[:, None] | bits], -jnp.inf)
@@ -211,7 +321,12 @@ def _solve_impl(masks, mu, lamB, layers, *, class_idle: bool, runtime_check: boo
     F, cap, lsub = _forward(masks, mu, lamT[:, 0] if B == 1 else lamT, layers)
     H = _adjoint(mu, F, cap, lsub, layers)
     # eq. (6): L_i = lam_i d log(1/psi) / d lam_i, so T_i = L_i / lam_i = d log(1/psi) / d lam_i
-    T = _superset_zeta(H, K)[masks]
+    if B == 1:
+        T = _superset_zeta(H, K)[masks]
+    else:  # T[i] = sum over L containing K_i of H(L): one (I, rows) @ (rows, B) per block
+        Hb = H.reshape(-1, _block_rows(K), B)
+        T = _member_blocks(masks, K, H.dtype, lambda inside, L: inside.T @ Hb[L[0] // L.shape[0]])
+        T = jnp.sum(T, axis=0)
     margin = _margin(cap, lsub)
     if B == 1:
         F, T, margin = F[:, None], T[:, None], margin[None]
@@ -249,7 +364,50 @@ def _solve_impl(masks, mu, lamB, layers, *, class_idle: bool, runtime_check: boo
     return out
 
 
-_solve_jit = jax.jit(_solve_impl, static_argnames=("class_idle", "runtime_check"))
+@functools.lru_cache(maxsize=8)
+def _solve_kernel(class_idle: bool, runtime_check: bool):
+    """:func:`_solve_impl` with a batching rule that calls the batched kernel.
+
+    Plain ``jax.vmap`` of the single-vector kernel would put the vmapped axis first
+    (``(B, 2^K)`` arrays): every gather and scatter of a popcount layer then moves ``B``
+    scalars ``2^K`` apart, about 5x slower than the batched kernel. The rule instead folds the
+    vmapped axis into the kernel's own batch (minor, contiguous axis) and makes one call.
+    Gradients use a ``custom_jvp`` whose rule is the JVP of the plain kernel (``custom_vmap``
+    has no transpose), so ``grad``, ``jacrev`` and higher derivatives work as before.
+    """
+    impl = functools.partial(_solve_impl, class_idle=class_idle, runtime_check=runtime_check)
+
+    @jax.custom_batching.custom_vmap
+    def batched(masks, mu, lamB, layers):
+        return impl(masks, mu, lamB, layers)
+
+    @batched.def_vmap
+    def _rule(axis_size, in_batched, masks, mu, lamB, layers):
+        m_b, mu_b, lam_b, layers_b = in_batched
+        if m_b or mu_b or any(layers_b) or not lam_b:
+            axes = jax.tree_util.tree_map(lambda b: 0 if b else None, list(in_batched))
+            out = jax.vmap(impl, in_axes=tuple(axes))(masks, mu, lamB, layers)
+        else:
+            out = impl(masks, mu, lamB.reshape((-1,) + lamB.shape[2:]), layers)
+            out = jax.tree_util.tree_map(lambda a: a.reshape((axis_size, -1) + a.shape[1:]), out)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    @jax.custom_jvp
+    def kernel(masks, mu, lamB, layers):
+        return batched(masks, mu, lamB, layers)
+
+    @kernel.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(impl, primals, tangents)
+
+    return kernel
+
+
+def _solve_call(masks, mu, lamB, layers, *, class_idle: bool, runtime_check: bool):
+    return _solve_kernel(class_idle, runtime_check)(masks, mu, lamB, layers)
+
+
+_solve_jit = jax.jit(_solve_call, static_argnames=("class_idle", "runtime_check"))
 
 
 def _lip_impl(masks, mu, lam, layers):
@@ -322,7 +480,9 @@ def solve(
     (a few full subset arrays plus one chunk of ``(rows, K)`` temporaries per layer).
 
     ``lam`` may carry leading batch axes (``(..., I)``): one kernel call handles the whole batch
-    (batch on the minor axis of the subset arrays; faster than ``jax.vmap`` of single calls).
+    (batch on the minor axis of the subset arrays, linear-space layer sweeps, ``Lambda(L)`` and
+    the superset sums as dense products). ``jax.vmap`` of single-vector calls runs the same
+    batched kernel (a ``custom_vmap`` rule), so both routes cost the same.
     ``solve`` also works under ``jit``, ``vmap`` and ``grad`` (in ``lam`` and ``mu``); the
     reverse pass is plain JAX code, so higher derivatives work too.
 
@@ -415,3 +575,74 @@ def mean_numbers_recursive(pool: Pool, lam, mu=None, *, max_bytes: float | None 
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, True, max_bytes, "theorem2")
     L, margin = _theorem2_jit(masks, mu, lam, layers)
     return eqx.error_if(L, ~(margin > 1), _UNSTABLE_MSG)
+
+
+def _unchecked_impl(masks, mu, lamB, layers):
+    K = mu.shape[0]
+    n = 1 << K
+    cap = _zeta(jnp.zeros(n, mu.dtype).at[_bits(K)].set(mu), K)
+    lsub = _zeta(jnp.zeros((n, lamB.shape[0]), lamB.dtype).at[masks].add(lamB.T), K)
+    margin = _margin(cap, lsub)  # (B,), from the true rates: its gradient feeds a barrier
+    stable = margin > 1
+    # double where: unstable rows run the kernel at lam = 0 (finite, unused values), so the
+    # masked-out branch has finite gradients instead of NaN
+    safe = jnp.where(stable[:, None], lamB, jnp.zeros_like(lamB))
+    out = _solve_impl(masks, mu, safe, layers, class_idle=False, runtime_check=False)
+    s1 = stable[:, None]
+    inf = jnp.asarray(jnp.inf, lamB.dtype)
+    return dict(
+        psi=jnp.where(stable, out["psi"], 0.0),
+        log_inv_psi=jnp.where(stable, out["log_inv_psi"], inf),
+        L=jnp.where(s1, out["L"], inf),
+        T=jnp.where(s1, out["T"], inf),
+        gamma=jnp.where(s1, out["gamma"], 0.0),
+        L_total=jnp.where(stable, out["L_total"], inf),
+        T_mean=jnp.where(stable, out["T_mean"], inf),
+        psi_server=jnp.where(s1, out["psi_server"], 0.0),
+        busy_servers=jnp.where(stable, out["busy_servers"], float(K)),
+        stability_margin=margin,
+        stable=stable,
+    )
+
+
+_unchecked_jit = jax.jit(_unchecked_impl)
+
+
+def solve_unchecked(pool: Pool, lam, *, mu=None, max_bytes: float | None = None) -> dict:
+    """The kernel of :func:`solve` without the stability check, for optimisers and barriers.
+
+    Same recursion and formulas as :func:`solve` (Theorem 1, eq. (9); ``L_i`` by eq. (6),
+    ``psi_k`` by eq. (8)), but never raises on unstable rates: it reports them. Where the
+    rates are unstable (``min_L M(L) / Lambda(L) <= 1``, eq. (5)) the delays ``L``, ``T``,
+    ``L_total``, ``T_mean`` and ``log_inv_psi`` are ``inf``, ``gamma``, ``psi`` and
+    ``psi_server`` are 0 and ``busy_servers`` is ``K``. The kernel then runs on ``lam = 0``
+    (double-``where``), so gradients stay finite (zero through the masked metrics) everywhere,
+    while ``stability_margin`` is always computed from the true rates and keeps its gradient.
+    Works under ``jit`` with traced ``lam`` and ``mu`` (also through a ``Pool`` built from a
+    traced ``mu``), ``vmap``, ``grad`` and ``jvp`` / ``jacfwd``. ``psi_class`` is not computed.
+
+    Args:
+        pool: the pool (``K <= 30`` servers and within ``max_bytes``).
+        lam: arrival rates, shape ``(..., I)`` (leading axes are a batch).
+        mu: optional capacities overriding ``pool.mu``.
+        max_bytes: memory budget (estimated for reverse-mode autodiff through the kernel);
+            default :data:`DEFAULT_MAX_BYTES`.
+
+    Returns:
+        dict with the fields of :class:`BFResult` except ``psi_class`` (``psi``,
+        ``log_inv_psi``, ``L``, ``T``, ``gamma``, ``L_total``, ``T_mean``, ``psi_server``,
+        ``busy_servers``, ``stability_margin = min_L M(L) / Lambda(L)``) and ``stable``
+        (boolean, ``stability_margin > 1``), each with the batch axes of ``lam``.
+
+    Raises:
+        ValueError: malformed rates or capacities (checked when concrete), or a pool too large.
+
+    Example:
+        >>> out = solve_unchecked(Pool([[0, 2], [1, 2]], [1.0, 1.0, 1.0]), [2.0, 2.0])
+        >>> bool(out["stable"]), float(out["T"][0])  # doctest: +SKIP
+        (False, inf)
+    """
+    masks, mu, lam, layers, _ = _prepare(pool, lam, mu, False, max_bytes, "autodiff")
+    batch = lam.shape[:-1]
+    out = _unchecked_jit(masks, mu, lam.reshape(-1, lam.shape[-1]), layers)
+    return jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), out)

@@ -2,7 +2,13 @@
 
 from ._ci import (
     Estimate as Estimate,
+)
+from ._ci import (
     batch_means as batch_means,
+)
+from ._ci import (
     mean_ci as mean_ci,
+)
+from ._ci import (
     t_quantile as t_quantile,
 )

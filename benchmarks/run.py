@@ -41,17 +41,31 @@ def main(argv=None) -> int:
         f"jax {jax.__version__}, Python {platform.python_version()}.",
         "",
     ]
-    sections = []
+    out = pathlib.Path(args.out)
+    # With --only, the other benchmarks' sections of an existing results file are kept.
+    sections = _read_sections(out) if args.only and out.exists() else {}
     for name in names:
         t0 = time.perf_counter()
         print(f"[benchmarks] {name} ...", file=sys.stderr, flush=True)
         mod = importlib.import_module(f"benchmarks.{name}")
-        sections.append(mod.run(fast=args.fast).rstrip() + "\n")
+        body = mod.run(fast=args.fast).rstrip() + "\n"
+        stamp = f"_Section measured on {datetime.date.today()}, device `{dev.platform}`._\n"
+        sections[name] = f"{_MARK}{name} -->\n{body}\n{stamp}"
         print(f"[benchmarks] {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    text = "\n".join(header) + "\n" + "\n".join(sections)
-    pathlib.Path(args.out).write_text(text)
+    ordered = [sections[n] for n in BENCHES if n in sections]
+    text = "\n".join(header) + "\n" + "\n".join(ordered)
+    out.write_text(text)
     print(text)
     return 0
+
+
+_MARK = "<!-- bench:"
+
+
+def _read_sections(path: pathlib.Path) -> dict[str, str]:
+    """The sections of an existing results file, by benchmark name."""
+    parts = path.read_text().split(_MARK)[1:]
+    return {p.split(" -->", 1)[0]: _MARK + p.rstrip() + "\n" for p in parts}
 
 
 if __name__ == "__main__":

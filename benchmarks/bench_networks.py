@@ -19,25 +19,14 @@ from benchmarks._timing import time_jit
 
 
 def _network(population: int):
-    from jaxqueue.networks import Network
+    """The closed 3 x 20-server network timed by ``tests/test_networks.py`` (acceptance case)."""
+    import pathlib
+    import sys
 
-    queues = []
-    for k in range(3):
-        b = 20 * k
-        queues.append(
-            [
-                list(range(b, b + 10)),
-                list(range(b + 5, b + 15)),
-                list(range(b + 10, b + 20)),
-                list(range(b, b + 20)),
-            ]
-        )
-    rng = np.random.default_rng(7)
-    C = 12
-    routing = rng.random((C, C)) * (rng.random((C, C)) < 0.5)
-    routing += np.roll(np.eye(C), 4, axis=1)
-    routing /= routing.sum(axis=1, keepdims=True)
-    return Network(queues, rng.uniform(0.5, 1.5, 60), routing, population=population)
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+    from test_networks import three_pool_closed_network
+
+    return three_pool_closed_network(population)
 
 
 def _compositions(n: int, C: int) -> np.ndarray:

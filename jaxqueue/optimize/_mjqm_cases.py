@@ -84,6 +84,20 @@ def _keys(seed: int):
     return jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)
 
 
+def _minimize(problem, sz, fast, polish_range, progress):
+    """The optimiser settings shared by the MJQM cases (forward-mode pathwise gradients)."""
+    return minimize(
+        problem,
+        steps=sz["steps"],
+        rounds=sz["rounds"],
+        learning_rate=0.05,
+        grad_mode="forward",
+        polish_range=polish_range,
+        polish_iters=10 if fast else 16,
+        progress=progress,
+    )
+
+
 def mjqm_max_rate(fast: bool = False, progress=None, seed: int = 0):
     """Largest arrival rate of the five-class MJQM (exponential) such that the mean waiting
     time of every class stays under ``MAX_RATE["wait_target"]``."""
@@ -103,16 +117,7 @@ def mjqm_max_rate(fast: bool = False, progress=None, seed: int = 0):
         evaluate=lambda p: forward_metrics(wl, float(p["lam"]), key=k_eval, **fw),
         polish=lambda p, s: {"lam": p["lam"] / s},
     )
-    res = minimize(
-        problem,
-        steps=sz["steps"],
-        rounds=sz["rounds"],
-        learning_rate=0.05,
-        grad_mode="forward",
-        polish_range=(0.8, 4.0),
-        polish_iters=10 if fast else 16,
-        progress=progress,
-    )
+    res = _minimize(problem, sz, fast, (0.8, 4.0), progress)
     lam = float(res.params["lam"])
     return res, _summary(
         res,
@@ -151,16 +156,7 @@ def mjqm_speedup(fast: bool = False, progress=None, seed: int = 0):
         evaluate=lambda p: forward_metrics(wl, lam, speed=float(p["speed"]), key=k_eval, **fw),
         polish=lambda p, s: {"speed": p["speed"] * s},
     )
-    res = minimize(
-        problem,
-        steps=sz["steps"],
-        rounds=sz["rounds"],
-        learning_rate=0.05,
-        grad_mode="forward",
-        polish_range=(0.5, 4.0),
-        polish_iters=10 if fast else 16,
-        progress=progress,
-    )
+    res = _minimize(problem, sz, fast, (0.5, 4.0), progress)
     speed = float(res.params["speed"])
     return res, _summary(
         res,

@@ -8,7 +8,8 @@ import time
 from ._common import add_common, emit, format_table, log
 
 
-def _table(out: dict) -> str:
+def classes_table(out: dict) -> str:
+    """Per-class waiting-time table shared by ``mjqm simulate`` and ``mjqm sample``."""
     rows = [
         (
             c["cores"],
@@ -20,6 +21,10 @@ def _table(out: dict) -> str:
         )
         for c in out["classes"]
     ]
+    return format_table(["cores", "prob", "wait_mean", "CI", "wait_var", "wait_p90"], rows)
+
+
+def _table(out: dict) -> str:
     head = (
         f"scenario {out['scenario']}  lam={out['lam']:.6g}  (lambda_ideal "
         f"{out['lambda_ideal']:.6g})  {out['replications']} x {out['jobs']} jobs on "
@@ -32,11 +37,7 @@ def _table(out: dict) -> str:
         f"{out['idle_servers_expected']:.6g}), HOL idle servers {out['hol_idle_servers']:.6g}"
         f"\nmean number in system {out['number_in_system']:.6g}"
     )
-    return (
-        head
-        + format_table(["cores", "prob", "wait_mean", "95% CI", "wait_var", "wait_p90"], rows)
-        + tail
-    )
+    return head + classes_table(out) + tail
 
 
 def _simulate(args: argparse.Namespace) -> int:

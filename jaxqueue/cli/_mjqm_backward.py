@@ -6,6 +6,7 @@ import argparse
 import time
 
 from ._common import add_common, emit, format_table, log
+from ._mjqm import classes_table
 
 
 def _workload(name: str):
@@ -99,18 +100,7 @@ def _run_sample(args: argparse.Namespace) -> int:
     out = {"scenario": args.scenario, **out, "elapsed_s": elapsed, "device": _device()}
 
     def table(o):
-        rows = [
-            [
-                c["cores"],
-                c["prob"],
-                c["wait_mean"],
-                f"[{c['wait_mean_ci'][0]:.4g}, {c['wait_mean_ci'][1]:.4g}]",
-                c["wait_var"],
-                c["wait_p90"],
-            ]
-            for c in o["classes"]
-        ]
-        head = format_table(["cores", "prob", "wait_mean", "ci", "wait_var", "wait_p90"], rows)
+        head = classes_table(o)
         return (
             f"{head}\nall jobs: wait_mean {o['wait_mean']:.6g} [{o['wait_mean_ci'][0]:.6g}, "
             f"{o['wait_mean_ci'][1]:.6g}]; idle servers {o['idle_servers']:.4g}, HOL idle "

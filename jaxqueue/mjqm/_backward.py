@@ -30,6 +30,7 @@ The one-job update is :func:`~jaxqueue.mjqm.mjsre_step` (eq. (2), an O(s) merge)
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -38,8 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .._sharding import batch_devices, batch_mesh, shard_batch
 from ._bspec import CHUNK, check_plain, chunk_inputs
 from ._guard import check_load
 from ._step import mjsre_step
@@ -58,28 +59,40 @@ STATUS_CONVERGED = 0
 STATUS_UNCONVERGED = 1
 
 
-def _chunk(workload: Workload, W, hit, steps, key, i, c, lam):
-    """Feed chunk ``c`` (256 jobs, oldest first) into a batch of states ``W`` (samples ``i``);
-    track whether each state emptied.
+_BLOCK = 64
+"""Jobs whose inputs are drawn at once inside a chunk: a (block, samples) slab that stays in
+cache (measured: 105 M sample-jobs/s with blocks of 64 against 77 M with whole chunks)."""
 
-    ``hit`` becomes True once the state is the empty vector (all coordinates 0); ``steps``
-    counts the jobs fed before that. The inputs of the whole batch are drawn at once in the
-    ``(jobs, samples)`` layout the scan reads.
+
+def _chunk(workload: Workload, W, hit, steps, key, i, c, lam, track):
+    """Feed chunk ``c`` (256 jobs, oldest first) into a batch of states ``W`` (samples ``i``).
+
+    With ``track``, ``hit`` becomes True once the state is the empty vector (all coordinates
+    0) and ``steps`` counts the jobs fed before that; without it they pass through (per-step
+    tracking costs as much as the update itself). The inputs are drawn in blocks of
+    ``_BLOCK`` jobs in the ``(jobs, samples)`` layout the scan reads.
     """
-    alpha, sigma, tau, _ = chunk_inputs(workload, key, i, c, lam, W.dtype)
 
     def step(carry, x):
         W, hit, steps = carry
-        a, sg, t = x
-        W = jax.vmap(mjsre_step)(W, a, sg, t)
+        W = jax.vmap(mjsre_step)(W, *x)
+        if not track:
+            return (W, hit, steps), None
         steps = steps + jnp.where(hit, 0, 1).astype(steps.dtype)
         return (W, hit | (W[:, -1] == 0), steps), None
 
-    (W, hit, steps), _ = lax.scan(step, (W, hit, steps), (alpha, sigma, tau))
-    return W, hit, steps
+    def block(b, carry):
+        alpha, sigma, tau, _ = chunk_inputs(
+            workload, key, i, c, lam, carry[0].dtype, block=b, length=_BLOCK
+        )
+        # Materialise the block's inputs before the scan reads them (measured: ~10% faster).
+        x = lax.optimization_barrier((alpha, sigma, tau))
+        return lax.scan(step, carry, x)[0]
+
+    return lax.fori_loop(0, CHUNK // _BLOCK, block, (W, hit, steps))
 
 
-@jax.jit
+@functools.partial(jax.jit, static_argnames="stop_when_empty")
 def _segment_batch(workload, W, hit, steps, key, ids, c_hi, n_chunks, lam, stop_when_empty):
     """Feed chunks ``c_hi - 1`` down to ``c_hi - n_chunks`` into a batch of states.
 
@@ -88,7 +101,7 @@ def _segment_batch(workload, W, hit, steps, key, ids, c_hi, n_chunks, lam, stop_
     """
 
     def chunk(W, h, s, i, c):
-        return _chunk(workload, W, h, s, key, i, c, lam)
+        return _chunk(workload, W, h, s, key, i, c, lam, stop_when_empty)
 
     def cond(carry):
         j, _, hit, _ = carry
@@ -103,15 +116,6 @@ def _segment_batch(workload, W, hit, steps, key, ids, c_hi, n_chunks, lam, stop_
     return W, hit, steps, j
 
 
-def _shard(*xs):
-    ndev = jax.device_count()
-    if ndev > 1 and xs[0].shape[0] % ndev == 0:
-        mesh = Mesh(np.asarray(jax.devices()), ("samples",))
-        sh = NamedSharding(mesh, PartitionSpec("samples"))
-        return tuple(jax.device_put(x, sh) for x in xs)
-    return xs
-
-
 def _run(workload, key, ids, W, c_hi, n_chunks, lam, split_chunks, track):
     """Run ``n_chunks`` chunks from ``c_hi - 1`` down, as segments of ``split_chunks`` (Remark 2).
 
@@ -122,7 +126,7 @@ def _run(workload, key, ids, W, c_hi, n_chunks, lam, split_chunks, track):
     B = ids.shape[0]
     hit = W[:, -1] == 0 if track else jnp.zeros(B, bool)
     steps = jnp.zeros(B, jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
-    W, hit, steps, ids = _shard(W, hit, steps, ids)
+    W, hit, steps, ids = shard_batch(batch_mesh(batch_devices(B)), W, hit, steps, ids)
     done = 0
     while done < n_chunks:
         m = min(split_chunks, n_chunks - done)
@@ -136,7 +140,7 @@ def _run(workload, key, ids, W, c_hi, n_chunks, lam, split_chunks, track):
             jnp.int32(c_hi - done),
             jnp.int32(m),
             lam,
-            jnp.asarray(track),
+            bool(track),
         )
         done += int(j)
         if track and bool(jnp.all(hit)):

@@ -49,7 +49,9 @@ def workload_fields(workload) -> tuple[int, np.ndarray, np.ndarray, tuple[Law, .
     return w.s, cores, probs, tuple(w.services), None if w.is_poisson else w.arrival_shape()
 
 
-def chunk_inputs(workload: Workload, key, rep, chunk, lam, dtype, *, n_extra: int = 0):
+def chunk_inputs(
+    workload: Workload, key, rep, chunk, lam, dtype, *, n_extra: int = 0, block=0, length=CHUNK
+):
     """``(alpha, sigma, tau, extra)`` of the ``CHUNK`` jobs of chunk ``chunk``, oldest first.
 
     Chunk ``c`` holds jobs ``-(c CHUNK + CHUNK), ..., -(c CHUNK + 1)`` (the pile reads the
@@ -58,10 +60,14 @@ def chunk_inputs(workload: Workload, key, rep, chunk, lam, dtype, *, n_extra: in
     forward simulator would draw for these indices. ``rep`` may be a vector of samples: the
     fields then have shape ``(CHUNK, samples)`` (samples minor, the layout a scan over the
     jobs of a batch reads without transposes).
+
+    With ``length < CHUNK`` only block ``block`` (jobs ``block * length`` to
+    ``(block + 1) * length - 1`` of the chunk, oldest first) is drawn: large batches read their
+    inputs in blocks that stay in cache.
     """
     nu = n_uniforms(workload, n_extra)
-    start = -(chunk * CHUNK + CHUNK)
-    jobs = start + jnp.arange(CHUNK, dtype=jnp.int32)
+    start = -(chunk * CHUNK + CHUNK) + block * length
+    jobs = start + jnp.arange(length, dtype=jnp.int32)
     inp = _jobs_from_rows(
         workload, lam, _uniform_rows(key, rep, jobs, nu, dtype), dtype=dtype, n_extra=n_extra
     )

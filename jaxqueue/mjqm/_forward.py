@@ -37,10 +37,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
+from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch
 from ..stats import mean_ci
 from ._guard import check_load
 from ._inputs import draw_jobs_block_reps
@@ -285,12 +285,12 @@ def _run_sharded(workload, lam, key, reps, W0, lo_code, offset, *, mesh=None, **
 
     if mesh is None:
         return local(reps, W0)
-    rep = P("rep")
+    rows = P(BATCH)
     return jax.shard_map(
         local,
         mesh=mesh,
-        in_specs=(rep, P("rep", None)),
-        out_specs=(P("rep", None), P("rep", None), P("rep", None), P("rep", None, None)),
+        in_specs=(rows, rows),
+        out_specs=(rows, rows, rows, rows),
         check_vma=False,
     )(reps, W0)
 
@@ -469,14 +469,6 @@ def _hist_layout(lo, hi, bins_per_octave):
     return len(edges) - 1, shift, lo_code, edges
 
 
-def _pick_devices(devices, n_rep):
-    devs = list(jax.devices() if devices is None else devices)
-    d = len(devs)
-    while n_rep % d:
-        d -= 1
-    return devs[:d]
-
-
 def simulate(
     workload: Workload,
     lam: float,
@@ -575,12 +567,10 @@ def simulate(
         raise ValueError(f"bins_per_octave must be a power of 2 <= 64, got {bins_per_octave!r}")
     n_bins, shift, lo_code, edges = _hist_layout(lo, hi, bins_per_octave)
 
-    devs = _pick_devices(devices, n_replications)
-    mesh = Mesh(np.array(devs), ("rep",))
-    reps = jax.device_put(
-        jnp.arange(n_replications, dtype=jnp.int32), NamedSharding(mesh, P("rep"))
+    mesh = batch_mesh(batch_devices(n_replications, devices))
+    reps, W0 = shard_batch(
+        mesh, jnp.arange(n_replications, dtype=jnp.int32), jnp.asarray(W0, dtype=dtype)
     )
-    W0 = jax.device_put(jnp.asarray(W0, dtype=dtype), NamedSharding(mesh, P("rep", None)))
     W, fsum, counts, hist = _run(
         workload,
         jnp.asarray(lam_f, dtype=dtype),
@@ -596,7 +586,7 @@ def simulate(
         variant=variant,
         n_bins=n_bins,
         shift=shift,
-        mesh=mesh if len(devs) > 1 else None,
+        mesh=mesh if mesh.size > 1 else None,
     )
     return _summarise(
         workload,
@@ -609,7 +599,7 @@ def simulate(
         n_jobs=int(n_jobs),
         warmup=int(warmup),
         level=level,
-        device=f"{devs[0].platform} x{len(devs)}",
+        device=f"{mesh.devices.flat[0].platform} x{mesh.size}",
     )
 
 

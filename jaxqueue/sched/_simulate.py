@@ -19,8 +19,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .._sharding import batch_mesh, shard_batch
 from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
 from ..stats import mean_ci
@@ -118,10 +118,7 @@ def _replication_keys(key, replications: int):
     devices = jax.devices()
     padded = -(-replications // len(devices)) * len(devices)
     keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(padded))
-    if len(devices) > 1:
-        mesh = Mesh(np.array(devices), ("rep",))
-        keys = jax.device_put(keys, NamedSharding(mesh, PartitionSpec("rep")))
-    return keys
+    return shard_batch(batch_mesh(devices), keys)[0]
 
 
 def simulate_sweep(

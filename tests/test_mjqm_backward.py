@@ -299,3 +299,34 @@ def test_cli_sample_contract(capsys):
     # Beyond lambda_c (but below lambda_ideal): refused with the estimate, exit status 2.
     assert main(["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.95"]) == 2
     assert "lambda_c" in capsys.readouterr().err
+
+
+def test_palm_intervals_cover_exact_values_nominally():
+    # 200 independent groups of 200 samples (sample i depends only on (key, i)): the 95%
+    # intervals of the M/M/1 mean wait and 90% wait quantile cover the exact values in about
+    # 95% of the groups (binomial sd 1.5 points; accept 90-99%).
+    wl = Workload(1, [1], [1.0], [Exponential(1.0)])
+    lam, groups, size = 0.6, 200, 200
+    S = sample_backward(wl, lam, groups * size, key=jax.random.key(21), ell0=256)
+    assert S.status == 0
+    exact_mean, exact_q90 = lam / (1 - lam), math.log(lam / 0.1) / (1 - lam)
+    cover_mean = cover_q90 = 0
+    for g in range(groups):
+        part = slice(g * size, (g + 1) * size)
+        Sg = S.__class__(
+            W=S.W[part],
+            converged=S.converged[part],
+            ell=S.ell[part],
+            lam=S.lam,
+            status=S.status,
+            work_done=S.work_done,
+            work_needed=S.work_needed,
+            key=jax.random.fold_in(S.key, g),
+        )
+        m = palm_metrics(wl, Sg, level=0.95)
+        lo, hi = m["wait_mean_ci"]
+        cover_mean += lo <= exact_mean <= hi
+        lo, hi = m["classes"][0]["wait_p90_ci"]
+        cover_q90 += lo <= exact_q90 <= hi
+    assert 0.90 <= cover_mean / groups <= 0.99, cover_mean
+    assert 0.90 <= cover_q90 / groups <= 0.995, cover_q90

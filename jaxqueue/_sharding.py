@@ -4,6 +4,11 @@ One convention for every simulator: a one-dimensional mesh with axis :data:`BATC
 devices used, the batch (leading) axis split over it, every other axis replicated. The kernels
 draw their random numbers from ``(key, batch index, job index)``, so results do not depend on
 the number of devices.
+
+Several hosts: after ``jax.distributed.initialize(...)`` on every process, ``jax.devices()``
+lists the devices of all processes; every process runs the same program with the same
+arguments, builds the same batch, places its own shards (:func:`shard_batch`) and gathers the
+results (:func:`to_host`), so each process returns the whole answer.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ from collections.abc import Sequence
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["BATCH", "batch_devices", "batch_mesh", "shard_batch"]
+__all__ = ["BATCH", "batch_devices", "batch_mesh", "shard_batch", "to_host"]
 
 BATCH = "batch"
 """Name of the mesh axis the batch is split over."""
@@ -43,4 +49,23 @@ def shard_batch(mesh: Mesh | None, *xs):
     if mesh is None or mesh.size == 1:
         return xs
     sh = NamedSharding(mesh, PartitionSpec(BATCH))
-    return tuple(jax.device_put(x, sh) for x in xs)
+    if jax.process_count() == 1:
+        return tuple(jax.device_put(x, sh) for x in xs)
+    return tuple(_put_global(x, sh) for x in xs)
+
+
+def _put_global(x, sharding):
+    """Several processes: each holds the whole (identical) batch and places its own shards;
+    arrays on a process-local device go through the host first (typed keys as key data)."""
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = jax.device_put(np.asarray(jax.random.key_data(x)), sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    return jax.device_put(np.asarray(x), sharding)
+
+
+def to_host(x) -> np.ndarray:
+    """A (possibly sharded) array as a numpy array on this host; an array spread over the
+    devices of several processes is gathered from all of them first."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)

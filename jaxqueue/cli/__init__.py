@@ -30,6 +30,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jaxqueue",
         description="Differentiable JAX numerics for clusters modelled as queues.",
     )
+    dist = parser.add_argument_group(
+        "several hosts",
+        "run one process per host with the same command; the batch axes (replications, "
+        "samples) are spread over the devices of all processes and process 0 prints the answer",
+    )
+    dist.add_argument(
+        "--distributed",
+        action="store_true",
+        help="call jax.distributed.initialize (cluster auto-detection unless the options below "
+        "are given)",
+    )
+    dist.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
+    dist.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
+    dist.add_argument("--process-id", type=int, metavar="I", help="this process's index")
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
 

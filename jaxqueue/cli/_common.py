@@ -20,10 +20,37 @@ def add_common(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
 
 
 def configure(args: argparse.Namespace) -> None:
-    """Process-wide settings, set here and nowhere else: float64 for the command line."""
+    """Process-wide settings, set here and nowhere else: float64 for the command line, and
+    ``jax.distributed`` (with gloo collectives between CPU processes) for ``--distributed``."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    if getattr(args, "distributed", False):
+        _native_stdout_to_stderr()
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(
+            coordinator_address=args.coordinator,
+            num_processes=args.num_processes,
+            process_id=args.process_id,
+        )
+
+
+def _native_stdout_to_stderr() -> None:
+    """Keep stdout for the answer: the collectives library writes connection messages to the
+    process's file descriptor 1, so point that at stderr and give Python's ``sys.stdout``
+    a duplicate of the original descriptor."""
+    import os
+
+    sys.stdout.flush()
+    answer = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(answer, "w", buffering=1)
+
+
+def _is_lead_process() -> bool:
+    """Only process 0 prints when several processes run one command (``--distributed``)."""
+    jax = sys.modules.get("jax")
+    return jax is None or jax.process_index() == 0
 
 
 def to_jsonable(obj):
@@ -49,7 +76,10 @@ def to_jsonable(obj):
 
 
 def emit(args: argparse.Namespace, obj: dict, table: Callable[[dict], str] | None = None) -> None:
-    """Print ``obj`` as one JSON object (``--json``) or as a human-readable table."""
+    """Print ``obj`` as one JSON object (``--json``) or as a human-readable table (process 0
+    only)."""
+    if not _is_lead_process():
+        return
     if getattr(args, "json", False):
         print(json.dumps(to_jsonable(obj)))
     elif table is not None:
@@ -70,8 +100,9 @@ def format_table(headers: list[str], rows: Iterable[Iterable], floatfmt: str = "
 
 
 def log(msg: str) -> None:
-    """Progress and logs go to stderr."""
-    print(msg, file=sys.stderr, flush=True)
+    """Progress and logs go to stderr (process 0 only)."""
+    if _is_lead_process():
+        print(msg, file=sys.stderr, flush=True)
 
 
 def read_spec(path: str) -> dict:

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .._sharding import batch_devices, batch_mesh, shard_batch
+from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ._bspec import CHUNK, check_plain, chunk_inputs
 from ._guard import check_load
 from ._step import mjsre_step
@@ -121,7 +121,7 @@ def _run(workload, key, ids, W, c_hi, n_chunks, lam, split_chunks, track):
 
     ``M_{n1,0}(W) = M_{n2,0}(M_{n1,n2}(W))``: each segment starts from the state the previous
     one ended in. With ``track`` the run stops once every state has emptied (see
-    :func:`sample_backward`). Returns ``(W, hit, steps, chunks_run)`` (host-side hit/steps).
+    :func:`sample_backward`). Returns ``(W, hit, steps, chunks_run)`` (host arrays).
     """
     B = ids.shape[0]
     hit = W[:, -1] == 0 if track else jnp.zeros(B, bool)
@@ -145,7 +145,7 @@ def _run(workload, key, ids, W, c_hi, n_chunks, lam, split_chunks, track):
         done += int(j)
         if track and bool(jnp.all(hit)):
             break
-    return W, np.asarray(hit), np.asarray(steps), done
+    return to_host(W), to_host(hit), to_host(steps), done
 
 
 def loynes_state(

@@ -40,7 +40,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
-from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch
+from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import mean_ci
 from ._guard import check_load
 from ._inputs import draw_jobs_block_reps
@@ -591,10 +591,10 @@ def simulate(
     return _summarise(
         workload,
         lam_f,
-        np.asarray(fsum, dtype=float),
-        np.asarray(counts),
-        np.asarray(hist),
-        np.asarray(W),
+        to_host(fsum).astype(float),
+        to_host(counts),
+        to_host(hist),
+        to_host(W),
         edges,
         n_jobs=int(n_jobs),
         warmup=int(warmup),

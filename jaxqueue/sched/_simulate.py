@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._sharding import batch_mesh, shard_batch
+from .._sharding import batch_mesh, shard_batch, to_host
 from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
 from ..stats import mean_ci
@@ -237,7 +237,7 @@ def simulate_sweep(
         elapsed += _time.perf_counter() - t0
         compile_s += c_s
         simulated += pending.size * keys.shape[0] * (n_warm + n_chunks) * chunk
-        part = jax.tree_util.tree_map(lambda x: np.asarray(x)[:, :replications], part)
+        part = jax.tree_util.tree_map(lambda x: to_host(x)[:, :replications], part)
         if merged is None:
             merged = jax.tree_util.tree_map(lambda x: np.zeros((P, *x.shape[1:]), x.dtype), part)
         for leaf_all, leaf in zip(

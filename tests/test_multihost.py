@@ -1,0 +1,86 @@
+"""Multi-host scale-out (``jax.distributed``): 2 processes x 2 host devices, CPU collectives by
+gloo, give the very numbers of one process with one device (mjqm forward and backward, sched,
+and the command line, where process 0 alone prints)."""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import numpy as np
+from multihost_cases import run_cases
+
+from jaxqueue.cli import main
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _launch(make_cmd, n: int = 2) -> list[str]:
+    """Run ``make_cmd(process_id, port)`` in ``n`` processes of 2 host devices each; stdouts."""
+    port = _free_port()
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parent), env.get("PYTHONPATH", "")])
+    procs = [
+        subprocess.Popen(
+            make_cmd(i, port),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(n)
+    ]
+    outs = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=300)
+        finally:
+            p.kill()
+        assert p.returncode == 0, stderr[-3000:]
+        outs.append(stdout)
+    return outs
+
+
+def test_two_processes_give_the_single_process_numbers():
+    outs = _launch(
+        lambda i, port: [sys.executable, str(HERE / "multihost_worker.py"), str(i), "2", str(port)]
+    )
+    ref = run_cases()
+    for stdout in outs:
+        line = [x for x in stdout.splitlines() if x.startswith("RESULT ")][-1]
+        out = json.loads(line[len("RESULT ") :])
+        assert out.pop("devices") == 4 and out.pop("processes") == 2
+        assert out.keys() == ref.keys()
+        for k in ref:
+            np.testing.assert_allclose(
+                np.asarray(out[k]), np.asarray(ref[k]), rtol=1e-12, err_msg=k
+            )
+
+
+def test_cli_distributed_prints_once_the_single_process_answer(capsys):
+    args = ["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.2", "--samples", "64"]
+    args += ["--json"]
+    outs = _launch(
+        lambda i, port: (
+            [sys.executable, "-m", "jaxqueue", "--distributed"]
+            + ["--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]
+            + args
+        )
+    )
+    assert outs[1].strip() == ""
+    got = json.loads(outs[0])
+    assert main(args) == 0
+    ref = json.loads(capsys.readouterr().out)
+    assert got["samples"] == ref["samples"] == 64
+    for c_got, c_ref in zip(got["classes"], ref["classes"], strict=True):
+        assert c_got["wait_mean"] == c_ref["wait_mean"]
+        assert c_got["wait_p90"] == c_ref["wait_p90"]
+    assert got["wait_mean_ci"] == ref["wait_mean_ci"]

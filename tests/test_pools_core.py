@@ -315,3 +315,27 @@ def test_too_large_pool_refused_with_size():
         solve(pool, np.full(K, 0.1))
     # stability still works (polynomial)
     assert stability(pool, np.full(K, 0.1)).stable
+
+
+def test_too_large_pools_and_batches_are_refused_before_running():
+    from jaxqueue.pools import memory_estimate
+
+    # one class per server pair on a ring: K = 27 needs ~10 GB (> the 8 GB default), K = 31 > 30
+    for K, what in ((27, "GB of memory"), (31, "at most 30 servers")):
+        ring = Pool([[k, (k + 1) % K] for k in range(K)], np.ones(K))
+        with pytest.raises(ValueError, match=what) as err:
+            solve(ring, np.full(K, 0.1))
+        assert f"K={K}" in str(err.value) and "structured" in str(err.value)
+    # a batch of rate vectors is budgeted too, for direct and vmapped calls alike
+    K = 12
+    pool = Pool([[k, (k + 1) % K] for k in range(K)], np.ones(K))
+    lam = np.full((40, K), 0.2)
+    one, forty = (memory_estimate(K, K, 8, batch=b) for b in (1, 40))
+    assert forty > 20 * one
+    budget = (one + forty) / 2
+    with pytest.raises(ValueError, match="40 rate vectors"):
+        solve(pool, lam, max_bytes=budget)
+    with pytest.raises(ValueError, match="40 rate vectors"):
+        jax.vmap(lambda x: solve(pool, x, max_bytes=budget).psi)(jnp.asarray(lam))
+    ok = solve(pool, lam[:2], max_bytes=budget)
+    assert ok.psi.shape == (2,)

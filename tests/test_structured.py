@@ -364,6 +364,32 @@ def test_gradients_match_finite_differences():
     assert_close(jax.jit(jax.grad(f))(0.9), _fd(f, 0.9), rtol=1e-6)
 
 
+@pytest.mark.parametrize("periodic", [False, True], ids=["line", "ring"])
+def test_interval_pool_reverse_pass_matches_finite_differences(periodic):
+    # the hand-written adjoint of the arc table (O(K^2) memory), called as a first-order
+    # reverse pass: d log(1/psi) / d mu_k and d/d lam_i against central differences
+    from jaxqueue.pools.structured._local import _interval_core
+
+    if periodic:
+        cls, sets = RingPool, [[5, 0, 1], [1, 2], [2, 3, 4], [4, 5], [0], [3, 4, 5, 0]]
+    else:
+        cls, sets = LinePool, LINE_SETS
+    pool = cls(sets, LINE_MU)
+    mu0, lam0 = pool.mu, np.asarray(LINE_LAM)
+    lam0 = jnp.asarray(0.8 * float(pool.kernel(lam0)[0].stability_margin) * lam0)
+    starts, lengths = jnp.asarray(pool.starts), jnp.asarray(pool.lengths)
+
+    def F(lam, mu):
+        return _interval_core(lam, mu, starts, lengths, K=6, periodic=periodic)[0]
+
+    g_lam, g_mu = jax.grad(F, argnums=(0, 1))(lam0, mu0)
+    for k in range(6):
+        fd = _fd(lambda x, k=k: F(lam0, mu0.at[k].set(x)), float(mu0[k]))
+        assert_close(g_mu[k], fd, rtol=1e-6, atol=1e-8, what=f"mu[{k}]")
+        fd = _fd(lambda x, k=k: F(lam0.at[k].set(x), mu0), float(lam0[k]))
+        assert_close(g_lam[k], fd, rtol=1e-6, atol=1e-8, what=f"lam[{k}]")
+
+
 @pytest.mark.slow
 def test_gradients_ring_and_groups():
     h = HomogeneousRing(30, 5)

@@ -5,8 +5,9 @@
   servers; removing a server splits a line into two independent lines, so ``psi`` and ``L`` follow
   from a table over all ``O(K^2)`` sub-intervals (sub-arcs), each in ``O(K)``: ``O(K^3)``. The
   per-class ``L_{i,j}`` are obtained from the same table by Proposition 3 (eq. (6)),
-  ``L_i = lam_i d log(1/psi) / d lam_i``, with one reverse-mode pass (``O(K^3)`` for all classes
-  at once, instead of one ``O(K^3)`` recursion (20) per class).
+  ``L_i = lam_i d log(1/psi) / d lam_i``, with one hand-written reverse pass (``O(K^3)`` time
+  and ``O(K^2)`` memory for all classes at once, instead of one ``O(K^3)`` recursion (20) per
+  class).
 * Homogeneous line (Proposition 6, eqs. (22), (24)) and homogeneous ring (eq. (28)):
   ``O(K^2)``, per-class load ratios precomputed once.
 
@@ -116,36 +117,91 @@ def _arc_loads(starts, lengths, lam, mu, *, K: int, n_max: int, periodic: bool):
     return Lam, M, valid
 
 
-def _arc_table(lam, mu, Lam, M, valid, *, K: int, n_max: int):
-    """``A[n, k] = log 1/psi`` and ``Lt[n, k] = L`` of the arc ``k..k+n-1`` (eqs. (19), (21))."""
-    dtype = lam.dtype
+def _arc_terms(A, logmu, n, *, K: int, n_max: int):
+    """``X[k, j] = log mu_{k+j} + A[j, k] + A[n-1-j, k+j+1]`` (eq. (19) in log space) and its
+    mask ``j < n``: the terms of the arc ``k..k+n-1`` with server ``k+j`` removed."""
+    kk = jnp.arange(K)[:, None]
+    jj = jnp.arange(K)[None, :]
+    mask = jj < n
+    jl = jnp.minimum(jj, n_max)
+    jr = jnp.clip(n - 1 - jj, 0, n_max)
+    return logmu + A[jl, kk] + A[jr, (kk + jj + 1) % K], mask
+
+
+def _log_table_fwd_impl(mu, den_all, valid, *, K: int, n_max: int):
+    """``A[n, k] = log 1/psi`` of the arc ``k..k+n-1`` for every arc (eq. (19)), row 0 = 0."""
+    logmu = jnp.log(mu)[(jnp.arange(K)[:, None] + jnp.arange(K)[None, :]) % K]
+
+    def step(A, n):
+        X, mask = _arc_terms(A, logmu, n, K=K, n_max=n_max)
+        A_n = masked_logsumexp(X, mask, axis=1) - jnp.log(den_all[n])
+        return A.at[n].set(jnp.where(valid[n], A_n, 0.0)), None
+
+    A0 = jnp.zeros((n_max + 1, K), mu.dtype)
+    return jax.lax.scan(step, A0, jnp.arange(1, n_max + 1))[0]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _log_table(mu, den_all, valid, K, n_max):
+    """:func:`_log_table_fwd_impl` with a hand-written reverse pass in ``O(K^2)`` memory.
+
+    Plain reverse mode through the scan keeps the whole ``(n_max, K)`` table at every step,
+    ``O(K^3)`` memory (2 GB at K = 400). The adjoint instead sweeps the arcs from the longest
+    down: the cotangent of arc ``(n, k)`` flows to its sub-arcs ``(j, k)`` and
+    ``(n-1-j, k+j+1)`` with the softmax weights of eq. (19), to ``log mu_{k+j}`` with the same
+    weights and to its ``-log(M - Lambda)`` term. It serves the first reverse pass (the
+    ``T_i`` of eq. (6)); derivatives of the kernel's outputs (second order, e.g. ``dT/dmu``)
+    differentiate the forward scan by plain autodiff, ``O(K^3)`` memory again.
+    """
+    return _log_table_fwd_impl(mu, den_all, valid, K=K, n_max=n_max)
+
+
+def _log_table_fwd(mu, den_all, valid, K, n_max):
+    A = _log_table_fwd_impl(mu, den_all, valid, K=K, n_max=n_max)
+    return A, (A, mu, den_all, valid)
+
+
+def _log_table_bwd(K, n_max, res, A_bar):
+    A, mu, den_all, valid = res
     kk = jnp.arange(K)[:, None]
     jj = jnp.arange(K)[None, :]
     logmu = jnp.log(mu)[(kk + jj) % K]
-    den_all = jnp.where(valid, M - Lam, 1.0)
+    rows = A.shape[0]
 
     def step(carry, n):
-        A, Lt = carry
-        mask = jj < n
-        jl = jnp.minimum(jj, n_max)
-        jr = jnp.clip(n - 1 - jj, 0, n_max)
-        kr = (kk + jj + 1) % K
-        X = logmu + A[jl, kk] + A[jr, kr]
-        den = den_all[n]
-        A_n = masked_logsumexp(X, mask, axis=1) - jnp.log(den)
-        A_n = jnp.where(valid[n], A_n, 0.0)
-        w = jnp.where(mask, jnp.exp(X - A_n[:, None]), 0.0)
-        Lt_n = (Lam[n] + jnp.sum(w * (Lt[jl, kk] + Lt[jr, kr]), axis=1)) / den
-        Lt_n = jnp.where(valid[n], Lt_n, 0.0)
-        return (A.at[n].set(A_n), Lt.at[n].set(Lt_n)), None
+        G, mu_bar = carry
+        g = jnp.where(valid[n], G[n], 0.0)
+        X, mask = _arc_terms(A, logmu, n, K=K, n_max=n_max)
+        lse = A[n] + jnp.log(den_all[n])
+        v = jnp.where(mask, jnp.exp(X - lse[:, None]), 0.0) * g[:, None]  # (k, j)
+        # sub-arc (j, k): rows j < n, column k
+        left = jnp.zeros((rows, K), v.dtype).at[: min(K, rows)].set(v.T[: min(K, rows)])
+        # sub-arc (n-1-j, k+j+1): row r = n-1-j, column c = k+j+1 (mod K)
+        r = jnp.arange(rows)[:, None]
+        c = jnp.arange(K)[None, :]
+        j_of_r = n - 1 - r
+        k_of = (c - j_of_r - 1) % K
+        right = jnp.where((j_of_r >= 0) & (r < n), v[k_of, jnp.clip(j_of_r, 0, K - 1)], 0.0)
+        # log mu_m with m = k + j (mod K)
+        mu_bar = mu_bar + jnp.sum(v[(c - jnp.arange(K)[:, None]) % K, jnp.arange(K)[:, None]], 0)
+        return (G + left + right, mu_bar), -g / den_all[n]
 
-    init = (jnp.zeros((n_max + 1, K), dtype), jnp.zeros((n_max + 1, K), dtype))
-    (A, Lt), _ = jax.lax.scan(step, init, jnp.arange(1, n_max + 1))
-    return A, Lt
+    init = (A_bar, jnp.zeros((K,), A.dtype))
+    (_, mu_bar), den_bar = jax.lax.scan(step, init, jnp.arange(n_max, 0, -1))
+    den_bar_all = jnp.zeros_like(den_all).at[jnp.arange(n_max, 0, -1)].set(den_bar)
+    return mu_bar / mu, den_bar_all, None
+
+
+_log_table.defvjp(_log_table_fwd, _log_table_bwd)
+
+
+def _arc_table(lam, mu, Lam, M, valid, *, K: int, n_max: int):
+    """``A[n, k] = log 1/psi`` of the arc ``k..k+n-1`` (eq. (19)) for every arc."""
+    return _log_table(mu, jnp.where(valid, M - Lam, 1.0), valid, K, n_max)
 
 
 def _interval_core(lam, mu, starts, lengths, *, K: int, periodic: bool):
-    """``(log 1/psi, (L_total, psi_server, stable, worst arc))`` of a line or ring pool."""
+    """``(log 1/psi, (psi_server, stable, worst arc))`` of a line or ring pool."""
     n_max = K - 1 if periodic else K
     Lam, M, valid = _arc_loads(starts, lengths, lam, mu, K=K, n_max=n_max, periodic=periodic)
     ratio = jnp.where(valid, Lam / jnp.where(valid, M, 1.0), 0.0)
@@ -159,22 +215,18 @@ def _interval_core(lam, mu, starts, lengths, *, K: int, periodic: bool):
         stable = worst_ratio < 1
     lam_s = jnp.where(stable, lam, 0.0)
     Lam, M, valid = _arc_loads(starts, lengths, lam_s, mu, K=K, n_max=n_max, periodic=periodic)
-    A, Lt = _arc_table(lam_s, mu, Lam, M, valid, K=K, n_max=n_max)
+    A = _arc_table(lam_s, mu, Lam, M, valid, K=K, n_max=n_max)
     k = jnp.arange(K)
     if periodic:
-        den = M_tot - jnp.sum(lam_s)
+        # eq. (25): removing server k leaves the line k+1..k-1
         sub = A[K - 1, (k + 1) % K]
-        X = jnp.log(mu) + sub
-        A_full = jax.nn.logsumexp(X) - jnp.log(den)
-        w = jnp.exp(X - A_full)
-        L_total = (jnp.sum(lam_s) + w @ Lt[K - 1, (k + 1) % K]) / den
+        A_full = jax.nn.logsumexp(jnp.log(mu) + sub) - jnp.log(M_tot - jnp.sum(lam_s))
         psi_server = jnp.exp(sub - A_full)
     else:
         A_full = A[K, 0]
-        L_total = Lt[K, 0]
         psi_server = jnp.exp(A[k, 0] + A[K - 1 - k, (k + 1) % K] - A_full)
     max_load = jnp.maximum(worst_ratio, lam_tot / M_tot)
-    return A_full, (L_total, psi_server, stable, max_load)
+    return A_full, (psi_server, stable, max_load)
 
 
 @functools.partial(jax.jit, static_argnames=("K", "periodic"))
@@ -194,9 +246,10 @@ def interval_pool_kernel(
 
         psi_{|k..l} = (M(k..l) - Lambda(k..l)) / sum_{m=k}^{l} mu_m / (psi_{|k..m-1} psi_{|m+1..l})
 
-    and ``L`` eq. (21) (ring: eqs. (25), (27), removing server ``k`` leaves the line
-    ``k+1..k-1``). Per class, ``T_i = d log(1/psi) / d lam_i`` and ``L_i = lam_i T_i``
-    (Proposition 3), by reverse-mode differentiation of the table.
+    (ring: eq. (25), removing server ``k`` leaves the line ``k+1..k-1``). Per class,
+    ``T_i = d log(1/psi) / d lam_i`` and ``L_i = lam_i T_i`` (Proposition 3, eq. (6)), by a
+    hand-written reverse pass over the table (``O(K^3)`` time, ``O(K^2)`` memory, see
+    :func:`_log_table`); ``L = sum_i L_i``.
 
     Returns:
         ``(BFResult per class with psi_server, stable)``; ``stable`` iff every sub-interval (arc)
@@ -206,7 +259,8 @@ def interval_pool_kernel(
     def f(lam_):
         return _interval_core(lam_, mu, starts, lengths, K=K, periodic=periodic)
 
-    (A_full, (L_total, psi_server, stable, max_load)), T = jax.value_and_grad(f, has_aux=True)(lam)
+    (A_full, (psi_server, stable, max_load)), T = jax.value_and_grad(f, has_aux=True)(lam)
+    L_total = jnp.sum(lam * T)
     lam_tot = jnp.sum(lam)
     T_mean = jnp.where(lam_tot > 0, L_total / jnp.where(lam_tot > 0, lam_tot, 1.0), jnp.mean(T))
     res = assemble(

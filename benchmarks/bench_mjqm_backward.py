@@ -84,6 +84,7 @@ def _stability_rows(fast: bool):
         np_time = per_job * jobs
         limit = 300.0 if name == "borg-cell-b" else 10.0
         ok = total < limit and r.rel_half_width <= 0.0105
+        sh = _sharded_run(_SHARDED_PILE, name) if name == "borg-cell-b" else None
         rows.append(
             f"| lambda_c `{name}` | {r.lambda_c:.5g} [{r.lambda_c_ci[0]:.5g}, "
             f"{r.lambda_c_ci[1]:.5g}] (rel {r.rel_half_width:.2%}; 2nd key {r2.lambda_c:.5g}) | "
@@ -91,6 +92,14 @@ def _stability_rows(fast: bool):
             f"{n_np} jobs x {r.replications}) | {np_time / run:.1f}x | "
             f"< {limit:.0f} s total: {'PASS' if ok else 'FAIL'} |"
         )
+        if sh is not None:
+            same = "same as 1 device" if sh["lambda_c"] == r.lambda_c else "DIFFERS from 1 device"
+            rows.append(
+                f"| lambda_c `{name}`, {sh['devices']} host devices (replications sharded) | "
+                f"{sh['lambda_c']:.5g} ({same}) | - | {sh['run']:.2f} (incl. compile) | "
+                f"{np_time:.1f} | {np_time / sh['run']:.1f}x | "
+                f"< {limit:.0f} s total: {'PASS' if sh['run'] < limit else 'FAIL'} |"
+            )
     return rows, lam_c
 
 
@@ -107,9 +116,21 @@ S = sample_backward(wl, lam, n, key=jax.random.key(4), dtype=jnp.float32, overri
 print(json.dumps({"run": time.perf_counter() - t0, "devices": jax.device_count()}))
 """
 
+_SHARDED_PILE = """
+import json, sys, time
+import jax, jax.numpy as jnp
+from jaxqueue.mjqm import pile_growth
+from jaxqueue.scenarios import get
+wl = get(sys.argv[1])
+t0 = time.perf_counter()
+r = pile_growth(wl, key=jax.random.key(1), rel_tol=0.01, dtype=jnp.float32)
+print(json.dumps({"run": time.perf_counter() - t0, "devices": jax.device_count(),
+                  "lambda_c": r.lambda_c}))
+"""
 
-def _sharded_run(lam: float, n: int, ndev: int) -> dict | None:
-    """The 75% sampling run in a subprocess with ``ndev`` host devices (sample axis sharded)."""
+
+def _sharded_run(code: str, *args, ndev: int = 2) -> dict | None:
+    """``code`` in a subprocess with ``ndev`` host devices (batch axis sharded); its JSON."""
     import json
     import os
     import pathlib
@@ -122,7 +143,7 @@ def _sharded_run(lam: float, n: int, ndev: int) -> dict | None:
     root = str(pathlib.Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     out = subprocess.run(
-        [sys.executable, "-c", _SHARDED, str(lam), str(n)],
+        [sys.executable, "-c", code, *map(str, args)],
         env=env,
         capture_output=True,
         text=True,
@@ -169,7 +190,7 @@ def run(fast: bool) -> str:
                 f"{speed:.1f}x | - |"
             )
             best = run_s
-            sh = _sharded_run(lam, n, 2)
+            sh = _sharded_run(_SHARDED, lam, n)
             if sh is not None:
                 best = min(best, sh["run"])
                 rows.append(

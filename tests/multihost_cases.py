@@ -5,7 +5,7 @@ import numpy as np
 
 from jaxqueue import sched
 from jaxqueue.dist import get_law
-from jaxqueue.mjqm import sample_backward, simulate
+from jaxqueue.mjqm import pile_growth, sample_backward, simulate
 from jaxqueue.scenarios import get
 
 
@@ -13,6 +13,7 @@ def run_cases() -> dict:
     wl = get("five-class-exp")
     fwd = simulate(wl, 1.2, key=jax.random.key(0), n_jobs=2000, n_replications=8)
     bwd = sample_backward(wl, 1.2, 64, key=jax.random.key(1))
+    pile = pile_growth(wl, key=jax.random.key(3), jobs0=1 << 12, max_jobs=1 << 13)
     pool = sched.ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0])
     sch = sched.simulate(
         pool,
@@ -29,4 +30,5 @@ def run_cases() -> dict:
         "forward_final_state": np.asarray(fwd.final_state).tolist(),
         "backward_W": np.asarray(bwd.W).tolist(),
         "sched_delay": np.asarray(sch.delay).tolist(),
+        "pile_gamma": [pile.gamma, *pile.gamma_ci],
     }

@@ -1,6 +1,6 @@
 """Multi-host scale-out (``jax.distributed``): 2 processes x 2 host devices, CPU collectives by
-gloo, give the very numbers of one process with one device (mjqm forward and backward, sched,
-and the command line, where process 0 alone prints)."""
+gloo, give the very numbers of one process with one device (mjqm forward, backward and pile
+growth, sched, and the command line, where process 0 alone prints)."""
 
 import json
 import os

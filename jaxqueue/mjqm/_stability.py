@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import t_quantile
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._step import mjsre_merge, ra_step
@@ -192,8 +193,12 @@ def pile_growth(
         raise ValueError(f"rel_tol must lie in (0, 1), got {rel_tol}")
     check_plain(workload)
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
-    ids = jnp.arange(replications, dtype=jnp.int32)
-    H = jnp.zeros((replications, workload.s), dtype)
+    # replications are spread over the devices (same numbers on any device count)
+    ids, H = shard_batch(
+        batch_mesh(batch_devices(replications)),
+        jnp.arange(replications, dtype=jnp.int32),
+        jnp.zeros((replications, workload.s), dtype),
+    )
     chunks0 = max(1, -(-jobs0 // CHUNK))
     max_chunks = max(chunks0, max_jobs // CHUNK)
     split = 1 << 10
@@ -206,13 +211,13 @@ def pile_growth(
             H, acc = _pile_batch(
                 workload, H, key, ids, jnp.int32(c0), jnp.int32(m), random_assignment
             )
-            total += np.asarray(acc, dtype=np.float64)
+            total += to_host(acc).astype(np.float64)
             c0 += m
             n -= m
         return H, total
 
     H, off = advance(H, 0, chunks0)
-    h_w = off + np.asarray(H, np.float64).max(axis=1)
+    h_w = off + to_host(H).astype(np.float64).max(axis=1)
     c = chunks0
     m = chunks0
     offset = off
@@ -221,7 +226,7 @@ def pile_growth(
         H, off = advance(H, c, m - (c - chunks0))
         c = chunks0 + m
         offset = offset + off
-        h = offset + np.asarray(H, np.float64).max(axis=1)
+        h = offset + to_host(H).astype(np.float64).max(axis=1)
         g = (h - h_w) / (m * CHUNK)
         gm = float(g.mean())
         hw = q * float(g.std(ddof=1)) / math.sqrt(replications)

@@ -65,3 +65,24 @@ def test_errors_exit_2(capsys):
     assert "server_sets[1] is empty" in capsys.readouterr().err
     assert main(["bf", "solve", "--pool", "m-model-sym"]) == 2
     assert "--rho" in capsys.readouterr().err
+
+
+def test_cli_persistent_compilation_cache(tmp_path):
+    # the command line keeps XLA compilations in $JAXQUEUE_CACHE_DIR; a second run reads them
+    # back and gives the same answer
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "JAXQUEUE_NO_CACHE"}
+    env["JAXQUEUE_CACHE_DIR"] = str(tmp_path / "xla")
+    cmd = [sys.executable, "-m", "jaxqueue", "mjqm", "stability", "--scenario", "five-class-exp"]
+    cmd += ["--json"]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    entries = sorted(p.name for p in (tmp_path / "xla").iterdir())
+    assert entries, "no compilation was cached"
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    a, b = json.loads(first), json.loads(second)
+    assert a.pop("elapsed_s") > 0 and b.pop("elapsed_s") > 0
+    assert a == b
+    assert set(entries) <= {p.name for p in (tmp_path / "xla").iterdir()}

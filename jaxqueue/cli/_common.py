@@ -20,11 +20,21 @@ def add_common(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
 
 
 def configure(args: argparse.Namespace) -> None:
-    """Process-wide settings, set here and nowhere else: float64 for the command line, and
+    """Process-wide settings, set here and nowhere else: float64 for the command line, a
+    persistent compilation cache (``$JAXQUEUE_CACHE_DIR``, default ``~/.cache/jaxqueue/xla``;
+    ``JAXQUEUE_NO_CACHE=1`` turns it off) so that repeated commands skip XLA compilation, and
     ``jax.distributed`` (with gloo collectives between CPU processes) for ``--distributed``."""
+    import os
+
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    if os.environ.get("JAXQUEUE_NO_CACHE", "") not in ("1", "true", "yes"):
+        default = os.path.join(os.path.expanduser("~"), ".cache", "jaxqueue", "xla")
+        jax.config.update(
+            "jax_compilation_cache_dir", os.environ.get("JAXQUEUE_CACHE_DIR", default)
+        )
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
     if getattr(args, "distributed", False):
         _native_stdout_to_stderr()
         jax.config.update("jax_cpu_collectives_implementation", "gloo")

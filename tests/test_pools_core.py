@@ -339,3 +339,14 @@ def test_too_large_pools_and_batches_are_refused_before_running():
         jax.vmap(lambda x: solve(pool, x, max_bytes=budget).psi)(jnp.asarray(lam))
     ok = solve(pool, lam[:2], max_bytes=budget)
     assert ok.psi.shape == (2,)
+
+
+def test_capacity_override_is_validated():
+    pool = Pool([[0, 1], [1]], [1.0, 1.0])
+    for mu, shown in (([np.inf, 1.0], "inf"), ([0.0, 1.0], "0.0"), ([1.0, np.nan], "nan")):
+        with pytest.raises(ValueError, match="mu must be finite and > 0") as err:
+            solve(pool, [0.2, 0.5], mu=jnp.asarray(mu))
+        assert shown in str(err.value)
+    # a valid override equals the pool built with those capacities
+    res = solve(pool, [0.2, 0.5], mu=jnp.asarray([2.0, 1.0]))
+    assert_close(res.psi, solve(Pool([[0, 1], [1]], [2.0, 1.0]), [0.2, 0.5]).psi)

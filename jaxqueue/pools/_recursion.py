@@ -462,6 +462,13 @@ def _prepare(pool: Pool, lam, mu, check: bool, max_bytes, kind: str = "solve"):
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
     lam, mu = lam.astype(dtype), mu.astype(dtype)
+    if mu is not pool.mu and _is_concrete(mu):
+        bad = np.flatnonzero(~(np.isfinite(np.asarray(mu)) & (np.asarray(mu) > 0)))
+        if bad.size:
+            raise ValueError(
+                f"mu must be finite and > 0; servers {bad.tolist()} (0-based) have "
+                f"{np.asarray(mu)[bad].tolist()}"
+            )
     batch = math.prod(lam.shape[:-1]) if kind == "solve" else 1
     _check_size(
         pool.num_servers, pool.num_classes, jnp.dtype(dtype).itemsize, max_bytes, kind, batch

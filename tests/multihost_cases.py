@@ -12,7 +12,8 @@ from jaxqueue.scenarios import get
 def run_cases() -> dict:
     wl = get("five-class-exp")
     fwd = simulate(wl, 1.2, key=jax.random.key(0), n_jobs=2000, n_replications=8)
-    bwd = sample_backward(wl, 1.2, 64, key=jax.random.key(1))
+    # 600 samples: a batch of 512 (spread over the devices) and smaller ones (on one device)
+    bwd = sample_backward(wl, 1.2, 600, key=jax.random.key(1), ell0=256)
     pile = pile_growth(wl, key=jax.random.key(3), jobs0=1 << 12, max_jobs=1 << 13)
     pool = sched.ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0])
     sch = sched.simulate(

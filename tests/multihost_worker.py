@@ -10,7 +10,11 @@ import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
+import faulthandler  # noqa: E402
+
 import jax  # noqa: E402
+
+faulthandler.dump_traceback_later(240, exit=True)  # a hang prints where it is
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_cpu_collectives_implementation", "gloo")

@@ -23,35 +23,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(make_cmd, n: int = 2) -> list[str]:
-    """Run ``make_cmd(process_id, port)`` in ``n`` processes of 2 host devices each; stdouts."""
+def _launch(make_cmd, out_dir, n: int = 2) -> list[str]:
+    """Run ``make_cmd(process_id, port)`` in ``n`` processes of 2 host devices each; stdouts.
+
+    Outputs go to files: a process blocked on a full pipe would hold the others in
+    ``jax.distributed``'s shutdown barrier.
+    """
     port = _free_port()
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parent), env.get("PYTHONPATH", "")])
-    procs = [
-        subprocess.Popen(
-            make_cmd(i, port),
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(n)
-    ]
-    outs = []
+    files = [(out_dir / f"out{i}.txt", out_dir / f"err{i}.txt") for i in range(n)]
+    procs = []
+    for i, (out, err) in enumerate(files):
+        with open(out, "w") as fo, open(err, "w") as fe:
+            procs.append(subprocess.Popen(make_cmd(i, port), env=env, stdout=fo, stderr=fe))
     for p in procs:
         try:
-            stdout, stderr = p.communicate(timeout=300)
+            p.wait(timeout=300)
         finally:
             p.kill()
-        assert p.returncode == 0, stderr[-3000:]
-        outs.append(stdout)
+    outs = []
+    for p, (out, err) in zip(procs, files, strict=True):
+        assert p.returncode == 0, err.read_text()[-3000:]
+        outs.append(out.read_text())
     return outs
 
 
-def test_two_processes_give_the_single_process_numbers():
+def test_two_processes_give_the_single_process_numbers(tmp_path):
     outs = _launch(
-        lambda i, port: [sys.executable, str(HERE / "multihost_worker.py"), str(i), "2", str(port)]
+        lambda i, port: [sys.executable, str(HERE / "multihost_worker.py"), str(i), "2", str(port)],
+        tmp_path,
     )
     ref = run_cases()
     for stdout in outs:
@@ -65,7 +66,7 @@ def test_two_processes_give_the_single_process_numbers():
             )
 
 
-def test_cli_distributed_prints_once_the_single_process_answer(capsys):
+def test_cli_distributed_prints_once_the_single_process_answer(capsys, tmp_path):
     args = ["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.2", "--samples", "64"]
     args += ["--json"]
     outs = _launch(
@@ -73,7 +74,8 @@ def test_cli_distributed_prints_once_the_single_process_answer(capsys):
             [sys.executable, "-m", "jaxqueue", "--distributed"]
             + ["--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)]
             + args
-        )
+        ),
+        tmp_path,
     )
     assert outs[1].strip() == ""
     got = json.loads(outs[0])

@@ -21,7 +21,8 @@ Implementation:
   the empty state, then jobs ``-ell .. -1`` are replayed from there (Remark 2); once a replayed
   state empties it coincides with the previous trajectory (which lies below it, Lemma 4.1),
   so ``M_{2 ell} = M_ell`` and the batch stops as soon as all its states have emptied;
-* the sample axis of each batch is sharded over ``jax.devices()``;
+* the sample axis of each batch of 512 or more is sharded over ``jax.devices()`` (smaller
+  batches run on one device: synchronising devices costs more than it saves there);
 * ``ell`` is capped at ``max_ell``; samples that did not converge are reported in
   ``BackwardSamples.converged`` and ``status`` (their state is the last lower bound).
 

@@ -444,3 +444,15 @@ def test_slow_sharded_replications_match_single_device():
         queue_size=32,
     )
     np.testing.assert_allclose(np.asarray(got["L"]), ref.L_reps, rtol=1e-12)
+
+
+def test_a_run_that_has_not_reached_steady_state_is_flagged():
+    # M/M/1 at rho = 0.98 started empty, no warm-up, 20k jumps (~ the relaxation time): the
+    # number of jobs still grows between the two halves of the run; a long warm-up removes it.
+    pool, law = ClassAssignment([[0]], [1.0]), get_law("exp")
+    kw = dict(m=0.0, key=jax.random.key(5), replications=100, queue_size=512)
+    short = simulate(pool, [0.98], law, jumps=20_000, warmup=0, **kw)
+    assert short.status == "nonstationary" and not short.stationary and short.drift > 0.05
+    assert short.delay_high < 1 / (1 - 0.98)  # the biased estimate the status warns about
+    settled = simulate(pool, [0.8], law, jumps=20_000, warmup=20_000, **kw)
+    assert settled.status == "ok" and settled.stationary

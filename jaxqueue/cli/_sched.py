@@ -137,7 +137,13 @@ def _run(args) -> int:
         queue_size=args.queue_size,
         level=args.level,
     )
-    if res.status != "ok":
+    if res.status == "nonstationary":
+        log(
+            f"[sched] warning: the number of jobs grew by {float(res.drift):.1%} between the two "
+            "halves of the run (warm-up too short or load too close to saturation); raise "
+            "--warmup and --jumps or lower --rho"
+        )
+    elif res.status != "ok":
         raise ValueError(
             f"job buffer overflowed at queue size {int(res.queue_size)} "
             f"({int(res.overflow)} arrivals dropped): the load is too close to saturation "
@@ -165,6 +171,7 @@ def _run(args) -> int:
         "jumps_per_s": res.jumps_per_s,
         "device": str(jax.devices()[0]),
         "status": res.status,
+        "drift": float(res.drift),
     }
     if not isinstance(pool, RandomAssignment):
         out["classes"] = [

@@ -94,6 +94,8 @@ class ChainStats(eqx.Module):
         overflow: arrivals dropped because the buffer was full (warm-up included).
         n_max: the largest number of jobs seen (warm-up included).
         n_final: number of jobs at the end.
+        time_first, area_first: ``time`` and ``area`` over the first half of the measured
+            blocks (the stationarity check compares the two halves).
     """
 
     time: Float[Array, ""]
@@ -105,6 +107,8 @@ class ChainStats(eqx.Module):
     overflow: Int[Array, ""]
     n_max: Int[Array, ""]
     n_final: Int[Array, ""]
+    time_first: Float[Array, ""]
+    area_first: Float[Array, " N"]
 
 
 def _draw_servers(u: Float[Array, " d"], n_servers: int, d: int) -> Int[Array, " d"]:
@@ -266,7 +270,8 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
         )
         (state, (ht, ha, hb, ev, nmax)), _ = jax.lax.scan(inner, (state, chunk0), u)
         on = (c >= n_warm).astype(dtype)
-        t, a, b, e, ovf, _ = acc
+        first = on * (c < n_warm + n_chunks // 2).astype(dtype)
+        t, a, b, e, ovf, _, t1, a1 = acc
         acc = (
             t + on * ht,
             a + on * ha,
@@ -274,6 +279,8 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
             e + ev[:3] * on.astype(jnp.int32),
             ovf + ev[3],
             nmax,
+            t1 + first * ht,
+            a1 + first * ha,
         )
         return state, acc
 
@@ -285,7 +292,9 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
         jnp.zeros((3,), jnp.int32),
         jnp.zeros((), jnp.int32),
         jnp.zeros((), jnp.int32),
+        zero,
+        jnp.zeros((spec.n_classes,), dtype),
     )
     state, acc = jax.lax.fori_loop(0, n_warm + n_chunks, outer, (_initial_state(spec, dtype), acc0))
-    t, a, b, e, ovf, nmax = acc
-    return ChainStats(t, a, b, e[0], e[1], e[2], ovf, nmax, state[4])
+    t, a, b, e, ovf, nmax, t1, a1 = acc
+    return ChainStats(t, a, b, e[0], e[1], e[2], ovf, nmax, state[4], t1, a1)

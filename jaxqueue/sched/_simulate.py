@@ -47,7 +47,13 @@ class SchedResult(eqx.Module):
         overflow: arrivals dropped on a full buffer (must be 0 for valid results), shape (P,).
         n_max: largest number of jobs seen, shape (P,).
         replications, jumps, warmup, level: the run's settings.
-        status: "ok", or "overflow" when some buffer overflowed at the largest size allowed.
+        drift: per point, mean over replications of (number of jobs in the second half of
+            the measured jumps) - (in the first half), relative to the mean number, shape (P,).
+        stationary: per point, False when that increase is significant (one-sided, family-wise
+            99% over the points) and above 5%: a warm-up too short or a load too close to
+            saturation, shape (P,).
+        status: "overflow" when some buffer overflowed at the largest size allowed, else
+            "nonstationary" when some point is not stationary, else "ok".
     """
 
     delay: np.ndarray
@@ -72,6 +78,8 @@ class SchedResult(eqx.Module):
     jumps: int
     warmup: int
     level: float
+    drift: np.ndarray
+    stationary: np.ndarray
     status: str
 
     def point(self, p: int) -> SchedResult:
@@ -260,6 +268,11 @@ def simulate_sweep(
     est_all = mean_ci(L_reps.sum(-1) / lam.sum(-1)[:, None], axis=1, level=level)
     delay, lo, hi = (np.asarray(v) for v in (est.mean, est.low, est.high))
     deps = np.asarray(stats.departures).sum(axis=1)
+    drift, stationary = _drift(stats)
+    if np.any(overflow > 0):
+        status = "overflow"
+    else:
+        status = "ok" if np.all(stationary) else "nonstationary"
     return SchedResult(
         delay=delay,
         delay_low=lo,
@@ -283,8 +296,27 @@ def simulate_sweep(
         jumps=n_chunks * chunk,
         warmup=n_warm * chunk,
         level=float(level),
-        status="overflow" if np.any(overflow > 0) else "ok",
+        drift=drift,
+        stationary=stationary,
+        status=status,
     )
+
+
+def _drift(stats) -> tuple[np.ndarray, np.ndarray]:
+    """Second half against first half of the measured jumps, paired by replication: the mean
+    increase of the total number of jobs relative to its mean, and whether it is significant
+    (one-sided at 1 - 0.01 / P, so a stationary sweep is flagged with probability <= 1%) and
+    above 5% (the threshold of the MJQM forward simulator)."""
+    t, a = np.asarray(stats.time), np.asarray(stats.area).sum(-1)  # (P, R)
+    t1, a1 = np.asarray(stats.time_first), np.asarray(stats.area_first).sum(-1)
+    t2, a2 = t - t1, a - a1
+    ok = (t1 > 0) & (t2 > 0)
+    d = np.where(ok, a2 / np.where(ok, t2, 1.0) - a1 / np.where(ok, t1, 1.0), 0.0)
+    level = 1 - 0.01 / d.shape[0]
+    est = mean_ci(d, axis=1, level=2 * level - 1)
+    mean_L = np.maximum((a / t).mean(axis=1), np.finfo(float).tiny)
+    growing = (np.asarray(est.low) > 0) & (np.asarray(est.mean) > 0.05 * mean_L)
+    return np.asarray(est.mean) / mean_L, ~growing
 
 
 def simulate(pool, lam, law, *, m: float = 0.0, key, **kwargs) -> SchedResult:

@@ -522,3 +522,18 @@ def test_sweeps_do_not_recompile():
     ra.sweep(jnp.array([0.2, 0.6, 0.9]))
     RandomAssignment(K_GENERIC, (1, 4), p=[0.5, 0.5]).sweep(jnp.array([0.2, 0.6, 0.9]))
     assert random_assignment_sweep._cache_size() == before
+
+
+def test_line_pool_float32_beyond_exp_range():
+    # log(1/psi) = 127 > 88 (exp overflows float32): the table and its reverse pass stay in
+    # log space, so float32 per-class T match float64 (no NaN from inf * 0); at 99.9% load the
+    # float32 rounding of lam (6e-8) is amplified about 1000-fold, hence the tolerances
+    # (before the fix this gave NaN T at K = 400)
+    K, d = 100, 3
+    sets = [list(range(s, s + d)) for s in range(K - d + 1)]
+    lam = np.full(len(sets), 0.999 * K / len(sets))
+    r64 = LinePool(sets, np.ones(K)).solve(lam)
+    r32 = LinePool(sets, np.ones(K, np.float32)).solve(lam.astype(np.float32))
+    assert float(r64.log_inv_psi) > 100
+    assert r32.T.dtype == jnp.float32
+    assert rel(r32.T, r64.T) < 1e-3 and rel(r32.log_inv_psi, r64.log_inv_psi) < 1e-4

@@ -163,17 +163,19 @@ def _log_table_fwd(mu, den_all, valid, K, n_max):
 
 def _log_table_bwd(K, n_max, res, A_bar):
     A, mu, den_all, valid = res
-    kk = jnp.arange(K)[:, None]
-    jj = jnp.arange(K)[None, :]
-    logmu = jnp.log(mu)[(kk + jj) % K]
+    logmu = jnp.log(mu)[(jnp.arange(K)[:, None] + jnp.arange(K)[None, :]) % K]
     rows = A.shape[0]
 
     def step(carry, n):
         G, mu_bar = carry
         g = jnp.where(valid[n], G[n], 0.0)
         X, mask = _arc_terms(A, logmu, n, K=K, n_max=n_max)
+        # softmax weights of eq. (19) for the valid arcs only: the exponent is <= 0 there, and
+        # outside (A = 0 rows, unused terms) it could overflow float32 and give inf * 0 = NaN
+        on = mask & valid[n][:, None]
         lse = A[n] + jnp.log(den_all[n])
-        v = jnp.where(mask, jnp.exp(X - lse[:, None]), 0.0) * g[:, None]  # (k, j)
+        w = jnp.exp(jnp.where(on, X - lse[:, None], -jnp.inf))
+        v = w * g[:, None]  # (k, j)
         # sub-arc (j, k): rows j < n, column k
         left = jnp.zeros((rows, K), v.dtype).at[: min(K, rows)].set(v.T[: min(K, rows)])
         # sub-arc (n-1-j, k+j+1): row r = n-1-j, column c = k+j+1 (mod K)
@@ -195,11 +197,6 @@ def _log_table_bwd(K, n_max, res, A_bar):
 _log_table.defvjp(_log_table_fwd, _log_table_bwd)
 
 
-def _arc_table(lam, mu, Lam, M, valid, *, K: int, n_max: int):
-    """``A[n, k] = log 1/psi`` of the arc ``k..k+n-1`` (eq. (19)) for every arc."""
-    return _log_table(mu, jnp.where(valid, M - Lam, 1.0), valid, K, n_max)
-
-
 def _interval_core(lam, mu, starts, lengths, *, K: int, periodic: bool):
     """``(log 1/psi, (psi_server, stable, worst arc))`` of a line or ring pool."""
     n_max = K - 1 if periodic else K
@@ -215,7 +212,8 @@ def _interval_core(lam, mu, starts, lengths, *, K: int, periodic: bool):
         stable = worst_ratio < 1
     lam_s = jnp.where(stable, lam, 0.0)
     Lam, M, valid = _arc_loads(starts, lengths, lam_s, mu, K=K, n_max=n_max, periodic=periodic)
-    A = _arc_table(lam_s, mu, Lam, M, valid, K=K, n_max=n_max)
+    # A[n, k] = log 1/psi of the arc k..k+n-1 (eq. (19)) for every arc
+    A = _log_table(mu, jnp.where(valid, M - Lam, 1.0), valid, K, n_max)
     k = jnp.arange(K)
     if periodic:
         # eq. (25): removing server k leaves the line k+1..k-1

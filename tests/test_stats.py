@@ -45,3 +45,15 @@ def test_bad_inputs():
         stats.batch_means(np.ones(5), 10)
     with pytest.raises(ValueError):
         stats.t_quantile(10, level=1.5)
+
+
+def test_drift_flags_growth_that_is_significant_and_material():
+    rng = np.random.default_rng(0)
+    first = rng.normal(10.0, 1.0, (3, 50))
+    second = first + rng.normal(0.0, 0.2, (3, 50)) + np.array([[0.0], [0.3], [2.0]])
+    inc, growing = stats.drift(first, second, 10.0, axis=1)
+    # no growth; +0.3 (z ~ 10, significant) but 3% of the scale; +2.0 (20%): only the last
+    lows = np.asarray(stats.mean_ci(second - first, axis=1, level=0.998).low)
+    assert lows[1] > 0
+    assert growing.tolist() == [False, False, True]
+    np.testing.assert_allclose(inc, (second - first).mean(axis=1))

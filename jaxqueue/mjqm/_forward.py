@@ -41,7 +41,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
-from ..stats import mean_ci
+from ..stats import drift, mean_ci
 from ._guard import check_load
 from ._inputs import draw_jobs_block_reps
 from ._step import _shift_left, random_subset, wait_time
@@ -611,12 +611,11 @@ def _stationarity(wait_sum, n, wait_sum2, n2, level=0.999):
     ok = (n1 > 0) & (n2 > 0)
     if ok.sum() < 2:
         return "ok", float("nan")
-    d = wait_sum2[ok] / n2[ok] - (wait_sum[ok] - wait_sum2[ok]) / n1[ok]
-    est = mean_ci(d, level=2 * level - 1)
-    growing = float(est.low) > 0 and float(est.mean) > 0.05 * abs(
-        float(np.mean(wait_sum[ok] / n[ok]))
+    first = (wait_sum[ok] - wait_sum2[ok]) / n1[ok]
+    inc, growing = drift(
+        first, wait_sum2[ok] / n2[ok], float(np.mean(wait_sum[ok] / n[ok])), level=level
     )
-    return ("nonstationary" if growing else "ok"), float(est.mean)
+    return ("nonstationary" if bool(growing) else "ok"), float(inc)
 
 
 def _summarise(workload, lam, fsum, counts, hist, W, edges, *, n_jobs, warmup, level, device):

@@ -23,7 +23,7 @@ import numpy as np
 from .._sharding import batch_mesh, shard_batch, to_host
 from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
-from ..stats import mean_ci
+from ..stats import drift, mean_ci
 from ._kernel import KernelParams, KernelSpec, run_chain
 from ._model import RandomAssignment, as_assignment, check_stability
 
@@ -306,17 +306,16 @@ def _drift(stats) -> tuple[np.ndarray, np.ndarray]:
     """Second half against first half of the measured jumps, paired by replication: the mean
     increase of the total number of jobs relative to its mean, and whether it is significant
     (one-sided at 1 - 0.01 / P, so a stationary sweep is flagged with probability <= 1%) and
-    above 5% (the threshold of the MJQM forward simulator)."""
+    above 5% (:func:`jaxqueue.stats.drift`, the rule of the MJQM forward simulator)."""
     t, a = np.asarray(stats.time), np.asarray(stats.area).sum(-1)  # (P, R)
     t1, a1 = np.asarray(stats.time_first), np.asarray(stats.area_first).sum(-1)
     t2, a2 = t - t1, a - a1
     ok = (t1 > 0) & (t2 > 0)
-    d = np.where(ok, a2 / np.where(ok, t2, 1.0) - a1 / np.where(ok, t1, 1.0), 0.0)
-    level = 1 - 0.01 / d.shape[0]
-    est = mean_ci(d, axis=1, level=2 * level - 1)
+    L1 = np.where(ok, a1 / np.where(ok, t1, 1.0), 0.0)
+    L2 = np.where(ok, a2 / np.where(ok, t2, 1.0), 0.0)
     mean_L = np.maximum((a / t).mean(axis=1), np.finfo(float).tiny)
-    growing = (np.asarray(est.low) > 0) & (np.asarray(est.mean) > 0.05 * mean_L)
-    return np.asarray(est.mean) / mean_L, ~growing
+    inc, growing = drift(L1, L2, mean_L, axis=1, level=1 - 0.01 / t.shape[0])
+    return inc / mean_L, ~growing
 
 
 def simulate(pool, lam, law, *, m: float = 0.0, key, **kwargs) -> SchedResult:

@@ -7,6 +7,9 @@ from ._ci import (
     batch_means as batch_means,
 )
 from ._ci import (
+    drift as drift,
+)
+from ._ci import (
     mean_ci as mean_ci,
 )
 from ._ci import (

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.stats
 from jaxtyping import Array, ArrayLike, Float
 
-__all__ = ["Estimate", "mean_ci", "batch_means", "t_quantile"]
+__all__ = ["Estimate", "mean_ci", "batch_means", "t_quantile", "drift"]
 
 
 class Estimate(eqx.Module):
@@ -69,3 +69,26 @@ def batch_means(
         raise ValueError(f"sequence of length {x.shape[0]} is too short for {n_batches} batches")
     batches = x[: b * n_batches].reshape(n_batches, b, *x.shape[1:]).mean(axis=1)
     return mean_ci(batches, axis=0, level=level)
+
+
+def drift(first, second, scale, *, axis: int = 0, level: float = 0.999, threshold: float = 0.05):
+    """Stationarity check of a run split in two halves, paired by replication.
+
+    The increase ``second - first`` of a per-replication mean is *significant* when the
+    one-sided ``level`` lower bound of its mean exceeds 0, and *material* when the mean
+    increase exceeds ``threshold * |scale|``. Both together flag a run still growing: a load
+    beyond the stability limit or a warm-up too short.
+
+    Args:
+        first, second: per-replication means over the two halves (replications on ``axis``).
+        scale: the overall mean the increase is compared with (broadcasts with the result).
+        axis: the replication axis.
+        level: one-sided confidence level.
+        threshold: smallest relative increase that counts.
+
+    Returns:
+        ``(mean increase, growing)`` with the replication axis reduced.
+    """
+    est = mean_ci(np.asarray(second) - np.asarray(first), axis=axis, level=2 * level - 1)
+    mean, low = np.asarray(est.mean), np.asarray(est.low)
+    return mean, (low > 0) & (mean > threshold * np.abs(scale))

@@ -17,6 +17,7 @@ _MODULES = (
     "_bf",
     "_mjqm",
     "_mjqm_backward",
+    "_mjqm_exact",
     "_sched",
     "_network",
     "_optimize",

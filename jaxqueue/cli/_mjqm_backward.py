@@ -22,6 +22,32 @@ def _device() -> str:
     return f"{d.platform}:{d.device_kind} x{jax.device_count()}"
 
 
+def _exact_limit(wl) -> float | None:
+    """The exact lambda_c when every law is exponential and the arrivals Poisson (and the QBD
+    fits in memory), else ``None``."""
+    from ..dist import Exponential
+    from ..mjqm import exact_lambda_c, exact_size
+    from ..mjqm._exact import MAX_BYTES, MAX_PHASES
+
+    if not hasattr(wl, "services") or wl.n_types != 1 or wl.specific is not None:
+        return None
+    if not wl.is_poisson or not all(isinstance(law, Exponential) for law in wl.services):
+        return None
+    size = exact_size(wl)
+    if size["phases"] > MAX_PHASES or size["bytes"] > MAX_BYTES:
+        log(f"[stability] exact QBD too large ({size['phases']:,} phases): pile growth instead")
+        return None
+    return float(exact_lambda_c(wl))
+
+
+def _exact_table(o: dict) -> str:
+    rows = [
+        ["lambda_c (exact, QBD saturated departure rate)", o["lambda_c"]],
+        ["lambda_ideal", o["lambda_ideal"]],
+    ]
+    return format_table(["quantity", "value"], rows, floatfmt=".10g")
+
+
 def _run_stability(args: argparse.Namespace) -> int:
     import jax
     import jax.numpy as jnp
@@ -30,6 +56,20 @@ def _run_stability(args: argparse.Namespace) -> int:
 
     wl = _workload(args.scenario)
     t0 = time.perf_counter()
+    exact = None if args.random_assignment or args.pile_growth else _exact_limit(wl)
+    if exact is not None:
+        out = {
+            "scenario": args.scenario,
+            "lambda_c": exact,
+            "lambda_c_ci": [exact, exact],
+            "lambda_ideal": float(wl.lambda_ideal()),
+            "method": "exact",
+            "status": "ok",
+            "elapsed_s": time.perf_counter() - t0,
+            "device": _device(),
+        }
+        emit(args, out, _exact_table)
+        return 0
     res = pile_growth(
         wl,
         key=jax.random.key(args.seed),
@@ -42,6 +82,8 @@ def _run_stability(args: argparse.Namespace) -> int:
         progress=lambda n, g, r: log(f"[stability] jobs={n} gamma={g:.6g} rel={r:.3g}"),
     )
     out = {"scenario": args.scenario, **res.as_dict(), "level": args.level}
+    out["method"] = "pile-growth" if out["method"] == "pile" else out["method"]
+    out["status"] = "ok" if res.converged else "unconverged"
     try:
         out["lambda_c_closed_form"] = lambda_c_one_or_all(wl)
     except ValueError:
@@ -117,8 +159,10 @@ def register(top, group) -> None:
 
     p = mj.add_parser(
         "stability",
-        help="stability limit lambda_c by the pile growth rate (Algorithm 2)",
-        description="Estimate lambda_c = 1 / gamma (Theorem 5.1) with a confidence interval.",
+        help="stability limit lambda_c: exact for exponential services, else pile growth",
+        description="The stability limit lambda_c: exact (the saturated departure rate of the "
+        "QBD) when every service law is exponential and the arrivals Poisson, else estimated as "
+        "1 / gamma by the pile growth rate (Theorem 5.1, Algorithm 2) with a confidence interval.",
     )
     p.add_argument("--scenario", required=True, help="scenario name (jaxqueue.scenarios)")
     p.add_argument("--rel-tol", type=float, default=0.01, help="relative half-width target")
@@ -127,6 +171,11 @@ def register(top, group) -> None:
     p.add_argument("--max-jobs", type=int, default=1 << 24, help="cap on jobs per pile")
     p.add_argument(
         "--random-assignment", action="store_true", help="limit of the random-assignment system"
+    )
+    p.add_argument(
+        "--pile-growth",
+        action="store_true",
+        help="estimate by pile growth even when the exact limit is available",
     )
     p.add_argument(
         "--dtype",

@@ -83,3 +83,12 @@ from ._stability import lambda_ideal as lambda_ideal
 from ._stability import pile_growth as pile_growth
 from ._stability import pile_growth_numpy as pile_growth_numpy
 from ._stability import require_stable as require_stable
+
+# ---------------------------------------------------------------------------------------------
+# The exact FCFS MJQM for exponential services (issue #13): a level-dependent QBD.
+# ---------------------------------------------------------------------------------------------
+# isort: split
+from ._exact import ExactResult as ExactResult
+from ._exact import exact as exact
+from ._exact import exact_lambda_c as exact_lambda_c
+from ._exact import exact_size as exact_size

@@ -1,0 +1,111 @@
+"""``jaxqueue mjqm exact``: the exact FCFS multiserver-job queue for exponential services."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ._common import add_common, emit, format_table, log
+
+
+def exact_dict(wl, lam: float) -> dict:
+    """The JSON of ``mjqm exact`` for a workload at one arrival rate (refusals raise)."""
+    import numpy as np
+
+    from ..mjqm import exact
+
+    res = exact(wl, lam)
+    probs = np.asarray(wl.probs, dtype=float)
+    means = np.asarray(wl.mean_service(), dtype=float)
+    classes = [
+        {
+            "cores": int(wl.cores[i][0]),
+            "prob": float(probs[i]),
+            "mean_service": float(means[i]),
+            "wait_mean": float(res.wait_mean_class[i]),
+            "response_mean": float(res.wait_mean_class[i] + means[i]),
+            "jobs_waiting": float(res.jobs_waiting_class[i]),
+            "jobs_in_service": float(res.jobs_service_class[i]),
+        }
+        for i in range(wl.n_classes)
+    ]
+    return {
+        "lam": float(lam),
+        "method": "exact",
+        "status": res.status,
+        "wait_mean": float(res.wait_mean),
+        "response_mean": float(res.wait_mean + (probs * means).sum()),
+        "classes": classes,
+        "jobs_mean": float(res.jobs_mean),
+        "jobs_waiting_mean": float(res.jobs_waiting_mean),
+        "p_wait": float(res.p_wait),
+        "idle_servers": float(res.idle_servers),
+        "hol_idle_servers": float(res.hol_idle_servers),
+        "lambda_c": float(res.lambda_c),
+        "lambda_ideal": float(wl.lambda_ideal()),
+        "load": float(lam / res.lambda_c),
+        "phases": int(res.phases),
+        "levels": int(res.levels),
+    }
+
+
+def _table(o: dict) -> str:
+    rows = [
+        (c["cores"], c["prob"], c["mean_service"], c["wait_mean"], c["response_mean"])
+        for c in o["classes"]
+    ]
+    head = (
+        f"scenario {o['scenario']}  lam={o['lam']:.6g}  ({o['load']:.1%} of lambda_c = "
+        f"{o['lambda_c']:.8g}; lambda_ideal {o['lambda_ideal']:.6g})  exact QBD, "
+        f"{o['phases']} phases x {o['levels']} boundary levels\n"
+    )
+    table = format_table(["cores", "prob", "mean_service", "wait_mean", "response_mean"], rows)
+    tail = (
+        f"\nall jobs: wait_mean {o['wait_mean']:.10g}, P(wait > 0) {o['p_wait']:.6g}, mean "
+        f"number in system {o['jobs_mean']:.6g}\nidle servers {o['idle_servers']:.6g}, HOL idle "
+        f"servers (idle while someone waits) {o['hol_idle_servers']:.6g}"
+    )
+    return head + table + tail
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..mjqm import exact_lambda_c, exact_size
+    from ..scenarios import get
+
+    wl = get(args.scenario)
+    if not hasattr(wl, "lambda_ideal"):
+        raise ValueError(f"scenario {args.scenario!r} is not a multiserver-job workload")
+    if (args.lam is None) == (args.load is None):
+        raise ValueError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+    t0 = time.perf_counter()
+    lam = args.lam if args.lam is not None else args.load * float(exact_lambda_c(wl))
+    size = exact_size(wl)
+    log(
+        f"[exact] {size['phases']} phases per level, {size['levels']} boundary levels, about "
+        f"{size['bytes'] / 2**20:.0f} MB"
+    )
+    out = {"scenario": args.scenario, **exact_dict(wl, lam)}
+    out["elapsed_s"] = time.perf_counter() - t0
+    emit(args, out, _table)
+    return 0
+
+
+def register(top, group) -> None:
+    """Add ``jaxqueue mjqm exact``."""
+    mj = group("mjqm", "multiserver-job queue (papers/mjsre.md)")
+    p = mj.add_parser(
+        "exact",
+        help="exact mean waits for exponential services (level-dependent QBD)",
+        description=(
+            "Exact stationary metrics of the FCFS multiserver-job queue with Poisson arrivals "
+            "and exponential service times, any number of classes: per-class mean waits, "
+            "P(wait > 0), idle and HOL-idle servers, and the exact stability limit lambda_c."
+        ),
+    )
+    p.add_argument("--scenario", required=True, help="scenario name or a TOML/JSON workload file")
+    p.add_argument("--lam", type=float, default=None, help="arrival rate")
+    p.add_argument(
+        "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"
+    )
+    add_common(p, seed=False)
+    p.set_defaults(func=_run)

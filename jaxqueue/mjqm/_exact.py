@@ -1,0 +1,698 @@
+"""The exact FCFS multiserver-job queue for exponential services: a level-dependent QBD.
+
+Poisson arrivals of rate ``lam``, class ``i`` with probability ``p_i``, ``a_i`` servers out of
+``s`` held for an exponential time of mean ``m_i`` (rate ``mu_i = 1 / m_i``), strict FCFS with
+head-of-line blocking (``papers/mjsre.md`` Section 2, the model of its Table 1, solved there for
+two classes by the matrix-analytic method of Anggraito et al. 2024). Here any number of classes.
+
+The chain. Level ``N`` = jobs in the system. Phase ``(n, h)``: ``n`` jobs in service per class
+(``a . n <= s``) and ``h`` the class of the blocked head of the queue, or *none* when nobody
+waits (then ``|n| = N``). The classes of the ``b = N - |n| - 1`` jobs behind the head are not
+revealed until they reach the head (they are i.i.d. with law ``p``), so ``(N, n, h)`` is Markov:
+
+* arrival (rate ``lam``): ``N + 1``; if nobody waits it reveals its class ``k`` (prob ``p_k``)
+  and enters service if it fits, else becomes the head ``h = k``;
+* departure of a class-``j`` job (rate ``n_j mu_j``): ``N - 1``, ``n - e_j``, then the
+  *cascade*: while the head fits it enters service and the next waiting job is revealed. A
+  cascade that admits the multiset ``m`` of revealed jobs (``a . m <= f``, the servers free after
+  the head entered) and stops at a head ``k`` that does not fit has probability
+  ``|m|! / prod_i m_i! * p^m * p_k`` (every order of ``m`` is admissible because fitting is
+  monotone); one that reveals all ``b`` waiting jobs and admits them ends with ``h = none``.
+
+Both outcomes are transitions between *global* phases, and the limit ``b`` on the reveals is
+exactly the validity of the target phase one level down (a head phase ``(n', k)`` is valid at
+level ``N - 1`` iff ``|n'| <= N - 2``, a none phase iff ``|n'| = N - 1``). So every block of the
+chain is a sub-block of two global matrices (down ``D``, up ``U``), cut by the valid phases of
+each level; levels are padded to one size ``P`` with inert phases.
+
+From ``N* = max |n| + 1`` on, the levels hold exactly the head phases ``H`` and the blocks are
+``A0 = lam I``, ``A1 = -diag(lam + d)`` (``d`` the departure rate of a phase), ``A2 = D_HH``;
+the tail is matrix-geometric, ``pi_{N*+k} = pi_{N*} R^k``, with ``R`` the minimal solution of
+``A0 + R A1 + R^2 A2 = 0`` from the logarithmic reduction of Latouche and Ramaswami (1993) for
+``G`` and ``R = A0 (-A1 - A0 G)^{-1}``. The boundary levels ``N* - 1, ..., 0`` are reduced from
+the top (``R_N = U_N (-(L_{N+1} + R_{N+1} D_{N+2}))^{-1}``, ``pi_{N+1} = pi_N R_N``), and the
+metrics are linear functionals ``sum_N pi_N f_N`` accumulated in the same pass (Horner form,
+``v_N = f_N + R_N v_{N+1}``), so no level is stored. Level 0 has a single phase.
+
+The stability limit: in saturation the phase process has generator ``D_HH - diag(d)``; with
+``phi`` its stationary law, ``lambda_c = phi . d`` (the saturated departure rate).
+
+Differentiation: everything after ``R`` is a fixed-length scan; ``R`` itself has a custom
+adjoint (implicit function theorem on ``A0 + R A1 + R^2 A2 = 0``, the resulting Stein
+equation summed by doubling), so ``grad`` in ``lam``, the service means and the class
+probabilities works, also under ``vmap``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jaxtyping import Array, Float
+
+from ..dist import Exponential
+from ._workload import Workload
+
+__all__ = ["ExactResult", "exact", "exact_lambda_c", "exact_size"]
+
+# Refuse structures beyond these (the dense repeating block and the global matrices).
+MAX_PHASES = 4000
+MAX_BYTES = 6 * 2**30
+
+
+# ---------------------------------------------------------------------------------- structure
+def _count_by_used(s: int, cores: tuple[int, ...]) -> list[int]:
+    """``c[u]`` = number of service vectors ``n`` with ``a . n = u`` (exact Python ints)."""
+    c = [1] + [0] * s
+    for a in cores:
+        for u in range(a, s + 1):
+            c[u] += c[u - a]
+    return c
+
+
+def exact_size(workload: Workload) -> dict:
+    """Sizes of the QBD of ``workload`` before anything is built: ``phases`` (head phases, the
+    repeating block), ``service_vectors``, ``levels`` (boundary levels ``N*``), ``bytes``
+    (peak memory estimate in float64) and ``seconds`` (a rough time estimate on one CPU core)."""
+    s, cores = _shape(workload)
+    c = _count_by_used(s, cores)
+    phases = sum(sum(c[max(0, s - a + 1) :]) for a in cores)
+    vectors = sum(c)
+    levels = s // min(cores) + 1
+    glob = phases + vectors + 1
+    p = phases + vectors
+    return {
+        "phases": phases,
+        "service_vectors": vectors,
+        "levels": levels,
+        "bytes": 8 * (2 * glob**2 + 24 * p**2),
+        "seconds": 3.0e-11 * (levels + 30) * p**3,
+    }
+
+
+def _shape(workload: Workload) -> tuple[int, tuple[int, ...]]:
+    if workload.n_types != 1 or workload.specific is not None:
+        raise ValueError(
+            "exact: one pool of identical servers only (no resource vectors, no specific "
+            "servers); use `mjqm simulate` or `mjqm sample`"
+        )
+    return workload.servers[0], tuple(int(r[0]) for r in workload.cores)
+
+
+@dataclass(frozen=True)
+class _Structure:
+    """Index maps of the QBD of one ``(s, cores)``: no numbers, only who goes where.
+
+    Global phases: ``0 .. nh-1`` the head phases sorted by ``|n|``, ``nh .. nh+nv-1`` the none
+    phases (one per service vector), ``nh + nv`` an inert padding phase.
+    """
+
+    s: int
+    cores: np.ndarray  # (K,)
+    nvec: np.ndarray  # (nv, K) service vectors
+    head_n: np.ndarray  # (nh,) index into nvec
+    head_h: np.ndarray  # (nh,) class of the head
+    n_star: int  # first level holding exactly the head phases
+    n_global: int  # nh + nv + 1
+    # down transitions: src, dst (global), departing class j, coef (multinomial * n_j), expo (T, K)
+    d_src: np.ndarray
+    d_dst: np.ndarray
+    d_cls: np.ndarray
+    d_coef: np.ndarray
+    d_expo: np.ndarray
+    # arrivals of a revealed class k from none phases: src, dst, k
+    u_src: np.ndarray
+    u_dst: np.ndarray
+    u_cls: np.ndarray
+    # levels 0 .. n_star + 2: global index of each slot (padding -> n_global - 1)
+    slots: np.ndarray  # (n_star + 3, P)
+    max_expo: int
+
+    @property
+    def nh(self) -> int:
+        return len(self.head_n)
+
+    @property
+    def nv(self) -> int:
+        return len(self.nvec)
+
+
+def _service_vectors(s: int, a: np.ndarray) -> np.ndarray:
+    rows: list[tuple[int, ...]] = []
+
+    def rec(i: int, rem: int, cur: tuple[int, ...]) -> None:
+        if i == len(a):
+            rows.append(cur)
+            return
+        for k in range(rem // a[i] + 1):
+            rec(i + 1, rem - k * int(a[i]), cur + (k,))
+
+    rec(0, s, ())
+    return np.asarray(rows, dtype=np.int64).reshape(len(rows), len(a))
+
+
+def _log_multinomial(m: np.ndarray) -> np.ndarray:
+    lg = np.vectorize(math.lgamma)
+    return lg(m.sum(-1) + 1.0) - lg(m + 1.0).sum(-1)
+
+
+@functools.lru_cache(maxsize=32)
+def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
+    a = np.asarray(cores, dtype=np.int64)
+    K = len(a)
+    nvec = _service_vectors(s, a)
+    nv = len(nvec)
+    used = nvec @ a
+    size = nvec.sum(1)
+    radix = np.asarray([s // int(x) + 1 for x in a], dtype=np.int64)
+    stride = np.concatenate([[1], np.cumprod(radix[:-1])]).astype(np.int64)
+    keys = nvec @ stride
+    order = np.argsort(keys)
+    sorted_keys = keys[order]
+
+    def index_of(vecs: np.ndarray) -> np.ndarray:
+        k = vecs @ stride
+        pos = np.searchsorted(sorted_keys, k)
+        return order[pos]
+
+    # head phases (n, h): n + e_h does not fit; sorted by |n| so a level's heads are a prefix
+    hn, hh = np.nonzero(used[:, None] + a[None, :] > s)
+    perm = np.lexsort((hh, hn, size[hn]))
+    head_n, head_h = hn[perm], hh[perm]
+    nh = len(head_n)
+    head_index = -np.ones((nv, K), dtype=np.int64)
+    head_index[head_n, head_h] = np.arange(nh)
+    none0 = nh
+    n_global = nh + nv + 1
+
+    # cascade outcomes from f free servers: multisets m (rows of nvec with a.m <= f)
+    logmult = _log_multinomial(nvec.astype(float))
+
+    src, dst, cls, lcoef, expo = [], [], [], [], []
+
+    def add(s_, d_, j_, lc_, e_):
+        src.append(s_)
+        dst.append(d_)
+        cls.append(j_)
+        lcoef.append(lc_)
+        expo.append(e_)
+
+    # none phase n: departure j -> none phase n - e_j
+    for j in range(K):
+        rows = np.nonzero(nvec[:, j] > 0)[0]
+        tgt = nvec[rows].copy()
+        tgt[:, j] -= 1
+        add(
+            none0 + rows,
+            none0 + index_of(tgt),
+            np.full(len(rows), j),
+            np.log(nvec[rows, j].astype(float)),
+            np.zeros((len(rows), K), dtype=np.int64),
+        )
+    # head phase x = (n, h): departure j
+    hv = nvec[head_n]
+    for j in range(K):
+        xs = np.nonzero(hv[:, j] > 0)[0]
+        n1 = hv[xs].copy()
+        n1[:, j] -= 1
+        lrate = np.log(hv[xs, j].astype(float))
+        h = head_h[xs]
+        fits = n1 @ a + a[h] <= s
+        # the head still does not fit: phase (n - e_j, h), probability 1
+        st = xs[~fits]
+        add(
+            st,
+            head_index[index_of(n1[~fits]), h[~fits]],
+            np.full(len(st), j),
+            lrate[~fits],
+            np.zeros((len(st), K), dtype=np.int64),
+        )
+        # the head enters; the cascade admits m and stops at k (or empties the queue)
+        xs2, n2, lr2 = xs[fits], n1[fits], lrate[fits]
+        n2[np.arange(len(xs2)), h[fits]] += 1
+        free = s - n2 @ a
+        for f in np.unique(free):
+            sel = free == f
+            ms = np.nonzero(used <= f)[0]
+            x_, base, lr_ = xs2[sel], n2[sel], lr2[sel]
+            tgt_n = base[:, None, :] + nvec[ms][None, :, :]  # (X, Mf, K)
+            tgt_idx = index_of(tgt_n.reshape(-1, K)).reshape(len(x_), len(ms))
+            lc = lr_[:, None] + logmult[ms][None, :]
+            xx = np.broadcast_to(x_[:, None], tgt_idx.shape)
+            # all revealed jobs fit and the queue is empty: none phase (valid iff |m| = b)
+            add(
+                xx.ravel(),
+                (none0 + tgt_idx).ravel(),
+                np.full(xx.size, j),
+                lc.ravel(),
+                np.broadcast_to(nvec[ms][None], (len(x_), len(ms), K)).reshape(-1, K),
+            )
+            for k in range(K):
+                stop = used[ms] + a[k] > f  # the next revealed job, of class k, does not fit
+                if not stop.any():
+                    continue
+                ek = np.zeros(K, dtype=np.int64)
+                ek[k] = 1
+                ti = tgt_idx[:, stop]
+                add(
+                    xx[:, stop].ravel(),
+                    head_index[ti.ravel(), k],
+                    np.full(ti.size, j),
+                    lc[:, stop].ravel(),
+                    np.broadcast_to((nvec[ms][stop] + ek)[None], ti.shape + (K,)).reshape(-1, K),
+                )
+    d_src = np.concatenate(src)
+    d_dst = np.concatenate(dst)
+    assert np.all(d_dst >= 0)
+
+    # arrivals into a none phase n reveal class k: none n + e_k if it fits, else head (n, k)
+    u_src, u_dst, u_cls = [], [], []
+    for k in range(K):
+        fit = used + a[k] <= s
+        tgt = nvec.copy()
+        tgt[:, k] += 1
+        rows = np.nonzero(fit)[0]
+        u_src.append(none0 + rows)
+        u_dst.append(none0 + index_of(tgt[rows]))
+        u_cls.append(np.full(len(rows), k))
+        rows = np.nonzero(~fit)[0]
+        u_src.append(none0 + rows)
+        u_dst.append(head_index[rows, k])
+        u_cls.append(np.full(len(rows), k))
+
+    # slots of each level: heads with |n| <= N - 1, then nones with |n| = N
+    n_star = int(size.max()) + 1
+    head_size = size[head_n]
+    levels = []
+    for N in range(n_star + 3):
+        heads = np.nonzero(head_size <= N - 1)[0]
+        nones = none0 + np.nonzero(size == N)[0]
+        levels.append(np.concatenate([heads, nones]))
+    P = max(len(x) for x in levels)
+    slots = np.full((len(levels), P), n_global - 1, dtype=np.int64)
+    for N, x in enumerate(levels):
+        slots[N, : len(x)] = x
+    d_expo = np.concatenate(expo)
+    return _Structure(
+        s=s,
+        cores=a,
+        nvec=nvec,
+        head_n=head_n,
+        head_h=head_h,
+        n_star=n_star,
+        n_global=n_global,
+        d_src=d_src.astype(np.int32),
+        d_dst=d_dst.astype(np.int32),
+        d_cls=np.concatenate(cls).astype(np.int32),
+        d_coef=np.exp(np.concatenate(lcoef)),
+        d_expo=d_expo.astype(np.int32),
+        u_src=np.concatenate(u_src).astype(np.int32),
+        u_dst=np.concatenate(u_dst).astype(np.int32),
+        u_cls=np.concatenate(u_cls).astype(np.int32),
+        slots=slots,
+        max_expo=int(d_expo.max(initial=0)) + 1,
+    )
+
+
+# ------------------------------------------------------------------------------------ numbers
+def _powers(p: Array, n: int) -> Array:
+    """``(K, n + 1)`` table of ``p_i^e`` by repeated products (exact gradients at ``p_i = 0``)."""
+    ones = jnp.ones_like(p)
+    return jnp.stack([ones] + [p] * n, axis=1).cumprod(axis=1)
+
+
+def _global_down(st: _Structure, mu: Array, p: Array) -> Array:
+    """Dense ``(G, G)`` matrix of all departure-and-cascade rates between global phases."""
+    pw = _powers(p, st.max_expo)
+    mono = jnp.prod(pw[jnp.arange(len(st.cores))[None, :], st.d_expo], axis=1)
+    val = jnp.asarray(st.d_coef, p.dtype) * mu[st.d_cls] * mono
+    G = st.n_global
+    return jnp.zeros((G, G), p.dtype).at[st.d_src, st.d_dst].add(val)
+
+
+def _global_up(st: _Structure, p: Array) -> Array:
+    """Dense ``(G, G)`` arrival rates per unit ``lam``: heads stay, none phases reveal a class."""
+    G = st.n_global
+    heads = jnp.arange(st.nh)
+    up = jnp.zeros((G, G), p.dtype).at[heads, heads].set(1.0)
+    return up.at[st.u_src, st.u_dst].add(p[st.u_cls])
+
+
+def _functionals(st: _Structure, p: Array) -> tuple[Array, Array]:
+    """Per global phase: the values ``f = base + N * slope`` of the quantities averaged.
+
+    Columns: 0 one (normalisation), 1 jobs behind the head ``N - |n| - 1``, 2 someone waits,
+    3 idle servers ``s - a.n``, 4 idle servers while someone waits, 5 an arrival waits (PASTA),
+    then ``K`` columns ``1{h = i}`` and ``K`` columns ``n_i``.
+    """
+    dt = p.dtype
+    a = st.cores
+    K = len(a)
+    nvec = st.nvec
+    idle = (st.s - nvec @ a).astype(float)
+    nofit = (nvec @ a)[:, None] + a[None, :] > st.s  # (nv, K): class k would wait
+    hv = nvec[st.head_n]
+    head_cols = np.zeros((st.nh, 6 + 2 * K))
+    head_cols[:, 0] = 1.0
+    head_cols[:, 1] = -hv.sum(1) - 1.0
+    head_cols[:, 2] = 1.0
+    head_cols[:, 3] = idle[st.head_n]
+    head_cols[:, 4] = idle[st.head_n]
+    head_cols[:, 5] = 1.0
+    head_cols[np.arange(st.nh), 6 + st.head_h] = 1.0
+    head_cols[:, 6 + K :] = hv
+    none_cols = np.zeros((st.nv, 6 + 2 * K))
+    none_cols[:, 0] = 1.0
+    none_cols[:, 3] = idle
+    none_cols[:, 6 + K :] = nvec
+    base = jnp.asarray(np.concatenate([head_cols, none_cols, np.zeros((1, 6 + 2 * K))]), dt)
+    pwait_none = jnp.asarray(nofit, dt) @ p
+    base = base.at[st.nh : st.nh + st.nv, 5].set(pwait_none)
+    slope = np.zeros((st.n_global, 6 + 2 * K))
+    slope[: st.nh, 1] = 1.0
+    return base, jnp.asarray(slope, dt)
+
+
+# ------------------------------------------------------------------------------ the tail: R
+def _g_log_reduction(lam, q, D, tol):
+    """``G``, the minimal solution of ``A2 + A1 G + A0 G^2 = 0`` (``A0 = lam I``,
+    ``A1 = -diag(q)``, ``A2 = D``), by logarithmic reduction (Latouche and Ramaswami 1993)."""
+    P = D.shape[0]
+    eye = jnp.eye(P, dtype=D.dtype)
+    H = jnp.diag(lam / q)
+    L = D / q[:, None]
+
+    def cond(c):
+        _, _, G, _, inc, it = c
+        err = jnp.max(jnp.abs(1.0 - G.sum(1)))
+        return (err > tol) & (inc > jnp.finfo(D.dtype).eps) & (it < 64)
+
+    def body(c):
+        H, L, G, T, _, it = c
+        U = H @ L + L @ H
+        HL = jnp.linalg.solve(eye - U, jnp.concatenate([H @ H, L @ L], axis=1))
+        H, L = HL[:, :P], HL[:, P:]
+        TL = T @ L
+        return H, L, G + TL, T @ H, jnp.max(jnp.abs(TL)), it + 1
+
+    one = jnp.ones((), D.dtype)
+    _, _, G, _, _, _ = lax.while_loop(cond, body, (H, L, L, H, one, 0))
+    return G
+
+
+def _doubling(X, S, Y, tol):
+    """``sum_k X^k S Y^k`` for ``rho(X) rho(Y) < 1``, by doubling."""
+
+    def cond(c):
+        X, _, _, it = c
+        return (jnp.max(jnp.abs(X)) > tol) & (it < 60)
+
+    def body(c):
+        X, S, Y, it = c
+        return X @ X, S + X @ S @ Y, Y @ Y, it + 1
+
+    return lax.while_loop(cond, body, (X, S, Y, 0))[1]
+
+
+@jax.custom_vjp
+def _rate_matrix(lam, q, D):
+    """``R``, minimal solution of ``A0 + R A1 + R^2 A2 = 0`` with ``A0 = lam I``,
+    ``A1 = -diag(q)``, ``A2 = D``: ``R = lam (diag(q) - lam G)^{-1}``."""
+    tol = 100 * jnp.finfo(D.dtype).eps
+    G = _g_log_reduction(lam, q, D, tol)
+    return lam * jnp.linalg.inv(jnp.diag(q) - lam * G)
+
+
+def _rate_matrix_fwd(lam, q, D):
+    R = _rate_matrix(lam, q, D)
+    return R, (R, q, D)
+
+
+def _rate_matrix_bwd(res, Rbar):
+    """Implicit function theorem: ``dR W + R dR A2 = -C`` with ``W = A1 + R A2`` and
+    ``C = dA0 + R dA1 + R^2 dA2``; so ``dR = sum_k R^k E Z^k`` (``E = -C W^-1``,
+    ``Z = -A2 W^-1``) and the adjoint ``Ebar = sum_k (R^T)^k Rbar (Z^T)^k``."""
+    R, q, D = res
+    W = -jnp.diag(q) + R @ D
+    Z = -jnp.linalg.solve(W.T, D.T).T
+    tol = jnp.finfo(D.dtype).eps
+    Ebar = _doubling(R.T, Rbar, Z.T, tol)
+    Cbar = -jnp.linalg.solve(W, Ebar.T).T  # -Ebar W^{-T}
+    lam_bar = jnp.trace(Cbar)
+    q_bar = -jnp.diagonal(R.T @ Cbar)
+    D_bar = (R @ R).T @ Cbar
+    return lam_bar, q_bar, D_bar
+
+
+_rate_matrix.defvjp(_rate_matrix_fwd, _rate_matrix_bwd)
+
+
+# ------------------------------------------------------------------------------- the solver
+class ExactResult(eqx.Module):
+    """The exact stationary metrics of an FCFS MJQM with exponential services.
+
+    Attributes:
+        lam: the arrival rate. lambda_c: the exact stability limit.
+        wait_mean: mean waiting time of all jobs ``E[number waiting] / lam`` (Little).
+        wait_mean_class: ``(K,)`` mean wait per class ``Lq_i / (lam p_i)`` with
+            ``Lq_i = P(head is class i) + p_i E[jobs behind the head]``.
+        jobs_mean: mean number in system. jobs_waiting_mean: mean number waiting.
+        jobs_waiting_class: ``(K,)`` ``Lq_i``. jobs_service_class: ``(K,)`` mean ``n_i``.
+        p_wait: probability that an arriving job waits (PASTA).
+        idle_servers: mean idle servers ``E[s - a.n]`` (equals ``s - lam sum p_i a_i m_i``).
+        hol_idle_servers: mean idle servers while someone waits (HOL waste).
+        stable: ``lam < lambda_c``; when not, every metric is ``inf`` (or 1 for ``p_wait``).
+        phases: size of the repeating block. levels: boundary levels ``N*``.
+    """
+
+    lam: Float[Array, ""]
+    lambda_c: Float[Array, ""]
+    wait_mean: Float[Array, ""]
+    wait_mean_class: Float[Array, " classes"]
+    jobs_mean: Float[Array, ""]
+    jobs_waiting_mean: Float[Array, ""]
+    jobs_waiting_class: Float[Array, " classes"]
+    jobs_service_class: Float[Array, " classes"]
+    p_wait: Float[Array, ""]
+    idle_servers: Float[Array, ""]
+    hol_idle_servers: Float[Array, ""]
+    stable: Array
+    phases: int = eqx.field(static=True)
+    levels: int = eqx.field(static=True)
+
+    @property
+    def status(self) -> str:
+        """``"ok"``, or ``"unstable"`` when some load is at or beyond ``lambda_c``."""
+        return "ok" if bool(np.all(np.asarray(self.stable))) else "unstable"
+
+
+def _check_exponential(workload: Workload) -> tuple[int, tuple[int, ...]]:
+    s_c = _shape(workload)
+    for i, law in enumerate(workload.services):
+        if not isinstance(law, Exponential):
+            raise ValueError(
+                f"exact: class {i} has service law {type(law).__name__}; the exact solver needs "
+                "exponential services (use `mjqm simulate` or `mjqm sample`)"
+            )
+    if not workload.is_poisson:
+        raise ValueError(
+            f"exact: arrivals are {type(workload.arrival).__name__}, not Poisson; use "
+            "`mjqm simulate` or `mjqm sample`"
+        )
+    size = exact_size(workload)
+    if size["phases"] > MAX_PHASES or size["bytes"] > MAX_BYTES:
+        raise ValueError(
+            f"exact: the QBD of this workload has {size['phases']:,} phases per level and needs "
+            f"about {size['bytes'] / 2**30:.3g} GB (limits: {MAX_PHASES} phases, "
+            f"{MAX_BYTES / 2**30:.0f} GB); use `mjqm simulate` or `mjqm sample`"
+        )
+    return s_c
+
+
+def _numbers(workload: Workload, dtype=None):
+    mean = workload.mean_service()
+    p = jnp.asarray(workload.probs)
+    dt = dtype or jnp.result_type(mean, p, float)
+    return 1.0 / mean.astype(dt), p.astype(dt)
+
+
+def _departure_rates(st: _Structure, Dg: Array) -> Array:
+    """Total departure rate ``sum_j n_j mu_j`` of every global phase: the rows of ``Dg``
+    restricted to the targets one level down, which are the head phases for a head phase
+    (in the repeating levels) and the none phases for a none phase."""
+    heads = Dg[: st.nh, : st.nh].sum(1)
+    nones = Dg[st.nh : st.nh + st.nv, st.nh : st.nh + st.nv].sum(1)
+    return jnp.concatenate([heads, nones, jnp.zeros(1, Dg.dtype)])
+
+
+def _lambda_c(st: _Structure, Dg: Array) -> Array:
+    """``phi . d`` with ``phi`` the stationary law of the saturated phase process."""
+    nh = st.nh
+    D = Dg[:nh, :nh]
+    d = D.sum(1)
+    Q = D - jnp.diag(d)
+    A = Q.at[:, 0].set(1.0)
+    rhs = jnp.zeros(nh, Dg.dtype).at[0].set(1.0)
+    phi = jnp.linalg.solve(A.T, rhs)
+    return phi @ d
+
+
+def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
+    """The exact stability limit ``lambda_c`` of an FCFS MJQM with exponential services.
+
+    ``lambda_c = phi . d`` where ``phi`` is the stationary law of the saturated phase process
+    (generator ``D_HH - diag(d)``, the queue never empties) and ``d`` the departure rate of a
+    phase: the long-run departure rate of the saturated queue (``papers/mjsre.md`` Theorem 5.1
+    gives the same limit as ``1 / gamma``; eq. (8) in closed form for one-or-all workloads).
+    Differentiable in the service means and class probabilities.
+
+    Example:
+        >>> from jaxqueue import scenarios
+        >>> round(float(exact_lambda_c(scenarios.get("five-class-exp"))), 3)  # doctest: +SKIP
+        1.795
+    """
+    s, cores = _check_exponential(workload)
+    st = _structure(s, cores)
+    mu, p = _numbers(workload)
+    return _lambda_c(st, _global_down(st, mu, p))
+
+
+def exact(workload: Workload, lam) -> ExactResult:
+    """Exact stationary metrics of the FCFS MJQM with Poisson arrivals and exponential services.
+
+    The level-dependent QBD of the module docstring: the tail by logarithmic reduction, the
+    boundary levels by linear level reduction, the metrics as linear functionals of the
+    stationary law. ``jit``, ``vmap`` over ``lam`` and ``grad`` in ``lam``, the service means
+    and the class probabilities work. Classes with probability 0 get ``nan`` class waits.
+
+    Args:
+        workload: one pool of ``s`` servers, exponential service laws, Poisson arrivals.
+        lam: arrival rate (scalar; ``vmap`` for a sweep).
+
+    Returns:
+        :class:`ExactResult`.
+
+    Raises:
+        ValueError: a non-exponential service law, non-Poisson arrivals, resource vectors or
+            specific servers, a phase count beyond :data:`MAX_PHASES` (with the memory it
+            would need), ``lam <= 0`` or ``lam >= lambda_c`` (with ``lambda_c``) for a
+            concrete ``lam``. A traced ``lam`` at or beyond ``lambda_c`` gives ``stable =
+            False`` and infinite waits instead.
+
+    Example:
+        >>> import jax; jax.config.update("jax_enable_x64", True)
+        >>> from jaxqueue import scenarios
+        >>> res = exact(scenarios.get("five-class-exp"), 1.0)
+        >>> res.status, res.phases
+        ('ok', 842)
+    """
+    s, cores = _check_exponential(workload)
+    st = _structure(s, cores)
+    mu, p = _numbers(workload)
+    lam = jnp.asarray(lam, p.dtype) if not isinstance(lam, jax.Array) else lam.astype(p.dtype)
+    if lam.ndim != 0:
+        raise ValueError(f"exact: lam must be a scalar (vmap for a sweep), got shape {lam.shape}")
+    if not isinstance(lam, jax.core.Tracer):
+        if not (float(lam) > 0 and math.isfinite(float(lam))):
+            raise ValueError(f"exact: lam must be positive and finite, got {float(lam)!r}")
+    Dg = _global_down(st, mu, p)
+    lam_c = _lambda_c(st, Dg)
+    if not isinstance(lam, jax.core.Tracer) and not isinstance(lam_c, jax.core.Tracer):
+        if float(lam) >= float(lam_c):
+            raise ValueError(
+                f"exact: lam = {float(lam):.6g} is at or beyond the stability limit lambda_c = "
+                f"{float(lam_c):.6g} of this workload (the queue grows without bound)"
+            )
+    stable = lam < lam_c
+    lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
+    m = _solve(st, Dg, _global_up(st, p), *_functionals(st, p), lam_safe)
+    K = len(cores)
+    inf = jnp.asarray(jnp.inf, p.dtype)
+
+    def cap(x):
+        return jnp.where(stable, x, inf)
+
+    waiting = m[6 : 6 + K] + p * m[1]
+    return ExactResult(
+        lam=lam,
+        lambda_c=lam_c,
+        wait_mean=cap(waiting.sum() / lam_safe),
+        wait_mean_class=cap(waiting / (lam_safe * p)),
+        jobs_mean=cap(m[2] + m[1] + m[6 + K :].sum()),
+        jobs_waiting_mean=cap(waiting.sum()),
+        jobs_waiting_class=cap(waiting),
+        jobs_service_class=jnp.where(stable, m[6 + K :], lam * p / mu),
+        p_wait=jnp.where(stable, m[5], 1.0),
+        idle_servers=jnp.where(stable, m[3], 0.0),
+        hol_idle_servers=jnp.where(stable, m[4], inf),
+        stable=stable,
+        phases=st.nh,
+        levels=st.n_star,
+    )
+
+
+def _solve(st: _Structure, Dg, Ug, base, slope, lam) -> Array:
+    """``E[f]`` under the stationary law, for every column of ``f = base + N * slope``."""
+    dt = Dg.dtype
+    nh, n_star = st.nh, st.n_star
+    d = _departure_rates(st, Dg)
+    P = st.slots.shape[1]
+    # the tail: levels n_star, n_star + 1, ... hold the head phases in slots 0 .. nh - 1
+    R = _rate_matrix(lam, lam + d[:nh], Dg[:nh, :nh])
+    f_star = base[:nh] + n_star * slope[:nh]
+    eye = jnp.eye(nh, dtype=dt)
+    lu = jax.scipy.linalg.lu_factor(eye - R)
+    w = jax.scipy.linalg.lu_solve(lu, jnp.ones(nh, dt))
+    v = jax.scipy.linalg.lu_solve(lu, f_star + (R @ w)[:, None] * slope[:nh])
+    slots = jnp.asarray(st.slots)
+    pad_index = st.n_global - 1
+
+    def step(P, carry, N):
+        R_next, v_next = carry  # R_{N+1} (slots N+1 x N+2), v_{N+1}
+        s0, s1, s2 = (lax.dynamic_index_in_dim(slots, N + i, keepdims=False)[:P] for i in range(3))
+        up = lam * Ug[s0[:, None], s1[None, :]]
+        down = Dg[s2[:, None], s1[None, :]]
+        local = jnp.where(s1 != pad_index, lam + d[s1], 1.0)
+        M = jnp.diag(local) - R_next @ down  # -(L_{N+1} + R_{N+1} D_{N+2})
+        R_N = jnp.linalg.solve(M.T, up.T).T
+        f_N = jnp.where((s0 != pad_index)[:, None], base[s0] + N * slope[s0], 0.0)
+        return (R_N, f_N + R_N @ v_next), None
+
+    carry = (R, v)
+    for group, P in _level_groups(st):
+        carry = (_resize(carry[0], P, 2), _resize(carry[1], P, 1))
+        carry, _ = lax.scan(functools.partial(step, P), carry, jnp.asarray(group))
+    v0 = carry[1]
+    # level 0 has one phase (the empty system) in slot 0
+    return v0[0] / v0[0, 0]
+
+
+def _resize(x: Array, P: int, n_axes: int) -> Array:
+    """Cut or zero-pad the first ``n_axes`` axes of ``x`` to ``P`` slots (only padding slots
+    are cut: a level's valid slots come first)."""
+    for ax in range(n_axes):
+        n = x.shape[ax]
+        if n >= P:
+            x = lax.slice_in_dim(x, 0, P, axis=ax)
+        else:
+            x = jnp.pad(x, [(0, P - n) if i == ax else (0, 0) for i in range(x.ndim)])
+    return x
+
+
+def _level_groups(st: _Structure, n_groups: int = 8) -> list[tuple[np.ndarray, int]]:
+    """Boundary levels ``N* - 1, ..., 0`` in at most ``n_groups`` runs, each with the slot count
+    its steps need (levels ``N .. N + 2``), so that small low levels are not padded to the size
+    of the repeating block."""
+    sizes = (st.slots != st.n_global - 1).sum(1)
+    levels = np.arange(st.n_star - 1, -1, -1)
+    out = []
+    for g in np.array_split(levels, min(n_groups, len(levels))):
+        lo, hi = int(g.min()), int(g.max())
+        out.append((g, int(sizes[lo : hi + 3].max())))
+    return out

@@ -126,12 +126,11 @@ class _Structure:
     d_cls: np.ndarray
     d_coef: np.ndarray
     d_expo: np.ndarray
-    # arrivals of a revealed class k from none phases: src, dst, k
-    u_src: np.ndarray
-    u_dst: np.ndarray
-    u_cls: np.ndarray
     # levels 0 .. n_star + 2: global index of each slot (padding -> n_global - 1)
     slots: np.ndarray  # (n_star + 3, P)
+    # arrivals from level N (< n_star): target slot at level N + 1 and weight class per slot
+    up_slot: np.ndarray  # (n_star, P, K)
+    up_cls: np.ndarray  # (n_star, P, K): k -> p_k, K -> 1, K + 1 -> 0
     max_expo: int
 
     @property
@@ -271,21 +270,6 @@ def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
     d_dst = np.concatenate(dst)
     assert np.all(d_dst >= 0)
 
-    # arrivals into a none phase n reveal class k: none n + e_k if it fits, else head (n, k)
-    u_src, u_dst, u_cls = [], [], []
-    for k in range(K):
-        fit = used + a[k] <= s
-        tgt = nvec.copy()
-        tgt[:, k] += 1
-        rows = np.nonzero(fit)[0]
-        u_src.append(none0 + rows)
-        u_dst.append(none0 + index_of(tgt[rows]))
-        u_cls.append(np.full(len(rows), k))
-        rows = np.nonzero(~fit)[0]
-        u_src.append(none0 + rows)
-        u_dst.append(head_index[rows, k])
-        u_cls.append(np.full(len(rows), k))
-
     # slots of each level: heads with |n| <= N - 1, then nones with |n| = N
     n_star = int(size.max()) + 1
     head_size = size[head_n]
@@ -298,6 +282,30 @@ def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
     slots = np.full((len(levels), P), n_global - 1, dtype=np.int64)
     for N, x in enumerate(levels):
         slots[N, : len(x)] = x
+
+    # arrivals, as (target slot one level up, weight class) per slot: a head phase stays
+    # (weight class K: lam), a none phase n reveals class k (weight p_k): none n + e_k if it
+    # fits, else head (n, k); unused entries have weight class K + 1 (zero)
+    arrive = np.empty((nv, K), dtype=np.int64)
+    for k in range(K):
+        tgt = nvec.copy()
+        tgt[:, k] += 1
+        fit = used + a[k] <= s
+        arrive[fit, k] = none0 + index_of(tgt[fit])
+        arrive[~fit, k] = head_index[np.nonzero(~fit)[0], k]
+    up_slot = np.zeros((n_star, P, K), dtype=np.int64)
+    up_cls = np.full((n_star, P, K), K + 1, dtype=np.int64)
+    for N in range(n_star):
+        slot_of = np.full(n_global, -1, dtype=np.int64)
+        slot_of[levels[N + 1]] = np.arange(len(levels[N + 1]))
+        x = levels[N]
+        heads = np.nonzero(x < nh)[0]
+        up_slot[N, heads, 0] = slot_of[x[heads]]
+        up_cls[N, heads, 0] = K
+        rows = np.nonzero(x >= nh)[0]
+        up_slot[N, rows] = slot_of[arrive[x[rows] - none0]]
+        up_cls[N, rows] = np.arange(K)[None, :]
+    assert np.all(up_slot >= 0)
     d_expo = np.concatenate(expo)
     return _Structure(
         s=s,
@@ -312,10 +320,9 @@ def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
         d_cls=np.concatenate(cls).astype(np.int32),
         d_coef=np.exp(np.concatenate(lcoef)),
         d_expo=d_expo.astype(np.int32),
-        u_src=np.concatenate(u_src).astype(np.int32),
-        u_dst=np.concatenate(u_dst).astype(np.int32),
-        u_cls=np.concatenate(u_cls).astype(np.int32),
         slots=slots,
+        up_slot=up_slot.astype(np.int32),
+        up_cls=up_cls.astype(np.int32),
         max_expo=int(d_expo.max(initial=0)) + 1,
     )
 
@@ -334,14 +341,6 @@ def _global_down(st: _Structure, mu: Array, p: Array) -> Array:
     val = jnp.asarray(st.d_coef, p.dtype) * mu[st.d_cls] * mono
     G = st.n_global
     return jnp.zeros((G, G), p.dtype).at[st.d_src, st.d_dst].add(val)
-
-
-def _global_up(st: _Structure, p: Array) -> Array:
-    """Dense ``(G, G)`` arrival rates per unit ``lam``: heads stay, none phases reveal a class."""
-    G = st.n_global
-    heads = jnp.arange(st.nh)
-    up = jnp.zeros((G, G), p.dtype).at[heads, heads].set(1.0)
-    return up.at[st.u_src, st.u_dst].add(p[st.u_cls])
 
 
 def _functionals(st: _Structure, p: Array) -> tuple[Array, Array]:
@@ -379,39 +378,48 @@ def _functionals(st: _Structure, p: Array) -> tuple[Array, Array]:
     return base, jnp.asarray(slope, dt)
 
 
-# ------------------------------------------------------------------------------ the tail: R
-def _g_log_reduction(lam, q, D, tol):
-    """``G``, the minimal solution of ``A2 + A1 G + A0 G^2 = 0`` (``A0 = lam I``,
-    ``A1 = -diag(q)``, ``A2 = D``), by logarithmic reduction (Latouche and Ramaswami 1993)."""
+# ------------------------------------------------------------------------------ the tail: G
+def _g_cyclic_reduction(lam, q, D):
+    """``G``, the minimal solution of ``A2 + A1 G + A0 G^2 = 0`` with ``A0 = lam I`` (up),
+    ``A1 = -diag(q)`` (local), ``A2 = D`` (down), by cyclic reduction (Bini and Meini 1996):
+    with ``K = (A1^(k))^-1``, ``A0' = -A0 K A0``, ``A2' = -A2 K A2``,
+    ``A1' = A1 - A0 K A2 - A2 K A0``, ``Ahat' = Ahat - A0 K A2``, and ``G = -Ahat^-1 A2``.
+    The first step is written out (``A0`` and ``A1`` diagonal); the loop stops when the up
+    block ``A0^(k)`` (which vanishes quadratically for a positive recurrent QBD) is below
+    machine precision relative to the local one."""
+    eps = jnp.finfo(D.dtype).eps
+    iq = 1.0 / q
+    up = jnp.diag(lam**2 * iq)
+    down = D @ (D * iq[:, None])
+    loc = -jnp.diag(q) + lam * (D * iq[:, None] + D * iq[None, :])
+    hat = -jnp.diag(q) + lam * D * iq[:, None]
     P = D.shape[0]
-    eye = jnp.eye(P, dtype=D.dtype)
-    H = jnp.diag(lam / q)
-    L = D / q[:, None]
+
+    def norm(x):
+        return jnp.max(jnp.sum(jnp.abs(x), axis=1))
 
     def cond(c):
-        _, _, G, _, inc, it = c
-        err = jnp.max(jnp.abs(1.0 - G.sum(1)))
-        return (err > tol) & (inc > jnp.finfo(D.dtype).eps) & (it < 64)
+        up, _, loc, _, it = c
+        return (norm(up) > eps * norm(loc)) & (it < 64)
 
     def body(c):
-        H, L, G, T, _, it = c
-        U = H @ L + L @ H
-        HL = jnp.linalg.solve(eye - U, jnp.concatenate([H @ H, L @ L], axis=1))
-        H, L = HL[:, :P], HL[:, P:]
-        TL = T @ L
-        return H, L, G + TL, T @ H, jnp.max(jnp.abs(TL)), it + 1
+        up, down, loc, hat, it = c
+        K = jnp.linalg.solve(loc, jnp.concatenate([up, down], axis=1))
+        Kup, Kdown = K[:, :P], K[:, P:]
+        cross = up @ Kdown
+        return -up @ Kup, -down @ Kdown, loc - cross - down @ Kup, hat - cross, it + 1
 
-    one = jnp.ones((), D.dtype)
-    _, _, G, _, _, _ = lax.while_loop(cond, body, (H, L, L, H, one, 0))
-    return G
+    _, _, _, hat, _ = lax.while_loop(cond, body, (up, down, loc, hat, 0))
+    return jnp.linalg.solve(-hat, D)
 
 
-def _doubling(X, S, Y, tol):
-    """``sum_k X^k S Y^k`` for ``rho(X) rho(Y) < 1``, by doubling."""
+def _doubling(X, S, Y):
+    """``sum_k X^k S Y^k`` for ``rho(X) < 1 = rho(Y)`` (``Y`` stochastic), by doubling."""
+    eps = jnp.finfo(S.dtype).eps
 
     def cond(c):
         X, _, _, it = c
-        return (jnp.max(jnp.abs(X)) > tol) & (it < 60)
+        return (jnp.max(jnp.sum(jnp.abs(X), axis=1)) > eps) & (it < 64)
 
     def body(c):
         X, S, Y, it = c
@@ -421,36 +429,32 @@ def _doubling(X, S, Y, tol):
 
 
 @jax.custom_vjp
-def _rate_matrix(lam, q, D):
-    """``R``, minimal solution of ``A0 + R A1 + R^2 A2 = 0`` with ``A0 = lam I``,
-    ``A1 = -diag(q)``, ``A2 = D``: ``R = lam (diag(q) - lam G)^{-1}``."""
-    tol = 100 * jnp.finfo(D.dtype).eps
-    G = _g_log_reduction(lam, q, D, tol)
-    return lam * jnp.linalg.inv(jnp.diag(q) - lam * G)
+def _g_matrix(lam, q, D):
+    """``G`` of the repeating blocks (:func:`_g_cyclic_reduction`) with an implicit adjoint."""
+    return _g_cyclic_reduction(lam, q, D)
 
 
-def _rate_matrix_fwd(lam, q, D):
-    R = _rate_matrix(lam, q, D)
-    return R, (R, q, D)
+def _g_matrix_fwd(lam, q, D):
+    G = _g_cyclic_reduction(lam, q, D)
+    return G, (G, lam, q)
 
 
-def _rate_matrix_bwd(res, Rbar):
-    """Implicit function theorem: ``dR W + R dR A2 = -C`` with ``W = A1 + R A2`` and
-    ``C = dA0 + R dA1 + R^2 dA2``; so ``dR = sum_k R^k E Z^k`` (``E = -C W^-1``,
-    ``Z = -A2 W^-1``) and the adjoint ``Ebar = sum_k (R^T)^k Rbar (Z^T)^k``."""
-    R, q, D = res
-    W = -jnp.diag(q) + R @ D
-    Z = -jnp.linalg.solve(W.T, D.T).T
-    tol = jnp.finfo(D.dtype).eps
-    Ebar = _doubling(R.T, Rbar, Z.T, tol)
-    Cbar = -jnp.linalg.solve(W, Ebar.T).T  # -Ebar W^{-T}
-    lam_bar = jnp.trace(Cbar)
-    q_bar = -jnp.diagonal(R.T @ Cbar)
-    D_bar = (R @ R).T @ Cbar
-    return lam_bar, q_bar, D_bar
+def _g_matrix_bwd(res, Gbar):
+    """Implicit function theorem on ``A2 + A1 G + A0 G^2 = 0``: with ``W = A1 + A0 G`` and
+    ``C = dA2 + dA1 G + dA0 G^2``, ``dG = E + R dG G`` where ``E = -W^-1 C`` and
+    ``R = -A0 W^-1`` (the rate matrix); so ``dG = sum_k R^k E G^k`` and its adjoint is
+    ``Ebar = sum_k (R^T)^k Gbar (G^T)^k`` (summed by doubling), ``Cbar = -W^-T Ebar``."""
+    G, lam, q = res
+    W = -jnp.diag(q) + lam * G
+    R = -lam * jnp.linalg.inv(W)
+    Ebar = _doubling(R.T, Gbar, G.T)
+    Cbar = -jnp.linalg.solve(W.T, Ebar)
+    lam_bar = jnp.sum(Cbar * (G @ G))
+    q_bar = -jnp.sum(Cbar * G, axis=1)
+    return lam_bar, q_bar, Cbar
 
 
-_rate_matrix.defvjp(_rate_matrix_fwd, _rate_matrix_bwd)
+_g_matrix.defvjp(_g_matrix_fwd, _g_matrix_bwd)
 
 
 # ------------------------------------------------------------------------------- the solver
@@ -611,7 +615,7 @@ def exact(workload: Workload, lam) -> ExactResult:
             )
     stable = lam < lam_c
     lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
-    m = _solve(st, Dg, _global_up(st, p), *_functionals(st, p), lam_safe)
+    m = _solve(st, Dg, p, *_functionals(st, p), lam_safe)
     K = len(cores)
     inf = jnp.asarray(jnp.inf, p.dtype)
 
@@ -637,52 +641,66 @@ def exact(workload: Workload, lam) -> ExactResult:
     )
 
 
-def _solve(st: _Structure, Dg, Ug, base, slope, lam) -> Array:
-    """``E[f]`` under the stationary law, for every column of ``f = base + N * slope``."""
+def _solve(st: _Structure, Dg, p, base, slope, lam) -> Array:
+    """``E[f]`` under the stationary law, for every column of ``f = base + N * slope``.
+
+    With ``K_N = -(L_N + R_N D_{N+1})`` (``R_N`` such that ``pi_{N+1} = pi_N R_N``), the
+    level reduction reads ``R_{N-1} = U_{N-1} K_N^-1`` and
+    ``K_{N-1} = -L_{N-1} - U_{N-1} K_N^-1 D_N``; in the repeating levels ``R D = lam G`` gives
+    ``K = diag(q) - lam G`` and ``R = lam K^-1``. The functionals run along in Horner form,
+    ``v_{N-1} = f_{N-1} + U_{N-1} K_N^-1 v_N``, from the tail sum
+    ``v_{N*} = sum_k R^k f_{N*+k} = (I - R)^-1 g + R (I - R)^-2 h`` (``f_{N*+k} = g + k h``).
+    One LU of ``K_N`` per level serves both; ``U`` has at most ``K`` entries per row.
+    """
     dt = Dg.dtype
     nh, n_star = st.nh, st.n_star
     d = _departure_rates(st, Dg)
-    P = st.slots.shape[1]
-    # the tail: levels n_star, n_star + 1, ... hold the head phases in slots 0 .. nh - 1
-    R = _rate_matrix(lam, lam + d[:nh], Dg[:nh, :nh])
-    f_star = base[:nh] + n_star * slope[:nh]
-    eye = jnp.eye(nh, dtype=dt)
-    lu = jax.scipy.linalg.lu_factor(eye - R)
-    w = jax.scipy.linalg.lu_solve(lu, jnp.ones(nh, dt))
-    v = jax.scipy.linalg.lu_solve(lu, f_star + (R @ w)[:, None] * slope[:nh])
+    q = lam + d[:nh]
+    G = _g_matrix(lam, q, Dg[:nh, :nh])
+    K_star = jnp.diag(q) - lam * G
+    # (I - R)^-1 = K (K - lam I)^-1 and R = lam K^-1
+    Km = K_star - lam * jnp.eye(nh, dtype=dt)
+    g = base[:nh] + n_star * slope[:nh]
+    w = K_star @ jnp.linalg.solve(Km, jnp.ones(nh, dt))  # (I - R)^-1 1
+    v = K_star @ jnp.linalg.solve(Km, g + lam * jnp.linalg.solve(K_star, w)[:, None] * slope[:nh])
+
     slots = jnp.asarray(st.slots)
+    up_slot, up_cls = jnp.asarray(st.up_slot), jnp.asarray(st.up_cls)
     pad_index = st.n_global - 1
+    p_ext = jnp.concatenate([p, jnp.ones(1, dt), jnp.zeros(1, dt)])  # weight classes
 
     def step(P, carry, N):
-        R_next, v_next = carry  # R_{N+1} (slots N+1 x N+2), v_{N+1}
-        s0, s1, s2 = (lax.dynamic_index_in_dim(slots, N + i, keepdims=False)[:P] for i in range(3))
-        up = lam * Ug[s0[:, None], s1[None, :]]
-        down = Dg[s2[:, None], s1[None, :]]
-        local = jnp.where(s1 != pad_index, lam + d[s1], 1.0)
-        M = jnp.diag(local) - R_next @ down  # -(L_{N+1} + R_{N+1} D_{N+2})
-        R_N = jnp.linalg.solve(M.T, up.T).T
-        f_N = jnp.where((s0 != pad_index)[:, None], base[s0] + N * slope[s0], 0.0)
-        return (R_N, f_N + R_N @ v_next), None
+        K_next, v_next = carry  # K_{N+1}, v_{N+1} in the slots of level N + 1
+        s0, s1 = (lax.dynamic_index_in_dim(slots, N + i, keepdims=False)[:P] for i in range(2))
+        down = Dg[s1[:, None], s0[None, :]]  # D_{N+1}: level N + 1 -> level N
+        X = jnp.linalg.solve(K_next, jnp.concatenate([down, v_next], axis=1))
+        idx = lax.dynamic_index_in_dim(up_slot, N, keepdims=False)[:P]
+        wgt = lam * p_ext[lax.dynamic_index_in_dim(up_cls, N, keepdims=False)[:P]]
+        Y = jnp.einsum("ik,ikj->ij", wgt, X[jnp.minimum(idx, P - 1)])  # U_N X
+        valid = s0 != pad_index
+        K_N = jnp.diag(jnp.where(valid, lam + d[s0], 1.0)) - Y[:, :P]
+        f_N = jnp.where(valid[:, None], base[s0] + N * slope[s0], 0.0)
+        return (K_N, f_N + Y[:, P:]), None
 
-    carry = (R, v)
+    carry = (K_star, v)
     for group, P in _level_groups(st):
-        carry = (_resize(carry[0], P, 2), _resize(carry[1], P, 1))
+        carry = (_resize(carry[0], P, eye=True), _resize(carry[1], P))
         carry, _ = lax.scan(functools.partial(step, P), carry, jnp.asarray(group))
     v0 = carry[1]
     # level 0 has one phase (the empty system) in slot 0
     return v0[0] / v0[0, 0]
 
 
-def _resize(x: Array, P: int, n_axes: int) -> Array:
-    """Cut or zero-pad the first ``n_axes`` axes of ``x`` to ``P`` slots (only padding slots
-    are cut: a level's valid slots come first)."""
-    for ax in range(n_axes):
-        n = x.shape[ax]
-        if n >= P:
-            x = lax.slice_in_dim(x, 0, P, axis=ax)
-        else:
-            x = jnp.pad(x, [(0, P - n) if i == ax else (0, 0) for i in range(x.ndim)])
-    return x
+def _resize(x: Array, P: int, eye: bool = False) -> Array:
+    """Cut or pad the slot axes of ``x`` (a level's valid slots come first, so only padding
+    is cut); a matrix (``eye``) gets identity rows for new padding slots, keeping it regular."""
+    n = x.shape[0]
+    if n >= P:
+        return x[:P, :P] if eye else x[:P]
+    if not eye:
+        return jnp.pad(x, ((0, P - n), (0, 0)))
+    out = jnp.eye(P, dtype=x.dtype)
+    return out.at[:n, :n].set(x)
 
 
 def _level_groups(st: _Structure, n_groups: int = 8) -> list[tuple[np.ndarray, int]]:

@@ -587,7 +587,9 @@ def exact(workload: Workload, lam) -> ExactResult:
             specific servers, a phase count beyond :data:`MAX_PHASES` (with the memory it
             would need), ``lam <= 0`` or ``lam >= lambda_c`` (with ``lambda_c``) for a
             concrete ``lam``. A traced ``lam`` at or beyond ``lambda_c`` gives ``stable =
-            False`` and infinite waits instead.
+            False`` and infinite waits instead (a sweep may cross the limit; an optimiser
+            sees ``inf``); a traced ``lam <= 0`` or ``nan`` raises at run time
+            (``eqx.error_if``).
 
     Example:
         >>> import jax; jax.config.update("jax_enable_x64", True)
@@ -605,6 +607,8 @@ def exact(workload: Workload, lam) -> ExactResult:
     if not isinstance(lam, jax.core.Tracer):
         if not (float(lam) > 0 and math.isfinite(float(lam))):
             raise ValueError(f"exact: lam must be positive and finite, got {float(lam)!r}")
+    else:
+        lam = eqx.error_if(lam, ~(lam > 0), "exact: lam must be positive (got <= 0 or nan)")
     Dg = _global_down(st, mu, p)
     lam_c = _lambda_c(st, Dg)
     if not isinstance(lam, jax.core.Tracer) and not isinstance(lam_c, jax.core.Tracer):

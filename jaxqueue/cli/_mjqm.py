@@ -91,7 +91,9 @@ def register(top, group) -> None:
             "and HOL-idle servers."
         ),
     )
-    p.add_argument("--scenario", required=True, help="scenario name (jaxqueue.scenarios)")
+    p.add_argument(
+        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
+    )
     p.add_argument("--lam", type=float, required=True, help="arrival rate")
     p.add_argument("--jobs", type=int, default=20_000, help="jobs per replication")
     p.add_argument("--replications", type=int, default=256, help="independent replications")

@@ -164,7 +164,9 @@ def register(top, group) -> None:
         "QBD) when every service law is exponential and the arrivals Poisson, else estimated as "
         "1 / gamma by the pile growth rate (Theorem 5.1, Algorithm 2) with a confidence interval.",
     )
-    p.add_argument("--scenario", required=True, help="scenario name (jaxqueue.scenarios)")
+    p.add_argument(
+        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
+    )
     p.add_argument("--rel-tol", type=float, default=0.01, help="relative half-width target")
     p.add_argument("--replications", type=int, default=32, help="independent piles")
     p.add_argument("--level", type=float, default=0.95, help="confidence level")
@@ -192,7 +194,9 @@ def register(top, group) -> None:
         description="Independent sub-perfect samples of the stationary workload and the Palm "
         "metrics of Section 6 with confidence intervals.",
     )
-    p.add_argument("--scenario", required=True, help="scenario name (jaxqueue.scenarios)")
+    p.add_argument(
+        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
+    )
     p.add_argument("--lam", type=float, default=None, help="arrival rate")
     p.add_argument(
         "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"

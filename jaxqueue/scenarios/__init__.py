@@ -2,7 +2,9 @@
 
 ``get(name)`` returns a :class:`jaxqueue.mjqm.Workload` for the multiserver-job scenarios and a
 :class:`jaxqueue.pools.Pool` for the balanced-fairness presets; ``names()`` lists them and
-``describe(name)`` gives the source.
+``describe(name)`` gives the source. ``get`` also reads a multiserver-job workload from a TOML or
+JSON file (``get("my-cluster.toml")``; schema in :mod:`jaxqueue.scenarios._files`, example in
+``examples/workloads/five-class-exp.toml``).
 
 Multiserver-job queue (``papers/mjsre.md``):
 
@@ -32,6 +34,7 @@ import numpy as np
 
 from ..dist import BoundedPareto, Erlang, Exponential, HyperExponential
 from ..mjqm import Workload
+from . import _files
 
 __all__ = ["get", "names", "describe"]
 
@@ -134,32 +137,44 @@ def names() -> list[str]:
 
 
 def describe(name: str) -> str:
-    """The source of scenario ``name``."""
+    """The source of scenario ``name`` (for a workload file: the file, once it parses)."""
+    if name not in _BUILDERS and _files.is_path(name):
+        _files.load(name)
+        return f"TOML/JSON workload file {name}"
     _check(name)
     return _SOURCES[name]
 
 
 def _check(name):
     if name not in _BUILDERS:
-        raise ValueError(f"unknown scenario {name!r}; choose one of {names()}")
+        raise ValueError(
+            f"unknown scenario {name!r}; choose one of {names()} or a TOML/JSON workload file"
+        )
 
 
-def get(name: str, **params):
+def get(name, **params):
     """The scenario ``name`` (a ``Workload`` or, for the M models, a ``Pool``).
 
     Args:
-        name: one of :func:`names`.
+        name: one of :func:`names`, or the path of a TOML or JSON workload file (a name with a
+            path separator or a ``.toml`` / ``.json`` suffix, or an existing file; schema in
+            :mod:`jaxqueue.scenarios._files`).
         **params: scenario parameters where supported (``two-class-200``: ``big_mean``,
-            ``small_mean``; ``two-class-256``: ``p_big``, ``big_mean``).
+            ``small_mean``; ``two-class-256``: ``p_big``, ``big_mean``); none for a file.
 
     Raises:
-        ValueError: unknown name or parameter.
+        ValueError: unknown name or parameter; for a file, one line naming the file and the
+            field (missing file, bad syntax, unknown or missing key, wrong type or value).
 
     Example:
         >>> w = get("five-class-exp")
         >>> w.servers, w.n_classes
         ((20,), 5)
     """
+    if name not in _BUILDERS and _files.is_path(name):
+        if params:
+            raise ValueError(f"{name}: a workload file takes no parameters, got {sorted(params)}")
+        return _files.load(name)
     _check(name)
     try:
         return _BUILDERS[name](**params)

@@ -228,9 +228,21 @@ def test_cli_stability_contract(capsys):
 
     from jaxqueue.cli import main
 
-    argv = ["mjqm", "stability", "--scenario", "five-class-exp", "--rel-tol", "0.03", "--json"]
+    # exponential services: the exact limit (saturated QBD), a degenerate interval
+    argv = ["mjqm", "stability", "--scenario", "five-class-exp", "--json"]
     assert main(argv) == 0
+    exact = json.loads(capsys.readouterr().out)
+    assert exact["method"] == "exact" and exact["status"] == "ok"
+    assert exact["lambda_c_ci"] == [exact["lambda_c"], exact["lambda_c"]]
+    # pile growth on request: its interval holds the exact limit
+    assert main(argv + ["--pile-growth", "--rel-tol", "0.03"]) == 0
     out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "pile-growth" and out["status"] in ("ok", "unconverged")
     lo, hi = out["lambda_c_ci"]
     assert lo <= out["lambda_c"] <= hi < out["lambda_ideal"]
+    assert lo <= exact["lambda_c"] <= hi
     assert out["lambda_ideal"] == pytest.approx(2.1068, abs=1e-3)  # Section 8.2: 2.11
+    # a non-exponential law: pile growth
+    argv = ["mjqm", "stability", "--scenario", "five-class-erlang3", "--rel-tol", "0.05"]
+    assert main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "pile-growth"

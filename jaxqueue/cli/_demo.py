@@ -13,12 +13,24 @@ from ._common import log
 #: (title, command line) of each section after the balanced-fairness ones.
 _COMMANDS = [
     (
-        "Multiserver-job queue: stability limit by pile growth (mjsre.md Algorithm 2)",
+        "Multiserver-job queue: exact stability limit (saturated QBD; exponential services)",
         "mjqm stability --scenario five-class-exp",
+    ),
+    (
+        "Multiserver-job queue: stability limit by pile growth (mjsre.md Algorithm 2)",
+        "mjqm stability --scenario five-class-exp --pile-growth --rel-tol 0.02",
+    ),
+    (
+        "Multiserver-job queue: exact mean waits (level-dependent QBD), the ground truth below",
+        "mjqm exact --scenario five-class-exp --lam 1.5",
     ),
     (
         "Multiserver-job queue: forward MJSRE simulation (mjsre.md Section 7.4)",
         "mjqm simulate --scenario five-class-exp --lam 1.5 --jobs 20000 --replications 256",
+    ),
+    (
+        "Multiserver-job queue: exact mean waits at lam = 1.35",
+        "mjqm exact --scenario five-class-exp --lam 1.35",
     ),
     (
         "Multiserver-job queue: backward sub-perfect samples (mjsre.md Algorithm 1)",

@@ -1,4 +1,5 @@
-"""Forward MJSRE simulation against closed forms and the event-driven simulator."""
+"""Forward MJSRE simulation against closed forms, the event-driven simulator and the exact
+solver (``jaxqueue.mjqm.exact``; more in ``tests/test_mjqm_vs_exact.py``)."""
 
 import io
 import json
@@ -17,6 +18,7 @@ import pytest
 import scipy.stats
 from helpers import assert_close, assert_within_ci
 from mjqm_event_sim import bpareto_sampler, event_simulate, exp_sampler, random_jobs
+from mjqm_exact_values import FIVE_CLASS_EXP_EXACT
 
 from jaxqueue import scenarios
 from jaxqueue.dist import Deterministic, Exponential
@@ -141,9 +143,20 @@ def _agree(r, ev, level):
     assert np.all(np.abs(mj - m_ev) <= tol), (mj, m_ev, tol)
 
 
+def _covers_exact(r, lam):
+    """The intervals of ``r`` (five-class-exp at ``lam``) cover the exact per-class mean waits
+    and HOL-idle servers (``tests/mjqm_exact_values.py``, from ``jaxqueue.mjqm.exact``)."""
+    ex = FIVE_CLASS_EXP_EXACT[lam]
+    lo, hi = r.wait_mean_ci[:, 0], r.wait_mean_ci[:, 1]
+    assert_within_ci(r.wait_mean, lo, hi, ex["wait_mean_class"], what=f"W vs exact, lam={lam}")
+    assert_within_ci(
+        r.hol_idle_servers, *r.hol_idle_servers_ci, ex["hol_idle_servers"], what="HOL vs exact"
+    )
+
+
 def test_five_class_independent_event_simulation():
-    """Independent random numbers (numpy) in the event simulator; 99.8% intervals per
-    quantity (about 1% family-wise over the 7 comparisons)."""
+    """Independent random numbers (numpy) in the event simulator, and the exact solver; 99.8%
+    intervals per quantity (about 2.5% family-wise over the 7 + 6 comparisons)."""
     wl = scenarios.get("five-class-exp")
     samplers = [exp_sampler(float(m)) for m in wl.mean_service()]
     ev = _event_estimates(wl, samplers, 1.0, n_rep=8, n_jobs=20_000, seed=3)
@@ -158,6 +171,7 @@ def test_five_class_independent_event_simulation():
     )
     assert r.status == "ok"
     _agree(r, ev, 0.998)
+    _covers_exact(r, 1.0)
     # waste: mean idle servers = s - lam E[alpha sigma] (ERRATA item 1)
     assert_within_ci(r.idle_servers, *r.idle_servers_ci, r.idle_servers_expected, what="idle")
 
@@ -176,6 +190,8 @@ def test_five_class_independent_event_simulation_long(law, lam):
     ev = _event_estimates(wl, samplers, lam, n_rep=30, n_jobs=100_000, seed=4)
     r = simulate(wl, lam, key=jax.random.key(4), n_jobs=100_000, n_replications=256, level=0.998)
     _agree(r, ev, 0.998)
+    if law == "exp":
+        _covers_exact(r, lam)
     assert_within_ci(r.idle_servers, *r.idle_servers_ci, r.idle_servers_expected, what="idle")
 
 

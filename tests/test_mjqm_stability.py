@@ -3,7 +3,9 @@
 Ground truths: ``s / E[sigma]`` for one-core jobs (``1 / E[sigma]`` when ``s = 1``); eq. (8)
 for one-or-all workloads (two independent implementations, and the pile itself); an
 event-driven simulation of the *saturated* FCFS queue written here (a heap of departures, an
-infinite backlog; its throughput is ``lambda_c``) for the five-class scenarios.
+infinite backlog; its throughput is ``lambda_c``) for the five-class scenarios; and, for
+exponential services, the exact limit of the QBD (``jaxqueue.mjqm.exact_lambda_c``; more in
+``tests/test_mjqm_vs_exact.py``).
 """
 
 import heapq
@@ -12,9 +14,10 @@ import math
 import jax
 import numpy as np
 import pytest
+from mjqm_exact_values import FIVE_CLASS_EXP_LAMBDA_C
 
 from jaxqueue.dist import BoundedPareto, Deterministic, Erlang, Exponential
-from jaxqueue.mjqm import Workload, lambda_c_closed_form
+from jaxqueue.mjqm import Workload, exact_lambda_c, lambda_c_closed_form
 from jaxqueue.mjqm._stability import (
     UnstableLoadError,
     lambda_c_estimate,
@@ -95,6 +98,8 @@ def test_eq8_two_implementations_and_pile():
         a = lambda_c_one_or_all(wl)
         b = lambda_c_closed_form(wl)
         assert a == pytest.approx(b, rel=1e-10)
+        if isinstance(small, Exponential):  # the QBD: a third, independent derivation
+            assert float(exact_lambda_c(wl)) == pytest.approx(a, rel=1e-9)
         r = pile_growth(wl, key=jax.random.key(2), replications=16, rel_tol=0.01, level=0.99)
         assert r.lambda_c_ci[0] <= a <= r.lambda_c_ci[1], (type(small).__name__, a, r.as_dict())
 
@@ -104,6 +109,7 @@ def test_eq8_two_class_256_pile():
     # The two-class-256 workload of Section 7.4 (p_b = 1e-3, mu_b = 0.025, mu_s = 1).
     wl = Workload(256, [1, 256], [0.999, 0.001], [Exponential(1.0), Exponential(40.0)])
     exact = lambda_c_one_or_all(wl)
+    assert float(exact_lambda_c(wl)) == pytest.approx(exact, rel=1e-9)  # 20.44807
     r = pile_growth(wl, key=jax.random.key(3), replications=32, rel_tol=0.01, level=0.99)
     assert r.lambda_c_ci[0] <= exact <= r.lambda_c_ci[1], (exact, r.as_dict())
 
@@ -118,6 +124,11 @@ def test_five_class_exp_against_saturated_event_simulation():
         hw,
     )
     assert r.lambda_c < r.lambda_ideal
+    # Both 99% intervals cover the exact limit (tests/mjqm_exact_values.py; about 2%
+    # family-wise): the pile, and the saturated event simulation that serves as reference.
+    exact = FIVE_CLASS_EXP_LAMBDA_C
+    assert r.lambda_c_ci[0] <= exact <= r.lambda_c_ci[1], (r.as_dict(), exact)
+    assert abs(m - exact) <= hw, (m, hw, exact)
 
 
 @pytest.mark.slow
@@ -187,6 +198,8 @@ def test_numpy_reference_pile():
     r = pile_growth(five(Exponential), key=jax.random.key(9), rel_tol=0.01, level=0.99)
     # |H_n| / n over-estimates gamma by O(1/n) (start-up); compare with a 2% margin.
     assert g.mean() == pytest.approx(r.gamma, rel=0.02)
+    assert g.mean() == pytest.approx(1 / FIVE_CLASS_EXP_LAMBDA_C, rel=0.02)  # exact (QBD)
+    assert r.lambda_c_ci[0] <= FIVE_CLASS_EXP_LAMBDA_C <= r.lambda_c_ci[1], r.as_dict()
 
 
 def test_random_assignment_limit():

@@ -1,0 +1,76 @@
+"""`jaxqueue mjqm exact`: the JSON contract and every refusal as one line with exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jaxqueue.cli import main
+
+SMALL = """
+servers = 4
+[[classes]]
+cores = 1
+prob = 0.7
+law = "exponential"
+mean = 1.0
+[[classes]]
+cores = 4
+prob = 0.3
+law = "exponential"
+mean = 2.0
+"""
+
+
+def _run(argv, capsys):
+    status = main(argv)
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_exact_json_contract_from_a_file(tmp_path, capsys):
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL)
+    status, out, _ = _run(
+        ["mjqm", "exact", "--scenario", str(path), "--lam", "0.5", "--json"], capsys
+    )
+    assert status == 0
+    res = json.loads(out)
+    assert res["method"] == "exact" and res["status"] == "ok"
+    assert {"wait_mean", "classes", "lambda_c", "phases"} <= set(res)
+    assert [c["cores"] for c in res["classes"]] == [1, 4]
+    # the overall mean wait is the probability-weighted class mean (Little per class)
+    mix = sum(c["prob"] * c["wait_mean"] for c in res["classes"])
+    assert res["wait_mean"] == pytest.approx(mix, rel=1e-12)
+    # --load is a fraction of the exact limit
+    status, out, _ = _run(
+        ["mjqm", "exact", "--scenario", str(path), "--load", "0.5", "--json"], capsys
+    )
+    assert json.loads(out)["lam"] == pytest.approx(0.5 * res["lambda_c"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["--scenario", "five-class-erlang3", "--lam", "1.0"], ["Erlang", "mjqm simulate"]),
+        (
+            ["--scenario", "five-class-hyperexp", "--lam", "1.0"],
+            ["HyperExponential", "mjqm sample"],
+        ),
+        (["--scenario", "two-class-256", "--lam", "25"], ["lambda_c = 20.448", "stability limit"]),
+        (["--scenario", "two-class-256", "--load", "1.0"], ["lambda_c = 20.448"]),
+        (["--scenario", "borg-cell-b", "--lam", "1"], ["phases", "GB", "mjqm simulate"]),
+        (["--scenario", "five-class-exp", "--lam", "-1"], ["positive"]),
+        (["--scenario", "five-class-exp"], ["--lam", "--load"]),
+        (["--scenario", "m-model-sym", "--lam", "1"], ["not a multiserver-job workload"]),
+        (["--scenario", "missing.toml", "--lam", "1"], ["missing.toml", "no such file"]),
+    ],
+)
+def test_exact_refusals_are_one_line(argv, needles, capsys):
+    status, out, err = _run(["mjqm", "exact", *argv, "--json"], capsys)
+    assert status == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxqueue: error: "), err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])

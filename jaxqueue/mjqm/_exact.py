@@ -471,7 +471,9 @@ class ExactResult(eqx.Module):
         p_wait: probability that an arriving job waits (PASTA).
         idle_servers: mean idle servers ``E[s - a.n]`` (equals ``s - lam sum p_i a_i m_i``).
         hol_idle_servers: mean idle servers while someone waits (HOL waste).
-        stable: ``lam < lambda_c``; when not, every metric is ``inf`` (or 1 for ``p_wait``).
+        stable: ``lam < lambda_c (1 - 100 sqrt(eps))``; when not, every metric is ``inf``
+            (or 1 for ``p_wait``): beyond the limit the means are infinite, and within that
+            relative gap the QBD cannot be solved accurately in the dtype.
         phases: size of the repeating block. levels: boundary levels ``N*``.
     """
 
@@ -562,9 +564,8 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
         1.795
     """
     s, cores = _check_exponential(workload)
-    st = _structure(s, cores)
     mu, p = _numbers(workload)
-    return _lambda_c(st, _global_down(st, mu, p))
+    return _lambda_c_jit(s, cores, mu, p)
 
 
 def exact(workload: Workload, lam) -> ExactResult:
@@ -599,7 +600,6 @@ def exact(workload: Workload, lam) -> ExactResult:
         ('ok', 842)
     """
     s, cores = _check_exponential(workload)
-    st = _structure(s, cores)
     mu, p = _numbers(workload)
     lam = jnp.asarray(lam, p.dtype) if not isinstance(lam, jax.Array) else lam.astype(p.dtype)
     if lam.ndim != 0:
@@ -609,15 +609,41 @@ def exact(workload: Workload, lam) -> ExactResult:
             raise ValueError(f"exact: lam must be positive and finite, got {float(lam)!r}")
     else:
         lam = eqx.error_if(lam, ~(lam > 0), "exact: lam must be positive (got <= 0 or nan)")
-    Dg = _global_down(st, mu, p)
-    lam_c = _lambda_c(st, Dg)
+    lam_c = _lambda_c_jit(s, cores, mu, p)
     if not isinstance(lam, jax.core.Tracer) and not isinstance(lam_c, jax.core.Tracer):
         if float(lam) >= float(lam_c):
             raise ValueError(
                 f"exact: lam = {float(lam):.6g} is at or beyond the stability limit lambda_c = "
                 f"{float(lam_c):.6g} of this workload (the queue grows without bound)"
             )
-    stable = lam < lam_c
+        if float(lam) >= float(lam_c) * (1.0 - _gap(p.dtype)):
+            raise ValueError(
+                f"exact: lam = {float(lam):.10g} is within a relative {_gap(p.dtype):.1e} of the "
+                f"stability limit lambda_c = {float(lam_c):.10g}: too close to solve accurately "
+                f"in {p.dtype}"
+            )
+    return _exact_jit(s, cores, mu, p, lam)
+
+
+def _gap(dtype) -> float:
+    """Smallest relative distance to ``lambda_c`` solved (closer, the QBD loses its digits:
+    measured in float64, the wait stops growing like ``1 / (lambda_c - lam)`` near 1e-8)."""
+    return float(100 * np.sqrt(np.finfo(dtype).eps))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _lambda_c_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array) -> Array:
+    st = _structure(s, cores)
+    return _lambda_c(st, _global_down(st, mu, p))
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _exact_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array) -> ExactResult:
+    """The numbers of :func:`exact`, compiled once per structure ``(s, cores)`` and dtype."""
+    st = _structure(s, cores)
+    Dg = _global_down(st, mu, p)
+    lam_c = _lambda_c(st, Dg)
+    stable = lam < lam_c * (1.0 - _gap(p.dtype))
     lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
     m = _solve(st, Dg, p, *_functionals(st, p), lam_safe)
     K = len(cores)

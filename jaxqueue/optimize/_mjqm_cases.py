@@ -4,9 +4,18 @@ The optimisation runs on a common-random-number sample (:class:`MJQMSampler`, pa
 derivatives by forward-mode autodiff); the answer is re-evaluated, and polished, with the
 independent forward simulator :func:`jaxqueue.mjqm.simulate` on a different key and a larger
 sample.
+
+``mjqm-max-rate-exact`` is the exact counterpart of ``mjqm-max-rate`` (exponential services):
+the same targets on the exact waits of :func:`jaxqueue.mjqm.exact`, solved by a safeguarded
+Newton iteration driven by the exact derivative ``dW/dlam`` (``jax.grad`` through the QBD
+solver), see :func:`exact_max_rate`. One value-and-gradient costs a few seconds on
+five-class-exp (CPU), too much for the hundreds of steps of :func:`minimize`; Newton needs a
+handful.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -14,10 +23,19 @@ import numpy as np
 
 from ._minimize import minimize
 from ._mjqm import MJQMSampler, five_class_workload
-from ._problem import Box, Problem, Target
+from ._problem import Box, OptimizeResult, Problem, Target
 from ._report import summarize as _summary
 
-__all__ = ["mjqm_max_rate", "mjqm_speedup", "forward_metrics", "MAX_RATE", "SPEEDUP"]
+__all__ = [
+    "mjqm_max_rate",
+    "mjqm_max_rate_exact",
+    "mjqm_speedup",
+    "exact_max_rate",
+    "forward_metrics",
+    "small_exact_workload",
+    "MAX_RATE",
+    "SPEEDUP",
+]
 
 MAX_RATE = {"wait_target": 3.0, "lam0": 0.4}
 SPEEDUP = {"lam": 1.0, "p90_target": 8.0, "speed0": 2.0}
@@ -170,5 +188,203 @@ def mjqm_speedup(fast: bool = False, progress=None, seed: int = 0):
             "params": {"speed": speed},
             "metrics": {"W_p90": res.metrics["W_p90"].tolist(), "W": res.metrics["W"].tolist()},
             "sizes": sz,
+        },
+    )
+
+
+# ------------------------------------------------------------------------ exact counterpart
+def small_exact_workload():
+    """Three classes on ``s = 6`` servers (1, 2 and 4 cores, probabilities 0.5 / 0.3 / 0.2,
+    exponential services of means 1, 1.5 and 2): a 32-phase QBD, the ``fast`` size of
+    ``mjqm-max-rate-exact`` (``lambda_c = 1.68789``)."""
+    from jaxqueue.dist import Exponential
+    from jaxqueue.mjqm import Workload
+
+    return Workload(
+        6,
+        [1, 2, 4],
+        np.array([0.5, 0.3, 0.2]),
+        [Exponential(1.0), Exponential(1.5), Exponential(2.0)],
+        name="three-class-6",
+    )
+
+
+def exact_max_rate(
+    workload,
+    target: float,
+    *,
+    per_class: bool = True,
+    lam0: float | None = None,
+    rtol: float = 1e-10,
+    max_iter: int = 40,
+    progress=None,
+) -> dict:
+    """Largest arrival rate whose exact mean waiting time meets ``target``.
+
+    ``W(lam)`` is the largest per-class mean wait ``max_c wait_mean_class`` of
+    :func:`jaxqueue.mjqm.exact` (``per_class=True``, the constraint of ``mjqm-max-rate``;
+    classes of probability 0, whose waits are ``nan``, are left out) or the
+    mean wait of all jobs ``wait_mean`` (``per_class=False``); it increases from 0 to infinity
+    on ``(0, lambda_c)``. The root of ``W(lam) = target`` is found by Newton's method on
+    ``phi(lam) = lam / W(lam) - lam / target``, which is linear in ``lam`` when ``W`` has the
+    M/M/1 shape ``a lam / (b - lam)`` (light traffic ``W ~ lam``, heavy traffic
+    ``W ~ 1 / (lambda_c - lam)``), with ``dW/dlam`` from ``jax.grad`` through the exact solver.
+    Safeguard: a bracket ``lo < root < hi`` (``lo`` meets the target, ``hi`` does not, or is
+    ``lambda_c``) is kept and a Newton step that leaves it, or any non-finite value, is replaced
+    by bisection. The iteration aims a hair under the target, at ``target (1 - rtol / 2)``, and
+    stops when ``0 <= 1 - W / target <= rtol``: the answer meets the target and equals it to
+    ``rtol`` (relative).
+
+    Args:
+        workload: exponential services and Poisson arrivals (:func:`jaxqueue.mjqm.exact`).
+        target: the bound on the mean wait (> 0).
+        per_class: every class's mean wait (``True``) or the mean over all jobs.
+        lam0: starting rate (default ``lambda_c / 2``; one at or beyond ``lambda_c`` gives
+            infinite waits and the next step bisects).
+        rtol: relative tolerance on ``W / target`` (raised to ``1e3 eps`` of the dtype).
+        max_iter: most solver calls.
+        progress: optional ``progress(iteration, info)`` callback.
+
+    Returns:
+        dict with ``lam``, ``lambda_c``, ``W`` (the constrained wait at ``lam``), ``dW_dlam``,
+        ``W_class``, ``W_all``, ``binding_class``, ``rel_error`` (``W / target - 1``),
+        ``converged``, ``iterations`` and ``history`` (``lam``, ``W``, ``dW_dlam``, ``step`` per
+        call: ``"newton"``, ``"bisect"`` or ``"start"``).
+
+    Raises:
+        ValueError: a workload the exact solver refuses, a non-positive target or ``lam0``.
+    """
+    from jaxqueue.mjqm import exact, exact_lambda_c
+
+    if not float(target) > 0:
+        raise ValueError(f"target: must be positive, got {target}")
+    target = float(target)
+    lam_c = float(exact_lambda_c(workload))
+
+    def wait(lam):
+        r = exact(workload, lam)
+        w = jnp.nanmax(r.wait_mean_class) if per_class else r.wait_mean
+        return w, (r.wait_mean_class, r.wait_mean)
+
+    vg = jax.jit(jax.value_and_grad(wait, has_aux=True))
+    dtype = workload.mean_service().dtype
+    rtol = max(float(rtol), 1e3 * float(jnp.finfo(dtype).eps))
+    aim = target * (1.0 - 0.5 * rtol)
+    lo, hi = 0.0, lam_c
+    lam = 0.5 * lam_c if lam0 is None else float(lam0)
+    if not lam > 0:
+        raise ValueError(f"lam0: must be positive, got {lam0}")
+    hist = {"lam": [], "W": [], "dW_dlam": [], "step": []}
+    step, best, converged = "start", None, False
+    for it in range(int(max_iter)):
+        (w, (w_class, w_all)), dw = vg(jnp.asarray(lam, dtype))
+        w, dw = float(w), float(dw)
+        for k, v in (("lam", lam), ("W", w), ("dW_dlam", dw), ("step", step)):
+            hist[k].append(v)
+        if progress is not None:
+            viol = math.log(w / target) if math.isfinite(w) and w > 0 else math.inf
+            progress(it, {"round": it + 1, "rounds": max_iter, "cost": -lam, "violation": viol})
+        finite = math.isfinite(w) and math.isfinite(dw)
+        if finite and w <= target:
+            lo = max(lo, lam)
+            best = (lam, w, dw, np.asarray(w_class), float(w_all))
+            if 1.0 - w / target <= rtol:
+                converged = True
+                break
+        else:
+            hi = min(hi, lam)
+        new = math.nan
+        if finite and w > 0:
+            phi = lam / w - lam / aim
+            dphi = 1.0 / w - lam * dw / w**2 - 1.0 / aim
+            if dphi < 0:
+                new = lam - phi / dphi
+        if math.isfinite(new) and lo < new < hi:
+            lam, step = new, "newton"
+        else:
+            lam, step = 0.5 * (lo + hi), "bisect"
+        if hi - lo <= 1e-15 * hi:
+            break
+    if best is None:
+        raise RuntimeError("exact_max_rate: no rate meeting the target was found")
+    lam, w, dw, w_class, w_all = best
+    return {
+        "lam": lam,
+        "lambda_c": lam_c,
+        "W": w,
+        "dW_dlam": dw,
+        "W_class": w_class,
+        "W_all": w_all,
+        "binding_class": int(np.nanargmax(w_class)) if per_class else None,
+        "rel_error": w / target - 1.0,
+        "converged": converged,
+        "iterations": len(hist["lam"]),
+        "history": hist,
+    }
+
+
+def mjqm_max_rate_exact(fast: bool = False, progress=None, seed: int = 0):
+    """Exact counterpart of :func:`mjqm_max_rate`: the largest arrival rate of five-class-exp
+    such that the exact mean waiting time of every class is at most
+    ``MAX_RATE["wait_target"]`` (:func:`exact_max_rate`, Newton on the exact gradient). With
+    ``fast`` the same targets on :func:`small_exact_workload` (seconds instead of about a
+    minute on a CPU). ``seed`` is unused (nothing is random)."""
+    del seed
+    wl = small_exact_workload() if fast else five_class_workload()
+    target = MAX_RATE["wait_target"]
+    sol = exact_max_rate(wl, target, lam0=MAX_RATE["lam0"], progress=progress)
+    lam = sol["lam"]
+    metrics = {
+        "W": sol["W_class"],
+        "W_all": sol["W_all"],
+        "margin": 1.0 - lam / sol["lambda_c"],
+    }
+    targets = [Target("W", target, index=c) for c in range(wl.n_classes)]
+    slack = [t.slack(metrics) for t in targets]
+    stable = metrics["margin"] > 0
+    met = bool(stable and min(slack) >= 0)
+    h = sol["history"]
+    res = OptimizeResult(
+        params={"lam": np.asarray(lam)},
+        cost=-lam,
+        metrics=metrics,
+        slack=slack,
+        targets_met=met,
+        stable=stable,
+        history={
+            "cost": -np.asarray(h["lam"]),
+            "violation": np.log(np.asarray(h["W"]) / target),
+            "loss": -np.asarray(h["lam"]),
+        },
+        relaxed_params={"lam": np.asarray(lam)},
+        polish_factor=1.0,
+        status="ok" if met else ("unstable" if not stable else "infeasible"),
+        targets=[t.label for t in targets],
+    )
+    return res, _summary(
+        res,
+        {
+            "case": "mjqm-max-rate-exact",
+            "scenario": wl.name,
+            "objective": "maximise lam (cost = -lam), exact waits, Newton on dW/dlam",
+            "lam": lam,
+            "lambda_c": sol["lambda_c"],
+            "targets": {"W": [target] * wl.n_classes},
+            "params": {"lam": lam},
+            "metrics": {
+                "W": np.asarray(sol["W_class"]).tolist(),
+                "W_all": sol["W_all"],
+                "margin": metrics["margin"],
+            },
+            "binding_class": sol["binding_class"],
+            "dW_dlam": sol["dW_dlam"],
+            "rel_error": sol["rel_error"],
+            "converged": sol["converged"],
+            "newton": {
+                "lam": h["lam"],
+                "W": h["W"],
+                "dW_dlam": h["dW_dlam"],
+                "step": h["step"],
+            },
         },
     )

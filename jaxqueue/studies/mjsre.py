@@ -12,8 +12,16 @@
   in ``five_class_sweep.csv`` and ``stability_five_class.csv``;
 * ``fig7b_borg.png/.csv``: ``borg-cell-b`` mean wait vs lambda, backward sampler and forward
   simulation, with ``lambda_c``;
-* ``table1_two_class_256.csv/.png``: backward (Algorithm 1) and forward MJSRE mean waits with
-  99% intervals and run times at ``lambda = k 0.1 lambda_c`` (eq. (8)), k = 1..9.
+* ``table1_two_class_256.csv/.png``: at ``lambda = k 0.1 lambda_max``, k = 1..9 (2, 5, 8 in
+  fast mode), the exact mean wait (the QBD solver :func:`jaxqueue.mjqm.exact`, column
+  ``exact``) beside the backward (Algorithm 1) and forward MJSRE estimates with their 99%
+  intervals and run times, and whether each interval covers the exact value (``b_covers``,
+  ``f_covers``). ``lambda_max`` is :func:`jaxqueue.mjqm.exact_lambda_c`; the summary also gives
+  the closed form eq. (8) as a check (``lambda_max_two_class_256_eq8``), the exact waits, the
+  coverage counts (``table1_coverage``) and the exact solver's compile and solve times. The
+  exact column is one jitted solve per load (``jax.vmap`` over the loads hangs the XLA CPU
+  pool on 2 cores); it adds 4-7 s on a CPU: one XLA compilation (2.5-4.5 s), then about
+  0.3 s per load.
 
 Fast mode (CPU, a few minutes) uses few loads and samples; full mode is sized for a GPU.
 """
@@ -30,6 +38,8 @@ import numpy as np
 from tqdm import tqdm
 
 from ..mjqm import (
+    exact,
+    exact_lambda_c,
     lambda_c_one_or_all,
     palm_metrics,
     pile_growth,
@@ -314,15 +324,45 @@ def _fig7b(out, fast, key, plt, files):
     return {"lambda_c_borg": [r.lambda_c, list(r.lambda_c_ci)]}
 
 
+def _exact_column(wl, ks: list[int]) -> tuple[float, list[float], list[float], float]:
+    """``lambda_max`` (:func:`~jaxqueue.mjqm.exact_lambda_c`) and the exact mean waits at
+    ``lam = 0.1 k lambda_max``: one jitted function (the limit, then the QBD solve at that load),
+    compiled once and called once per load. A loop rather than ``jax.vmap`` over the loads: the
+    vmapped solve of this workload runs batched LU factorisations that deadlock the XLA CPU
+    thread pool of a 2-core machine (jaxlib 0.10.2, both pool threads wait in
+    ``ParallelBatchMap``), and the loop adds only about 0.3 s per load.
+
+    Returns:
+        ``(lambda_max, waits, seconds per load, compile seconds)``.
+    """
+
+    def solve(frac):
+        lmax = exact_lambda_c(wl)
+        return lmax, exact(wl, frac * lmax).wait_mean
+
+    t0 = time.perf_counter()
+    fn = jax.jit(solve).lower(jnp.asarray(0.1)).compile()
+    t_compile = time.perf_counter() - t0
+    lmax, waits, times = float("nan"), [], []
+    for k in ks:
+        t0 = time.perf_counter()
+        lm, w = jax.block_until_ready(fn(jnp.asarray(0.1 * k)))
+        times.append(time.perf_counter() - t0)
+        lmax = float(lm)
+        waits.append(float(w))
+    return lmax, waits, times, t_compile
+
+
 def _table1(out, fast, key, plt, files):
     wl = get("two-class-256")
-    lmax = lambda_c_one_or_all(wl)
     ks = [2, 5, 8] if fast else list(range(1, 10))
+    lmax, exact_w, exact_t, exact_compile = _exact_column(wl, ks)
+    lmax_eq8 = lambda_c_one_or_all(wl)
     n = 64 if fast else 4096
     # Forward runs: on average 50 big jobs per replication (Section 7.4).
     n_jobs = 10_000 if fast else 50_000
     rows = []
-    for k in tqdm(ks, desc="two-class-256", leave=False):
+    for i, k in enumerate(tqdm(ks, desc="two-class-256", leave=False)):
         lam = 0.1 * k * lmax
         t0 = time.perf_counter()
         S = sample_backward(
@@ -345,16 +385,25 @@ def _table1(out, fast, key, plt, files):
             level=0.99,
         )
         tf = time.perf_counter() - t0
+        b_lo, b_hi = m["wait_mean_ci"]
+        f_lo, f_hi = np.asarray(fw.wait_mean_all_ci).tolist()
+        ex = exact_w[i]
         rows.append(
             [
                 k / 10,
                 lam,
+                ex,
+                exact_t[i],
                 m["wait_mean"],
-                *m["wait_mean_ci"],
+                b_lo,
+                b_hi,
                 tb,
+                int(b_lo <= ex <= b_hi),
                 fw.wait_mean_all,
-                *np.asarray(fw.wait_mean_all_ci).tolist(),
+                f_lo,
+                f_hi,
                 tf,
+                int(f_lo <= ex <= f_hi),
                 m["n_unconverged"],
             ]
         )
@@ -363,14 +412,18 @@ def _table1(out, fast, key, plt, files):
         [
             "load",
             "lam",
+            "exact",
+            "e_time_s",
             "backward",
             "b_lo",
             "b_hi",
             "b_time_s",
+            "b_covers",
             "forward",
             "f_lo",
             "f_hi",
             "f_time_s",
+            "f_covers",
             "unconv",
         ],
         rows,
@@ -378,17 +431,18 @@ def _table1(out, fast, key, plt, files):
     a = np.array(rows, dtype=float)
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.errorbar(
-        a[:, 0], a[:, 2], yerr=[a[:, 2] - a[:, 3], a[:, 4] - a[:, 2]], marker="o", label="B-MJSRE"
+        a[:, 0], a[:, 4], yerr=[a[:, 4] - a[:, 5], a[:, 6] - a[:, 4]], marker="o", label="B-MJSRE"
     )
     ax.errorbar(
         a[:, 0],
-        a[:, 6],
-        yerr=[a[:, 6] - a[:, 7], a[:, 8] - a[:, 6]],
+        a[:, 9],
+        yerr=[a[:, 9] - a[:, 10], a[:, 11] - a[:, 9]],
         marker="s",
         label="F-MJSRE (from empty)",
     )
+    ax.plot(a[:, 0], a[:, 2], "k--", marker="x", zorder=3, label="exact (QBD)")
     ax.set_yscale("log")
-    ax.set_xlabel("lambda / lambda_max (eq. (8))")
+    ax.set_xlabel("lambda / lambda_max (exact)")
     ax.set_ylabel("mean waiting time (99% CI)")
     ax.set_title("Section 7.4: two-class-256")
     ax.legend()
@@ -396,7 +450,20 @@ def _table1(out, fast, key, plt, files):
     fig.savefig(out / "table1_two_class_256.png", dpi=120)
     plt.close(fig)
     files += ["table1_two_class_256.csv", "table1_two_class_256.png"]
-    return {"lambda_max_two_class_256": lmax}
+    b_cov, f_cov = a[:, 8].astype(bool), a[:, 13].astype(bool)
+    return {
+        "lambda_max_two_class_256": lmax,
+        "lambda_max_two_class_256_eq8": lmax_eq8,
+        "table1_exact_wait": exact_w,
+        "table1_coverage": {
+            "level": 0.99,
+            "backward": f"{int(b_cov.sum())}/{len(ks)}",
+            "forward": f"{int(f_cov.sum())}/{len(ks)}",
+            "backward_misses": [k / 10 for k, c in zip(ks, b_cov, strict=True) if not c],
+            "forward_misses": [k / 10 for k, c in zip(ks, f_cov, strict=True) if not c],
+        },
+        "table1_exact_time_s": {"compile": exact_compile, "solves": float(np.sum(exact_t))},
+    }
 
 
 def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:

@@ -3,9 +3,12 @@
 Ground truths: exact M/M/1, M/D/1 (Pollaczek-Khinchine) and M/M/c (Erlang C) mean waits; the
 MJSRE recurrence written out in numpy with a full sort (eq. (2) by definition) on the very
 inputs the sampler draws; the Loynes monotonicity (Lemma 4.3); an event-driven simulation of
-the queue (``tests/mjqm_event_sim.py``) for the five-class scenario and the HOL waste.
+the queue (``tests/mjqm_event_sim.py``) for the five-class scenario and the HOL waste, and
+beside it the exact solver (``jaxqueue.mjqm.exact``, tabulated in
+``tests/mjqm_exact_values.py``; more in ``tests/test_mjqm_vs_exact.py``).
 """
 
+import functools
 import math
 import os
 import subprocess
@@ -16,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import assert_within_ci
+from mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
 
 from jaxqueue.dist import Deterministic, Exponential
 from jaxqueue.mjqm import Workload, draw_jobs, mjsre_step
@@ -125,10 +129,16 @@ def test_loynes_monotone_and_stopping_rule():
 def test_batching_does_not_change_samples():
     wl = five_class_exp()
     key = jax.random.key(9)
-    a = sample_backward(wl, 1.3, 72, key=key, ell0=256)
-    b = sample_backward(wl, 1.3, 37, key=key, ell0=256, max_batch=8)
+    # Algorithm 1 alone: sample i depends only on (key, i), not on the batch or its size.
+    a = sample_backward(wl, 1.3, 72, key=key, ell0=256, bias_control=False)
+    b = sample_backward(wl, 1.3, 37, key=key, ell0=256, max_batch=8, bias_control=False)
     np.testing.assert_array_equal(a.W[:37], b.W)
     np.testing.assert_array_equal(a.ell[:37], b.ell)
+    # With the batch bias test the horizon depends on the samples drawn, not on the batching.
+    c = sample_backward(wl, 1.3, 37, key=key, ell0=256)
+    d = sample_backward(wl, 1.3, 37, key=key, ell0=256, max_batch=8)
+    np.testing.assert_array_equal(c.W, d.W)
+    assert c.ell_batch == d.ell_batch and c.bias_bound == d.bias_bound
 
 
 def test_cap_on_ell_reports_unconverged_and_metrics_refuse():
@@ -147,6 +157,7 @@ def test_refuses_unstable_load_with_estimate():
         sample_backward(wl, 1.9, 10, key=jax.random.key(0))
     lo, hi = err.value.lambda_c_ci
     assert lo <= err.value.lambda_c <= hi < float(wl.lambda_ideal())
+    assert lo <= FIVE_CLASS_EXP_LAMBDA_C <= hi  # the exact limit (QBD)
     with pytest.raises(ValueError):
         sample_backward(wl, 2.2, 10, key=jax.random.key(0))  # beyond lambda_ideal
 
@@ -270,6 +281,14 @@ def _compare_with_event_simulation(n_samples, n_jobs, seed):
     assert abs(m["hol_idle_servers"] - hol) < 3.29 * se_h + 0.03 * hol, (m["hol_idle_servers"], hol)
     # Idle servers: s - lam E[alpha sigma] (exact).
     assert m["idle_servers"] == pytest.approx(float(wl.idle_servers_expected(lam)[0]))
+    # The exact solver: the intervals cover the exact per-class waits and HOL waste (6
+    # comparisons at 1 - 0.01 / 6 each, 1% family-wise).
+    ex = FIVE_CLASS_EXP_EXACT[lam]
+    mx = palm_metrics(wl, S, level=1 - 0.01 / 6)
+    for j, c in enumerate(mx["classes"]):
+        assert_within_ci(c["wait_mean"], *c["wait_mean_ci"], ex["wait_mean_class"][j], what=j)
+    hol_ci = mx["hol_idle_servers_ci"]
+    assert_within_ci(mx["hol_idle_servers"], *hol_ci, ex["hol_idle_servers"], what="HOL")
 
 
 def test_five_class_matches_event_simulation_small():
@@ -297,6 +316,7 @@ def test_cli_sample_contract(capsys):
     for k in ("wait_mean", "wait_mean_ci", "idle_servers", "hol_idle_servers"):
         assert k in out
     assert [c["cores"] for c in out["classes"]] == [1, 2, 5, 10, 15]
+    assert out["status"] == "ok" and out["bias_bound"] >= 0 and out["ell_batch"] >= 256
     # Beyond lambda_c (but below lambda_ideal): refused with the estimate, exit status 2.
     assert main(["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.95"]) == 2
     assert "lambda_c" in capsys.readouterr().err
@@ -331,3 +351,102 @@ def test_palm_intervals_cover_exact_values_nominally():
         cover_q90 += lo <= exact_q90 <= hi
     assert 0.90 <= cover_mean / groups <= 0.99, cover_mean
     assert 0.90 <= cover_q90 / groups <= 0.995, cover_q90
+
+
+# ------------------------------------------------------------------ bias control (issue 14)
+def _rare_big_class():
+    """s = 8, one-core jobs and 1% eight-core jobs of mean 20: the per-sample rule of
+    Algorithm 1 is fooled when the horizon holds no big job (issue 14)."""
+    return Workload(8, [1, 8], [0.99, 0.01], [Exponential(1.0), Exponential(20.0)])
+
+
+# ``jaxqueue.mjqm.exact`` at 0.85 lambda_c (checked by the slow test below): lambda_c, the mean
+# wait of all jobs and per class.
+RARE_LAMBDA_C = 2.936150105997755
+RARE_EXACT = {0.85: (71.80864496390569, (71.78578030268072, 74.07224642517714))}
+
+
+@functools.cache
+def _rare_big_class_run(frac: float, n: int, seed: int):
+    wl = _rare_big_class()
+    lam = frac * RARE_LAMBDA_C
+    return wl, lam, sample_backward(wl, lam, n, key=jax.random.key(seed))
+
+
+def test_rare_big_class_bias_controlled_against_exact():
+    # At 0.85 lambda_c the per-sample rule alone stops at 60% of the exact mean wait with a
+    # narrow interval; the batch test doubles the horizon until the bias is bounded: the
+    # interval (bias bound included) covers the exact value, or the status says why not.
+    wl, lam, S = _rare_big_class_run(0.85, 1000, 0)
+    exact_w, exact_c = RARE_EXACT[0.85]
+    S_old = sample_backward(wl, lam, 1000, key=jax.random.key(0), ell0=256, bias_control=False)
+    old = palm_metrics(wl, S_old, level=0.999)
+    assert old["status"] == "ok" and old["wait_mean_ci"][1] < 0.8 * exact_w, old["wait_mean_ci"]
+    m = palm_metrics(wl, S, level=0.999, allow_unconverged=True)
+    assert m["ell_batch"] > 1024 and len(m["bias_tests"]) >= 2
+    if m["status"] == "ok":
+        assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact_w, what="all")
+        for c, row in enumerate(m["classes"]):
+            assert_within_ci(row["wait_mean"], *row["wait_mean_ci"], exact_c[c], what=c)
+
+
+@pytest.mark.slow
+def test_rare_big_class_exact_values():
+    from jaxqueue.mjqm import exact, exact_lambda_c
+
+    wl = _rare_big_class()
+    assert float(exact_lambda_c(wl)) == pytest.approx(RARE_LAMBDA_C, rel=1e-10)
+    for frac, (w, wc) in RARE_EXACT.items():
+        res = exact(wl, frac * RARE_LAMBDA_C)
+        assert float(res.wait_mean) == pytest.approx(w, rel=1e-10)
+        np.testing.assert_allclose(np.asarray(res.wait_mean_class), wc, rtol=1e-10)
+
+
+def test_bias_bound_reported_and_folded_into_interval():
+    wl, lam, S = _rare_big_class_run(0.85, 1000, 0)
+    assert S.status_name in ("ok", "biased") and S.bias_tests[-1].bound == S.bias_bound
+    m = palm_metrics(wl, S, allow_unconverged=True)
+    assert m["bias_bound"] == S.bias_bound > 0
+    lo, hi = m["wait_mean_ci"]
+    # Upper end raised by the bias bound, lower end untouched (the bias is one-sided).
+    assert hi - m["wait_mean"] == pytest.approx(m["wait_mean"] - lo + S.bias_bound)
+    assert m["response_mean_ci"][1] - m["response_mean"] == pytest.approx(hi - m["wait_mean"])
+    for c, row in enumerate(m["classes"]):
+        b = float(S.bias_bound_class[c])
+        assert row["wait_mean_bias_bound"] == b >= 0
+        lo, hi = row["wait_mean_ci"]
+        assert hi - row["wait_mean"] == pytest.approx(row["wait_mean"] - lo + b)
+    # Each test of the batch bounds the increment M_2F - M_F: the tests that failed doubled F.
+    tests = m["bias_tests"]
+    assert [t["ell"] for t in tests] == [tests[0]["ell"] * 2**k for k in range(len(tests))]
+    assert all(not t["ok"] for t in tests[:-1]) and tests[-1]["ok"] == (m["status"] == "ok")
+    # The first test reads the Loynes increments M_2F - M_F, the later ones X(F) - X(F/2).
+    assert [t["kind"] for t in tests] == ["loynes"] + ["paired"] * (len(tests) - 1)
+    assert all(t["diff"] >= 0 for t in tests)
+    # Algorithm 1 alone reports no bound.
+    S0 = sample_backward(wl, lam, 64, key=jax.random.key(1), ell0=256, bias_control=False)
+    assert S0.bias_bound == 0.0 and palm_metrics(wl, S0)["bias_bound"] == 0.0
+
+
+def test_cli_sample_biased_status_warns(capsys):
+    import json
+
+    from jaxqueue.cli import main
+
+    # No room to double (a work budget of 1 job) and a tolerance nothing meets: biased.
+    argv = ["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.5", "--samples", "64"]
+    argv += ["--ell0", "256", "--bias-tol", "1e-9", "--max-work", "1", "--json"]
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert out["status"] == "biased" and out["bias_bound"] > 0 and out["ell_batch"] == 256
+    warnings = [line for line in cap.err.splitlines() if line.startswith("warning")]
+    assert len(warnings) == 1 and "biased" in warnings[0], cap.err
+
+
+@pytest.mark.slow
+def test_rare_big_class_bias_controlled_against_exact_long():
+    wl, lam, S = _rare_big_class_run(0.85, 8192, 7)
+    m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+    if m["status"] == "ok":
+        assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], RARE_EXACT[0.85][0], what="all")

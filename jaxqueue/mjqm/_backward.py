@@ -6,10 +6,53 @@ system starts empty at the arrival of job ``-ell`` and is fed jobs ``-ell, ..., 
 until ``M_{2 ell} == M_ell`` (exact equality, reliable in float32) and returns that state, a
 sub-perfect sample (a lower bound of a perfect sample that couples in finite time).
 
+Stopping rule (two layers, and a floor):
+
+1. **Per sample** (Algorithm 1, Section 4.4): from a first horizon ``F``, double until
+   ``M_{2 ell} == M_ell``. Call the result ``X(F)``; it is ``M_ell`` for some ``ell >= F``.
+2. **Per batch** (bias control, issue 14): the per-sample rule is fooled when the horizon
+   rarely holds a job of a rare heavy class or the load is near ``lambda_c``: ``M_{2 ell}``
+   equals ``M_ell`` by chance and the sample stays far below a perfect one. Sub-perfect
+   samples are lower bounds, so this is a one-sided bias that no interval contains. The
+   batch horizon ``F`` doubles while a bound ``B`` of the bias of the mean wait ``wbar =
+   sum_c p_c W^{alpha_c}`` exceeds ``bias_tol`` (1/4) of the half-width of its interval.
+   ``B = (mean + z se) * max(1, r / (1 - r))`` of paired differences ``>= 0`` of ``wbar``
+   (same inputs: counter-based keys), ``r`` being the ratio of the last two mean differences
+   (clipped to 0.9; 1 at a first test): if the differences decay geometrically with ratio
+   ``r``, the bias left is ``mean r / (1 - r)``.
+
+   * The first test is free: either ``X(F) = M_F = M_{2F}`` or the sample went on past
+     ``2F``, so ``X(F) >= M_{2F}`` and the bias of ``X(F)`` is at most ``E[M_inf - M_{2F}]``,
+     the sum of the later Loynes increments; the differences are the increments
+     ``M_{2F} - M_F`` that Algorithm 1 computed for every sample.
+   * If it fails, the later tests use ``X(2F) - X(F)``, what a doubling changes in the
+     estimate itself (the Loynes increments also count the samples that had already gone
+     past ``2F``: on two-class-256 at 0.9 ``lambda_c``, 1000 samples, they grow from 41 to 55
+     per doubling from ``F = 8192`` to ``65536`` while ``X(2F) - X(F)`` falls from 43 to 33).
+
+   ``B`` is reported (``bias_bound``, also per class) and
+   :func:`~jaxqueue.mjqm.palm_metrics` adds it to the upper ends of the mean intervals. A
+   bound rather than a significance test: with 10,000 samples a difference 30 times below
+   the half-width is already significant.
+3. **Horizon floor** (when ``ell0`` is not given): the first horizon is the larger of
+   ``8 / p_min`` jobs (the horizons of the first test hold 8 and 16 jobs of the rarest class
+   on average) and 4 relaxation times of an M/M/1 queue at the same load ``rho = lam /
+   lambda_c`` (``rho / (1 - sqrt(rho))^2`` jobs each, which grows like ``4 / (1 - rho)^2``),
+   capped at ``2^16`` jobs; ``lambda_c`` is exact for exponential services and Poisson
+   arrivals (the QBD), else the pile-growth estimate.
+
+``X(2F)`` differs from ``X(F)`` only for the samples whose per-sample rule stopped at the first
+comparison (``M_{2F} == M_F``), so a batch doubling reruns only those, from their stored
+``M_{2F}``: reaching a batch horizon ``F`` costs about ``2 F`` jobs per sample, whatever the
+first horizon, and the first test costs nothing. ``status`` is ``unconverged`` when some sample
+hit the per-sample cap ``max_ell``, ``biased`` when the bias test still failed where the batch
+could not double any more (``4 F > max_ell`` or the work budget ``max_work``), else ``ok``.
+
 Implementation:
 
 * inputs of job ``-n`` depend only on ``(key, i, n)`` (:mod:`._bspec`), so doubling reuses the
-  same past and the samples do not depend on batching or on the number of devices;
+  same past and the samples do not depend on batching or on the number of devices (they do
+  depend on the number of samples through the batch test);
 * a host loop over doublings keeps only the samples not yet converged (``PERFORMANCE.md``:
   a batch that waits for its slowest sample does up to 12x the necessary work); the active
   samples are run in batches of sizes ``min_batch * 8^k`` (greedy, only the last one padded),
@@ -34,6 +77,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -42,22 +87,43 @@ import numpy as np
 from jax import lax
 
 from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
-from ._bspec import CHUNK, check_plain, chunk_inputs
+from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._guard import check_load
 from ._step import mjsre_step
 from ._workload import Workload
 
 __all__ = [
     "BackwardSamples",
+    "BiasTest",
     "sample_backward",
+    "horizon_floor",
     "loynes_state",
     "sample_backward_numpy",
     "STATUS_CONVERGED",
+    "STATUS_OK",
     "STATUS_UNCONVERGED",
+    "STATUS_BIASED",
+    "STATUS_NAMES",
 ]
 
-STATUS_CONVERGED = 0
+STATUS_CONVERGED = STATUS_OK = 0
 STATUS_UNCONVERGED = 1
+STATUS_BIASED = 2
+STATUS_NAMES = {STATUS_CONVERGED: "ok", STATUS_UNCONVERGED: "unconverged", STATUS_BIASED: "biased"}
+"""``status`` codes and their names (the ``status`` of ``jaxqueue mjqm sample --json``)."""
+
+_RARE_JOBS = 8
+"""Jobs of the rarest class that the horizon floor holds on average."""
+
+_RELAX_TIMES = 4
+"""M/M/1 relaxation times that the horizon floor holds."""
+
+_FLOOR_CAP = 1 << 16
+"""Largest horizon floor (jobs); the batch test goes further when it must."""
+
+_WORK_BUDGET = 1 << 39
+"""Default ``max_work`` times ``s``: sample-jobs of the batch test (the cost of a sample-job
+grows with ``s``); about 10 minutes on a 2-core CPU."""
 
 
 _SHARD_MIN = 512
@@ -166,6 +232,44 @@ def loynes_state(
     return _run(workload, key, ids, W, ell // CHUNK, ell // CHUNK, lam, split_chunks, False)[0]
 
 
+class BiasTest(NamedTuple):
+    """One batch-level bias test of the samples ``X(ell)`` (module docstring, 2).
+
+    Attributes:
+        ell: the batch horizon of the samples tested, ``X(ell)``.
+        kind: ``"loynes"`` (the first test: increments ``M_{2 ell} - M_ell``) or ``"paired"``
+            (the later ones: ``X(ell) - X(ell / 2)``).
+        diff: mean paired difference of the mean wait (>= 0).
+        diff_se: its standard error.
+        diff_class: ``(classes,)`` the mean paired difference of each class's wait.
+        half_width: half-width of the mean-wait interval of ``X(ell)`` at the test's level.
+        bound: the bias bound of the mean wait of ``X(ell)``.
+        bound_class: ``(classes,)`` the same bound for each class's mean wait.
+        ok: ``bound <= bias_tol * half_width``.
+    """
+
+    ell: int
+    kind: str
+    diff: float
+    diff_se: float
+    diff_class: np.ndarray
+    half_width: float
+    bound: float
+    bound_class: np.ndarray
+    ok: bool
+
+    def as_dict(self) -> dict:
+        return {
+            "ell": int(self.ell),
+            "kind": self.kind,
+            "diff": float(self.diff),
+            "diff_se": float(self.diff_se),
+            "half_width": float(self.half_width),
+            "bias_bound": float(self.bound),
+            "ok": bool(self.ok),
+        }
+
+
 class BackwardSamples(eqx.Module):
     """Sub-perfect samples of the stationary ordered workload seen by an arriving job.
 
@@ -174,11 +278,16 @@ class BackwardSamples(eqx.Module):
         converged: ``(n,)`` whether Algorithm 1 met its stopping rule before ``max_ell``.
         ell: ``(n,)`` the horizon at which each sample stopped.
         lam: the arrival rate.
-        status: ``STATUS_CONVERGED`` or ``STATUS_UNCONVERGED`` (some sample hit the cap).
+        status: ``STATUS_CONVERGED`` (ok), ``STATUS_UNCONVERGED`` (some sample hit the cap)
+            or ``STATUS_BIASED`` (the batch bias test failed at the horizon or work cap).
         work_done: jobs processed, batch padding included.
         work_needed: jobs Algorithm 1 needs for these samples run one by one (each replay
             counted until its state empties).
         key: the key the samples were drawn with (metrics draw job 0's size from it).
+        bias_bound: bound of the downward bias of the mean wait (0 without bias control).
+        bias_bound_class: ``(classes,)`` the same for each class's mean wait, or ``None``.
+        ell_batch: the batch horizon ``F`` of the samples ``X(F)`` (0 without bias control).
+        bias_tests: the batch tests run, oldest first (:class:`BiasTest`).
     """
 
     W: np.ndarray
@@ -189,6 +298,10 @@ class BackwardSamples(eqx.Module):
     work_done: int
     work_needed: int
     key: jax.Array
+    bias_bound: float = 0.0
+    bias_bound_class: np.ndarray | None = None
+    ell_batch: int = 0
+    bias_tests: tuple = ()
 
     @property
     def n(self) -> int:
@@ -197,6 +310,11 @@ class BackwardSamples(eqx.Module):
     @property
     def n_unconverged(self) -> int:
         return int(np.sum(~self.converged))
+
+    @property
+    def status_name(self) -> str:
+        """``"ok"``, ``"unconverged"`` or ``"biased"``."""
+        return STATUS_NAMES[int(self.status)]
 
     @property
     def work_ratio(self) -> float:
@@ -225,13 +343,264 @@ def _pieces(n: int, min_batch: int, max_batch: int) -> list[int]:
     return out
 
 
+@dataclass
+class _Batcher:
+    """Runs sets of samples through :func:`_run` in batches of ladder sizes; counts the work."""
+
+    workload: Workload
+    key: jax.Array
+    lam: float
+    dtype: np.dtype
+    split_chunks: int
+    min_batch: int
+    max_batch: int
+    work_done: int = 0
+
+    def __call__(self, ids, W0, c_hi, n_chunks, track):
+        """Run samples ``ids`` from states ``W0`` through chunks ``c_hi - 1`` down
+        (``n_chunks`` of them). Returns host ``(W, hit, steps)``."""
+        outs = []
+        start = 0
+        for p in _pieces(ids.size, self.min_batch, self.max_batch):
+            real = min(p, ids.size - start)
+            idx = ids[start : start + p]
+            W = W0[start : start + p]
+            if idx.size < p:
+                idx = np.concatenate([idx, np.full(p - idx.size, idx[-1])])
+                W = np.concatenate([W, np.repeat(W[-1:], p - W.shape[0], axis=0)])
+            W, hit, steps, ran = _run(
+                self.workload,
+                self.key,
+                jnp.asarray(idx, dtype=jnp.int32),
+                jnp.asarray(W, self.dtype),
+                c_hi,
+                n_chunks,
+                self.lam,
+                self.split_chunks,
+                track,
+            )
+            self.work_done += p * ran * CHUNK
+            outs.append((np.asarray(W)[:real], hit[:real], steps[:real]))
+            start += p
+        return tuple(np.concatenate(x) for x in zip(*outs, strict=True))
+
+
+@dataclass
+class _Samples:
+    """The samples in progress: states, stopping horizons, flags, work needed, and the Loynes
+    increments of the waits (``increments[ell]``: pairs ``(samples, (k, 1 + classes))`` of the
+    mean wait and each class's wait of ``M_ell`` minus those of ``M_{ell/2}``)."""
+
+    M: np.ndarray
+    stop_ell: np.ndarray
+    converged: np.ndarray
+    needed: np.ndarray
+    cols: np.ndarray
+    probs: np.ndarray
+    increments: dict[int, list]
+
+    @classmethod
+    def empty(cls, workload: Workload, n: int, dtype) -> _Samples:
+        _, cores, probs, _, _ = workload_fields(workload)
+        M = np.zeros((n, workload.s), dtype)
+        z = np.zeros(n, np.int64)
+        return cls(M, z.copy(), np.zeros(n, bool), z.copy(), cores - 1, probs, {})
+
+    def waits(self, M: np.ndarray) -> np.ndarray:
+        """``(n, 1 + classes)``: the mean wait ``sum_c p_c W^{alpha_c}`` and each class's."""
+        w = np.asarray(M, np.float64)[:, self.cols]
+        return np.concatenate([(w @ self.probs)[:, None], w], axis=1)
+
+    def increment(self, ell: int) -> np.ndarray:
+        """``(n, 1 + classes)``: the increments of the waits from ``M_{ell/2}`` to ``M_ell``
+        of every sample (0 where ``M_ell`` was not computed: the sample stopped before)."""
+        out = np.zeros((self.M.shape[0], self.cols.size + 1))
+        for ids, d in self.increments.get(ell, []):
+            out[ids] = d
+        return out
+
+    def record(self, ell: int, active, old: np.ndarray, new: np.ndarray) -> None:
+        d = self.waits(new) - self.waits(old)
+        self.increments.setdefault(ell, []).append((active, d))
+
+
+def _double(run: _Batcher, st: _Samples, active, prev_ell: int, ell: int) -> np.ndarray:
+    """One doubling of Algorithm 1 (lines 6-12) for the samples ``active``: ``M_prev -> M_ell``.
+
+    ``st.M[active]`` holds ``M_prev_ell`` (ignored when ``prev_ell == 0``). Returns the samples
+    still active (``M_ell != M_prev_ell``).
+    """
+    na = active.size
+    s = st.M.shape[1]
+    # Jobs -ell .. -prev_ell - 1 from the empty state: X = M_{ell, prev_ell}(0).
+    empty = np.zeros((na, s), st.M.dtype)
+    X = run(active, empty, ell // CHUNK, (ell - prev_ell) // CHUNK, False)[0]
+    st.needed[active] += ell - prev_ell
+    st.stop_ell[active] = ell
+    if prev_ell == 0:
+        st.M[active] = X
+        return active
+    # Jobs -prev_ell .. -1 replayed from X (Remark 2), in segments of 1, 1, 2, 4, ... chunks.
+    # Once a replayed state empties it coincides with the previous trajectory (which lies
+    # below it, Lemma 4.1): then M_ell = M_prev and that sample leaves the batch, so no batch
+    # waits for samples that have already coupled.
+    W = X.copy()
+    hit = X[:, -1] == 0
+    steps = np.zeros(na, np.int64)
+    c_hi, seg = prev_ell // CHUNK, 1
+    while c_hi > 0 and not hit.all():
+        m = min(seg, c_hi)
+        rem = np.flatnonzero(~hit)
+        Wr, hr, sr = run(active[rem], W[rem], c_hi, m, True)
+        W[rem], hit[rem], steps[rem] = Wr, hr, steps[rem] + sr
+        c_hi -= m
+        seg *= 2
+    st.needed[active] += np.where(hit, steps, prev_ell)
+    same = hit | np.all(W == st.M[active], axis=1)
+    new = np.where(hit[:, None], st.M[active], W)
+    st.record(ell, active, st.M[active], new)
+    st.M[active] = new
+    st.converged[active[same]] = True
+    return active[~same]
+
+
+def _algorithm1(run, st, active, prev_ell, ell, max_ell, progress) -> None:
+    """Algorithm 1 (``mjsre.md`` 4.4) for the samples ``active`` from horizon ``ell``.
+
+    ``st.M[active]`` holds ``M_prev_ell`` (``prev_ell = 0``: start from scratch). Doubles
+    until every sample met ``M_{2 ell} == M_ell`` or ``ell`` passed ``max_ell``.
+    """
+    n = st.M.shape[0]
+    st.converged[active] = False
+    while active.size and ell <= max_ell:
+        if progress is not None:
+            progress(ell, int(active.size), int(n - active.size))
+        active = _double(run, st, active, prev_ell, ell)
+        prev_ell, ell = ell, 2 * ell
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch-level bias control (module docstring, issue 14)
+# ---------------------------------------------------------------------------------------------
+
+_LAMBDA_C: dict[tuple, float] = {}
+
+
+def _lambda_c(workload: Workload) -> float:
+    """``lambda_c``: exact (QBD) for exponential services and Poisson arrivals when the QBD is
+    small, else the pile-growth estimate at the first budget of the load guard (2^14 jobs per
+    pile, cached there: enough for a horizon floor). Cached per workload."""
+    from ..dist import Exponential
+    from ._exact import MAX_BYTES, MAX_PHASES, exact_lambda_c, exact_size
+    from ._stability import _fingerprint, lambda_c_estimate
+
+    fp = _fingerprint(workload)
+    if fp not in _LAMBDA_C:
+        lc = None
+        if workload.is_poisson and all(isinstance(x, Exponential) for x in workload.services):
+            size = exact_size(workload)
+            if size["phases"] <= MAX_PHASES and size["bytes"] <= MAX_BYTES:
+                lc = float(exact_lambda_c(workload))
+        if lc is None:
+            lc = lambda_c_estimate(workload, max_jobs=1 << 14).lambda_c
+        _LAMBDA_C[fp] = lc
+    return _LAMBDA_C[fp]
+
+
+def _relaxation_jobs(rho: float) -> float:
+    """Jobs arriving during ``_RELAX_TIMES`` relaxation times of an M/M/1 queue at load
+    ``rho``: ``rho / (1 - sqrt(rho))^2`` each (``1 / (mu (1 - sqrt(rho))^2)`` in time)."""
+    return _RELAX_TIMES * rho / (1.0 - math.sqrt(rho)) ** 2
+
+
+def horizon_floor(workload: Workload, lam: float) -> int:
+    """The first horizon of :func:`sample_backward` by default (module docstring, 3).
+
+    The larger of ``8 / p_min`` jobs and 4 M/M/1 relaxation times at ``rho = lam /
+    lambda_c``, rounded up to ``CHUNK * 2^k``, capped at ``2^16``. ``lambda_c`` is only
+    computed when the upper bound ``rho <= lam E[sigma]`` (``1 / E[sigma]`` is a lower bound
+    of ``lambda_c``) does not already put the relaxation term below the rare-class term.
+    """
+    _, _, probs, laws, _ = workload_fields(workload)
+    jobs = _RARE_JOBS / float(np.min(probs))
+    rho_up = float(lam) * float(np.sum(probs * np.array([float(x.mean()) for x in laws])))
+    if jobs < _FLOOR_CAP and not (rho_up < 1 and _relaxation_jobs(rho_up) <= jobs):
+        rho = min(float(lam) / _lambda_c(workload), 0.999)
+        jobs = max(jobs, _relaxation_jobs(rho))
+    floor = CHUNK
+    while floor < min(jobs, _FLOOR_CAP):
+        floor *= 2
+    return floor
+
+
+def _bias_test(d, waits, F, kind, prev: BiasTest | None, level: float, tol: float):
+    """A batch test of the samples ``X(F)`` (mean and class waits ``waits``) from the paired
+    differences ``d`` (``(n, 1 + classes)``: the mean wait, then each class).
+
+    The bound is the upper confidence bound of the mean difference times ``max(1, r / (1 -
+    r))``, ``r`` its ratio to the previous test of the same kind (clipped to 0.9; 1 without).
+    """
+    from ..stats import t_quantile
+
+    n = d.shape[0]
+    z = t_quantile(n, level)
+    mean = d.mean(axis=0)
+    se = d.std(axis=0, ddof=1) / math.sqrt(n)
+    factor = np.ones_like(mean)
+    if prev is not None and prev.kind == kind:
+        before = np.concatenate([[prev.diff], prev.diff_class])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(before > 0, mean / before, np.where(mean > 0, np.inf, 0.0))
+        r = np.minimum(r, 0.9)
+        factor = np.maximum(1.0, r / (1.0 - r))
+    bound = (mean + z * se) * factor
+    hw = z * float(np.std(waits[:, 0], ddof=1)) / math.sqrt(n)
+    return BiasTest(
+        ell=int(F),
+        kind=kind,
+        diff=float(mean[0]),
+        diff_se=float(se[0]),
+        diff_class=mean[1:],
+        half_width=hw,
+        bound=float(bound[0]),
+        bound_class=bound[1:],
+        ok=bool(bound[0] <= tol * hw),
+    )
+
+
+def _control_bias(run, st, F, max_ell, max_work, level, tol, progress, on_test):
+    """Double the batch horizon ``F`` until the bias test passes (module docstring, 2).
+
+    The first test reads the Loynes increments ``M_{2F} - M_F`` that Algorithm 1 computed;
+    each later one the paired differences ``X(F) - X(F / 2)``. ``X(2F)`` differs from ``X(F)``
+    only for the samples that stopped at their first comparison (``stop_ell == 2F``): those
+    rerun Algorithm 1 from their ``M_{2F}``. Returns ``(F, tests, passed)``; ``passed`` is
+    False when the test still failed where the next doubling would pass ``max_ell`` or the
+    work budget ``max_work``.
+    """
+    waits = st.waits(st.M)
+    tests = [_bias_test(st.increment(2 * F), waits, F, "loynes", None, level, tol)]
+    while True:
+        if on_test is not None:
+            on_test(tests[-1])
+        if tests[-1].ok:
+            return F, tests, True
+        rerun = np.flatnonzero(st.converged & (st.stop_ell == 2 * F))
+        if 4 * F > max_ell or run.work_done + rerun.size * 2 * F > max_work:
+            return F, tests, False
+        _algorithm1(run, st, rerun, 2 * F, 4 * F, max_ell, progress)
+        F *= 2
+        old, waits = waits, st.waits(st.M)
+        tests.append(_bias_test(waits - old, waits, F, "paired", tests[-1], level, tol))
+
+
 def sample_backward(
     workload,
     lam: float,
     n_samples: int,
     *,
     key,
-    ell0: int = 1024,
+    ell0: int | None = None,
     max_ell: int = 1 << 22,
     dtype=None,
     split_chunks: int = 1 << 12,
@@ -239,17 +608,25 @@ def sample_backward(
     max_batch: int = 4096,
     override: bool = False,
     progress: Callable[[int, int, int], None] | None = None,
+    bias_control: bool = True,
+    bias_tol: float = 0.25,
+    level: float = 0.95,
+    max_work: int | None = None,
+    on_test: Callable[[BiasTest], None] | None = None,
 ) -> BackwardSamples:
-    """Draw ``n_samples`` independent sub-perfect samples by Algorithm 1 (``mjsre.md`` 4.4).
+    """Draw ``n_samples`` independent sub-perfect samples by Algorithm 1 (``mjsre.md`` 4.4),
+    with the batch-level bias control of the module docstring.
 
     Args:
         workload: a ``jaxqueue.mjqm.Workload`` (servers, per-class cores, probabilities and
             service laws; Poisson arrivals unless it carries an inter-arrival law).
         lam: arrival rate; must be below the stability limit ``lambda_c``.
         n_samples: number of independent samples.
-        key: PRNG key; sample ``i`` depends only on ``(key, i)``.
-        ell0: initial horizon (rounded up to a multiple of ``CHUNK`` = 256 jobs).
-        max_ell: cap on the horizon; samples not converged there are flagged.
+        key: PRNG key; sample ``i`` depends only on ``(key, i)`` and the batch horizon.
+        ell0: first horizon (rounded up to a multiple of ``CHUNK`` = 256 jobs); default
+            :func:`horizon_floor`.
+        max_ell: cap on the horizon, per sample (samples not converged there are flagged
+            ``unconverged``) and for the batch test (``biased``).
         dtype: float dtype of the workload state (default: JAX's default float).
         split_chunks: longest segment per device call, in chunks (Remark 2).
         min_batch: smallest batch run (remainders are padded up to it); batches have sizes
@@ -257,6 +634,13 @@ def sample_backward(
         max_batch: largest batch per device call.
         override: skip the stability check (``lam >= lambda_c`` gives unconverged samples).
         progress: optional callback ``(ell, n_active, n_done)`` called at each doubling.
+        bias_control: run the batch-level bias test (False: Algorithm 1 alone, as printed).
+        bias_tol: the test passes when the bias bound is at most this fraction of the
+            half-width of the mean-wait interval.
+        level: confidence level of the test (its bound and the half-width).
+        max_work: budget of sample-jobs (``work_done``) for the batch doublings; default
+            ``2^39 / s``. A test still failing there gives ``biased``.
+        on_test: optional callback called with each :class:`BiasTest`.
 
     Returns:
         :class:`BackwardSamples`.
@@ -270,97 +654,46 @@ def sample_backward(
     lam = float(lam)
     if not (math.isfinite(lam) and lam > 0):
         raise ValueError(f"lam must be finite and > 0, got {lam}")
-    if ell0 < 1 or max_ell < ell0:
+    if ell0 is not None and (ell0 < 1 or max_ell < ell0):
         raise ValueError(f"need 1 <= ell0 <= max_ell, got ell0={ell0}, max_ell={max_ell}")
+    if not bias_tol > 0:
+        raise ValueError(f"bias_tol must be > 0, got {bias_tol}")
     check_plain(workload)
     check_load(workload, lam, override=override)
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+    if ell0 is None:
+        ell0 = min(horizon_floor(workload, lam), max(max_ell // 2, 1))
     ell = CHUNK * max(1, -(-ell0 // CHUNK))
     n = int(n_samples)
-    min_batch = max(min_batch, jax.device_count())
-    M = np.zeros((n, workload.s), dtype)
-    stop_ell = np.zeros(n, np.int64)
-    converged = np.zeros(n, bool)
-    needed = np.zeros(n, np.int64)
-    active = np.arange(n)
-    work_done = 0
-    level = 0
-    prev_ell = 0
-
-    def batched(sel, W0, c_hi, n_chunks, track):
-        """Run the samples ``active[sel]`` from states ``W0`` in batches of ladder sizes."""
-        nonlocal work_done
-        outs = []
-        start = 0
-        for p in _pieces(sel.size, min_batch, max_batch):
-            real = min(p, sel.size - start)
-            idx = sel[start : start + p]
-            W = W0[start : start + p]
-            if idx.size < p:
-                idx = np.concatenate([idx, np.full(p - idx.size, idx[-1])])
-                W = np.concatenate([W, np.repeat(W[-1:], p - W.shape[0], axis=0)])
-            W, hit, steps, ran = _run(
-                workload,
-                key,
-                jnp.asarray(active[idx], dtype=jnp.int32),
-                jnp.asarray(W, dtype),
-                c_hi,
-                n_chunks,
-                lam,
-                split_chunks,
-                track,
-            )
-            work_done += p * ran * CHUNK
-            outs.append((np.asarray(W)[:real], hit[:real], steps[:real]))
-            start += p
-        return tuple(np.concatenate(x) for x in zip(*outs, strict=True))
-
-    while active.size and ell <= max_ell:
-        if progress is not None:
-            progress(ell, int(active.size), int(n - active.size))
-        na = active.size
-        n_new, n_old = (ell - prev_ell) // CHUNK, prev_ell // CHUNK
-        everyone = np.arange(na)
-        # Jobs -ell .. -prev_ell - 1 from the empty state: X = M_{ell, prev_ell}(0).
-        X = batched(everyone, np.zeros((na, workload.s), dtype), ell // CHUNK, n_new, False)[0]
-        needed[active] += ell - prev_ell
-        stop_ell[active] = ell
-        if level == 0:
-            M[active] = X
-        else:
-            # Jobs -prev_ell .. -1 replayed from X (Remark 2), in segments of 1, 1, 2, 4, ...
-            # chunks. Once a replayed state empties it coincides with the previous trajectory
-            # (which lies below it, Lemma 4.1): then M_ell = M_prev and that sample leaves
-            # the batch, so no batch waits for samples that have already coupled.
-            W = X.copy()
-            hit = X[:, -1] == 0
-            steps = np.zeros(na, np.int64)
-            c_hi, seg = n_old, 1
-            while c_hi > 0 and not hit.all():
-                m = min(seg, c_hi)
-                rem = np.flatnonzero(~hit)
-                Wr, hr, sr = batched(rem, W[rem], c_hi, m, True)
-                W[rem], hit[rem], steps[rem] = Wr, hr, steps[rem] + sr
-                c_hi -= m
-                seg *= 2
-            needed[active] += np.where(hit, steps, prev_ell)
-            same = hit | np.all(W == M[active], axis=1)
-            M[active] = np.where(hit[:, None], M[active], W)
-            converged[active[same]] = True
-            active = active[~same]
-        prev_ell = ell
-        ell *= 2
-        level += 1
-    status = STATUS_CONVERGED if converged.all() else STATUS_UNCONVERGED
+    run = _Batcher(
+        workload, key, lam, dtype, split_chunks, max(min_batch, jax.device_count()), max_batch
+    )
+    st = _Samples.empty(workload, n, dtype)
+    _algorithm1(run, st, np.arange(n), 0, ell, max_ell, progress)
+    tests, passed = [], True
+    if bias_control and n >= 2:
+        budget = max_work if max_work is not None else _WORK_BUDGET // workload.s
+        ell, tests, passed = _control_bias(
+            run, st, ell, max_ell, budget, level, bias_tol, progress, on_test
+        )
+    if not st.converged.all():
+        status = STATUS_UNCONVERGED
+    else:
+        status = STATUS_CONVERGED if passed else STATUS_BIASED
+    bound, bound_class = (tests[-1].bound, tests[-1].bound_class) if tests else (0.0, None)
     return BackwardSamples(
-        W=M,
-        converged=converged,
-        ell=stop_ell,
+        W=st.M,
+        converged=st.converged,
+        ell=st.stop_ell,
         lam=lam,
         status=status,
-        work_done=int(work_done),
-        work_needed=int(needed.sum()),
+        work_done=int(run.work_done),
+        work_needed=int(st.needed.sum()),
         key=key,
+        bias_bound=float(bound),
+        bias_bound_class=bound_class,
+        ell_batch=int(ell) if bias_control else 0,
+        bias_tests=tuple(tests),
     )
 
 

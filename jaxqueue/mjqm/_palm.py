@@ -5,7 +5,9 @@ arrivals). Job 0 is independent of ``W``, so one sample gives the waiting time o
 a class-``c`` job waits ``W^{alpha_c}`` (Section 6.2) and stays ``r = W^{alpha_c} + sigma_0``.
 Averaging over classes with weights ``p_c`` inside each sample (a conditional expectation)
 gives the overall mean wait with a smaller variance. Intervals are Student-t over the
-independent samples.
+independent samples; the upper ends of the mean intervals (wait, response, ``L``) are raised by
+the sampler's bias bound (``BackwardSamples.bias_bound``, the batch-level test of
+:mod:`._backward`): sub-perfect samples are lower bounds, so their bias is one-sided.
 
 System metrics (Section 6.3), corrected as in ``papers/ERRATA.md`` item 1:
 
@@ -25,7 +27,7 @@ import numpy as np
 import scipy.stats
 
 from ..stats import t_quantile
-from ._backward import STATUS_CONVERGED, BackwardSamples
+from ._backward import STATUS_UNCONVERGED, BackwardSamples
 from ._bspec import workload_fields
 
 __all__ = ["palm_metrics", "wait_samples", "wait_density"]
@@ -36,6 +38,11 @@ def _mean_ci(x: np.ndarray, level: float) -> tuple[float, list[float]]:
     m = float(np.mean(x))
     hw = t_quantile(n, level) * float(np.std(x, ddof=1)) / math.sqrt(n)
     return m, [m - hw, m + hw]
+
+
+def _widen(ci: list[float], bias: float) -> list[float]:
+    """Raise the upper end of an interval by a bound of the downward bias."""
+    return [ci[0], ci[1] + bias]
 
 
 def _var_ci(x: np.ndarray, level: float) -> tuple[float, list[float]]:
@@ -98,7 +105,8 @@ def palm_metrics(
             metrics use the Palm inversion formula, not PASTA).
         level: confidence level of every interval.
         allow_unconverged: use samples that hit the ``ell`` cap (flagged in ``status``);
-            refused by default.
+            refused by default. Samples whose batch bias test failed (``biased``) are used,
+            with their bias bound in the intervals.
         key: PRNG key for job 0's service time (system-time quantiles); default: derived
             from the samples' key.
 
@@ -108,12 +116,14 @@ def palm_metrics(
         wait_p90, wait_p99`` (+ ``_ci``), ``p_wait_zero, response_mean, response_mean_ci,
         response_var, response_p90, L``), ``wait_mean``, ``wait_mean_ci``,
         ``response_mean``, ``idle_servers``, ``hol_idle_servers(_ci)``, ``busy_servers``,
-        ``L``, ``samples``, ``status``, ``n_unconverged``.
+        ``L``, ``samples``, ``status`` (``ok``, ``unconverged``, ``biased``),
+        ``n_unconverged``, ``bias_bound`` (added to the upper ends of the mean intervals;
+        per class ``wait_mean_bias_bound``), ``ell_batch``, ``bias_tests``.
 
     Raises:
         ValueError: some samples did not converge and ``allow_unconverged`` is False.
     """
-    if samples.status != STATUS_CONVERGED and not allow_unconverged:
+    if samples.status == STATUS_UNCONVERGED and not allow_unconverged:
         raise ValueError(
             f"{samples.n_unconverged} of {samples.n} samples did not converge before the cap on "
             "ell (lam too close to lambda_c?); raise max_ell or pass allow_unconverged=True"
@@ -126,12 +136,19 @@ def palm_metrics(
     n = W.shape[0]
     w = W[:, cores - 1]
     key = jax.random.fold_in(samples.key, 0x0B5E) if key is None else key
+    bias = float(samples.bias_bound)
+    bias_c = (
+        np.zeros(len(cores))
+        if samples.bias_bound_class is None
+        else np.asarray(samples.bias_bound_class, dtype=np.float64)
+    )
     means = np.array([float(law.mean()) for law in laws])
     vars_ = np.array([float(law.var()) for law in laws])
     classes = []
     for c in range(len(cores)):
         x = w[:, c]
         m, mci = _mean_ci(x, level)
+        mci = _widen(mci, float(bias_c[c]))
         v, vci = _var_ci(x, level)
         sig = np.asarray(laws[c].sample(jax.random.fold_in(key, c), (n,)), dtype=np.float64)
         r = x + sig
@@ -140,6 +157,7 @@ def palm_metrics(
             "prob": float(probs[c]),
             "wait_mean": m,
             "wait_mean_ci": mci,
+            "wait_mean_bias_bound": float(bias_c[c]),
             "wait_var": v,
             "wait_var_ci": vci,
             "p_wait_zero": float(np.mean(x == 0)),
@@ -157,6 +175,7 @@ def palm_metrics(
         classes.append(row)
     wbar = w @ probs
     wm, wci = _mean_ci(wbar, level)
+    wci = _widen(wci, bias)
     csum = np.cumsum(W, axis=1)[:, cores - 1]
     hol = lam * ((cores[None, :] * w - csum) @ probs)
     hm, hci = _mean_ci(hol, level)
@@ -178,8 +197,11 @@ def palm_metrics(
         "L_ci": [lam * (wci[0] + es), lam * (wci[1] + es)],
         "samples": n,
         "level": level,
-        "status": "converged" if samples.status == STATUS_CONVERGED else "unconverged",
+        "status": samples.status_name,
         "n_unconverged": samples.n_unconverged,
+        "bias_bound": bias,
+        "ell_batch": int(samples.ell_batch),
+        "bias_tests": [t.as_dict() for t in samples.bias_tests],
         "ell_max": int(np.max(samples.ell)),
         "ell_mean": float(np.mean(samples.ell)),
         "work_ratio": samples.work_ratio,

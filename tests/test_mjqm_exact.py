@@ -380,3 +380,40 @@ def test_exact_refuses_non_poisson_arrivals(arrival):
     w = workload(4, [1, 2], [0.6, 0.4], [1.0, 2.0], arrival=arrival)
     with pytest.raises(ValueError, match="Poisson"):
         exact(w, 0.1)
+
+
+_VMAP_FIVE = """
+import jax, jax.numpy as jnp, numpy as np, sys
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, "tests")
+from mjqm_exact_values import FIVE_CLASS_EXP_EXACT
+from jaxqueue import scenarios
+from jaxqueue.mjqm import exact
+lams = sorted(FIVE_CLASS_EXP_EXACT)
+w = jax.jit(jax.vmap(lambda lam: exact(scenarios.get("five-class-exp"), lam).wait_mean))
+got = np.asarray(w(jnp.asarray(lams)))
+want = np.array([FIVE_CLASS_EXP_EXACT[lam]["wait_mean"] for lam in lams])
+np.testing.assert_allclose(got, want, rtol=1e-10)
+print("ok")
+"""
+
+
+def test_exact_vmap_over_loads_does_not_hang():
+    """``jax.vmap(exact)`` on five-class-exp (842 phases): with XLA:CPU's batched LU two
+    factorisations could wait on each other in a 2-thread pool and the call never returned
+    (seen with 2 loads); the LU is now one matrix at a time under ``vmap``. In a subprocess
+    with a time limit, so that a hang fails the test instead of the suite."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, "-c", _VMAP_FIVE],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

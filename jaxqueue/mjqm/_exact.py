@@ -378,6 +378,30 @@ def _functionals(st: _Structure, p: Array) -> tuple[Array, Array]:
     return base, jnp.asarray(slope, dt)
 
 
+# ------------------------------------------------------------------------ linear solves
+@jax.custom_batching.sequential_vmap
+def _lu(a: Array):
+    """LU factors of ``a``; under ``vmap`` one matrix at a time. XLA:CPU's batched LU
+    (jaxlib 0.10.2) splits a batch over the intra-op thread pool; two of them running at
+    once (the thunk executor runs independent ops concurrently) each hold a pool thread
+    while waiting for the other's tasks, and on a 2-core machine ``jax.vmap(exact)`` hung
+    for good. Never differentiated (:func:`_linsolve` factors ``stop_gradient(a)``)."""
+    lu, pivots, _ = lax.linalg.lu(a)
+    return lu, pivots
+
+
+def _linsolve(a: Array, b: Array) -> Array:
+    """``a^-1 b``, as ``jnp.linalg.solve`` (an LU of ``stop_gradient(a)`` inside
+    ``lax.custom_linear_solve``, so ``jvp``, ``grad`` and ``vmap`` of ``grad`` work) with the
+    factorisation of :func:`_lu`."""
+    factors = _lu(lax.stop_gradient(a))
+
+    def solve(_, x, trans=0):
+        return jax.scipy.linalg.lu_solve(factors, x, trans=trans)
+
+    return lax.custom_linear_solve(lambda x: a @ x, b, solve, functools.partial(solve, trans=1))
+
+
 # ------------------------------------------------------------------------------ the tail: G
 def _g_cyclic_reduction(lam, q, D):
     """``G``, the minimal solution of ``A2 + A1 G + A0 G^2 = 0`` with ``A0 = lam I`` (up),
@@ -404,13 +428,13 @@ def _g_cyclic_reduction(lam, q, D):
 
     def body(c):
         up, down, loc, hat, it = c
-        K = jnp.linalg.solve(loc, jnp.concatenate([up, down], axis=1))
+        K = _linsolve(loc, jnp.concatenate([up, down], axis=1))
         Kup, Kdown = K[:, :P], K[:, P:]
         cross = up @ Kdown
         return -up @ Kup, -down @ Kdown, loc - cross - down @ Kup, hat - cross, it + 1
 
     _, _, _, hat, _ = lax.while_loop(cond, body, (up, down, loc, hat, 0))
-    return jnp.linalg.solve(-hat, D)
+    return _linsolve(-hat, D)
 
 
 def _doubling(X, S, Y):
@@ -446,9 +470,9 @@ def _g_matrix_bwd(res, Gbar):
     ``Ebar = sum_k (R^T)^k Gbar (G^T)^k`` (summed by doubling), ``Cbar = -W^-T Ebar``."""
     G, lam, q = res
     W = -jnp.diag(q) + lam * G
-    R = -lam * jnp.linalg.inv(W)
+    R = -lam * _linsolve(W, jnp.eye(W.shape[0], dtype=W.dtype))
     Ebar = _doubling(R.T, Gbar, G.T)
-    Cbar = -jnp.linalg.solve(W.T, Ebar)
+    Cbar = -_linsolve(W.T, Ebar)
     lam_bar = jnp.sum(Cbar * (G @ G))
     q_bar = -jnp.sum(Cbar * G, axis=1)
     return lam_bar, q_bar, Cbar
@@ -545,7 +569,7 @@ def _lambda_c(st: _Structure, Dg: Array) -> Array:
     Q = D - jnp.diag(d)
     A = Q.at[:, 0].set(1.0)
     rhs = jnp.zeros(nh, Dg.dtype).at[0].set(1.0)
-    phi = jnp.linalg.solve(A.T, rhs)
+    phi = _linsolve(A.T, rhs)
     return phi @ d
 
 
@@ -691,8 +715,8 @@ def _solve(st: _Structure, Dg, p, base, slope, lam) -> Array:
     # (I - R)^-1 = K (K - lam I)^-1 and R = lam K^-1
     Km = K_star - lam * jnp.eye(nh, dtype=dt)
     g = base[:nh] + n_star * slope[:nh]
-    w = K_star @ jnp.linalg.solve(Km, jnp.ones(nh, dt))  # (I - R)^-1 1
-    v = K_star @ jnp.linalg.solve(Km, g + lam * jnp.linalg.solve(K_star, w)[:, None] * slope[:nh])
+    w = K_star @ _linsolve(Km, jnp.ones(nh, dt))  # (I - R)^-1 1
+    v = K_star @ _linsolve(Km, g + lam * _linsolve(K_star, w)[:, None] * slope[:nh])
 
     slots = jnp.asarray(st.slots)
     up_slot, up_cls = jnp.asarray(st.up_slot), jnp.asarray(st.up_cls)
@@ -703,7 +727,7 @@ def _solve(st: _Structure, Dg, p, base, slope, lam) -> Array:
         K_next, v_next = carry  # K_{N+1}, v_{N+1} in the slots of level N + 1
         s0, s1 = (lax.dynamic_index_in_dim(slots, N + i, keepdims=False)[:P] for i in range(2))
         down = Dg[s1[:, None], s0[None, :]]  # D_{N+1}: level N + 1 -> level N
-        X = jnp.linalg.solve(K_next, jnp.concatenate([down, v_next], axis=1))
+        X = _linsolve(K_next, jnp.concatenate([down, v_next], axis=1))
         idx = lax.dynamic_index_in_dim(up_slot, N, keepdims=False)[:P]
         wgt = lam * p_ext[lax.dynamic_index_in_dim(up_cls, N, keepdims=False)[:P]]
         Y = jnp.einsum("ik,ikj->ij", wgt, X[jnp.minimum(idx, P - 1)])  # U_N X

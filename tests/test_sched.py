@@ -456,3 +456,77 @@ def test_a_run_that_has_not_reached_steady_state_is_flagged():
     assert short.delay_high < 1 / (1 - 0.98)  # the biased estimate the status warns about
     settled = simulate(pool, [0.8], law, jumps=20_000, warmup=20_000, **kw)
     assert settled.status == "ok" and settled.stationary
+
+
+# --------------------------------------------------------------------------- honest status
+
+
+def _sched_cli_json(capsys, *args):
+    """Run ``jaxqueue sched simulate ... --json``; the JSON object and the stderr lines."""
+    import json
+
+    from jaxqueue.cli import main
+
+    assert main(["sched", "simulate", *args, "--json"]) == 0
+    cap = capsys.readouterr()
+    return json.loads(cap.out), cap.err.strip().splitlines()
+
+
+def _assert_not_ok_and_positive(out, err):
+    assert out["status"] != "ok", out
+    lows = [out["delay_ci"][0], out["service_rate_ci"][0]]
+    lows += [c[k][0] for c in out["classes"] for k in ("delay_ci", "service_rate_ci")]
+    assert min(lows) >= 0.0, lows  # never a negative bound on a positive quantity
+    warnings = [line for line in err if "warning" in line]
+    assert len(warnings) == 1 and out["status"] in warnings[0], err
+
+
+def test_cli_few_replications_near_saturation_is_not_ok(capsys):
+    # issue 14: 4 replications at rho = 0.99 printed delay 9.65 in [-3.07, 22.36], status ok
+    out, err = _sched_cli_json(
+        capsys, "--pool", "m-model-sym", "--rho", "0.99", "--law", "exp", "--m", "1",
+        "--jumps", "2000", "--replications", "4",
+    )  # fmt: skip
+    _assert_not_ok_and_positive(out, err)
+    assert out["delay_ci"][0] < out["delay"] < out["delay_ci"][1]
+
+
+def test_cli_one_short_chunk_near_saturation_is_not_ok(capsys):
+    # issue 14: 100 replications of 500 jumps (one chunk, so no drift test before) printed
+    # 7.3 [6.3, 8.3], status ok, against the exact (balanced fairness) 34.19
+    exact = float(solve(Pool([[0, 2], [1, 2]], np.ones(3)), np.full(2, 1.485)).T[0])
+    out, err = _sched_cli_json(
+        capsys, "--pool", "m-model-sym", "--rho", "0.99", "--law", "exp", "--m", "0",
+        "--jumps", "500", "--replications", "100",
+    )  # fmt: skip
+    _assert_not_ok_and_positive(out, err)
+    assert out["status"] == "nonstationary" and out["n_eff"] < 5
+    assert out["drift"] != 0.0  # the halves are compared inside the one chunk
+    assert out["delay_ci"][1] < exact  # the wrong interval the status warns about
+
+
+def test_replication_intervals_cover_at_the_nominal_rate():
+    # 800 replications of M/M/1 (rho = 0.7, m = 1, exact delay 1 / (1 - rho)) cut into 100
+    # experiments of MIN_REPLICATIONS = 8: their 95% log-t intervals hold the exact value
+    # about 95 times (binomial sd 2.2); too narrow or too wide intervals leave [88, 99].
+    from jaxqueue.sched import MIN_REPLICATIONS
+    from jaxqueue.stats import log_mean_ci
+
+    rho = 0.7
+    res = simulate(
+        ClassAssignment([[0]], [1.0]), [rho], get_law("exp"), m=1.0, key=jax.random.key(14),
+        replications=100 * MIN_REPLICATIONS, jumps=4000, warmup=2000, queue_size=64,
+    )  # fmt: skip
+    assert res.status == "ok" and res.n_eff > 20
+    groups = res.L_reps[:, 0].reshape(100, MIN_REPLICATIONS) / rho
+    est = log_mean_ci(groups, axis=1, level=0.95)
+    low, high = np.asarray(est.low), np.asarray(est.high)
+    covered = int(np.sum((low <= 1 / (1 - rho)) & (1 / (1 - rho) <= high)))
+    assert 88 <= covered <= 99, covered
+    assert np.all(low > 0)
+    # the same experiments run as simulate() would call them: status unconverged below 8
+    few = simulate(
+        ClassAssignment([[0]], [1.0]), [rho], get_law("exp"), m=1.0, key=jax.random.key(14),
+        replications=MIN_REPLICATIONS - 1, jumps=4000, warmup=2000, queue_size=64,
+    )  # fmt: skip
+    assert few.status == "unconverged" and few.delay_low > 0

@@ -57,3 +57,15 @@ def test_drift_flags_growth_that_is_significant_and_material():
     assert lows[1] > 0
     assert growing.tolist() == [False, False, True]
     np.testing.assert_allclose(inc, (second - first).mean(axis=1))
+
+
+def test_log_mean_ci_is_positive_and_agrees_with_t_when_precise():
+    rng = np.random.default_rng(3)
+    skewed = rng.lognormal(0.0, 2.0, (1000, 4))  # 4 replications of a heavy-tailed positive mean
+    assert np.any(np.asarray(stats.mean_ci(skewed, axis=1).low) < 0)  # the symmetric t interval
+    est = stats.log_mean_ci(skewed, axis=1)
+    assert np.all(np.asarray(est.low) > 0) and np.all(np.asarray(est.covers(est.mean)))
+    precise = 10.0 + rng.normal(0.0, 0.01, (50, 8))  # se / mean ~ 4e-4: first order agrees
+    a, b = stats.log_mean_ci(precise, axis=1), stats.mean_ci(precise, axis=1)
+    np.testing.assert_allclose(np.asarray(a.low), np.asarray(b.low), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(a.high), np.asarray(b.high), rtol=1e-6)

@@ -137,12 +137,8 @@ def _run(args) -> int:
         queue_size=args.queue_size,
         level=args.level,
     )
-    if res.status == "nonstationary":
-        log(
-            f"[sched] warning: the number of jobs grew by {float(res.drift):.1%} between the two "
-            "halves of the run (warm-up too short or load too close to saturation); raise "
-            "--warmup and --jumps or lower --rho"
-        )
+    if res.status in ("nonstationary", "unconverged"):
+        log(status_warning(res))
     elif res.status != "ok":
         raise ValueError(
             f"job buffer overflowed at queue size {int(res.queue_size)} "
@@ -172,6 +168,7 @@ def _run(args) -> int:
         "device": str(jax.devices()[0]),
         "status": res.status,
         "drift": float(res.drift),
+        "n_eff": float(res.n_eff),
     }
     if not isinstance(pool, RandomAssignment):
         out["classes"] = [
@@ -187,6 +184,21 @@ def _run(args) -> int:
         ]
     emit(args, out, _table)
     return 0
+
+
+def status_warning(res) -> str:
+    """The one stderr line of a "nonstationary" or "unconverged" result: its diagnostics
+    against the rules for "ok" (``jaxqueue.sched._simulate``)."""
+    from jaxqueue.sched import MIN_EFFECTIVE, MIN_REPLICATIONS
+
+    return (
+        f"[sched] warning: status {res.status}, estimate not to be trusted: the number of jobs "
+        f"changed by {float(res.drift):+.1%} from the first to the second half of the run, "
+        f"{float(res.n_eff):.3g} effective observations per replication, {res.replications} "
+        f"replications (ok needs no significant growth above 5%, >= {MIN_EFFECTIVE:g} effective "
+        f"observations and >= {MIN_REPLICATIONS} replications); raise --warmup and --jumps, "
+        "--replications, or lower --rho"
+    )
 
 
 def _table(out: dict) -> str:

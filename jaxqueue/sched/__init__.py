@@ -30,6 +30,12 @@ from ._model import (
     check_stability as check_stability,
 )
 from ._simulate import (
+    MIN_EFFECTIVE as MIN_EFFECTIVE,
+)
+from ._simulate import (
+    MIN_REPLICATIONS as MIN_REPLICATIONS,
+)
+from ._simulate import (
     SchedResult as SchedResult,
 )
 from ._simulate import (

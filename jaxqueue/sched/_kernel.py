@@ -31,6 +31,8 @@ Random numbers: per chunk of ``chunk`` jumps, uniforms from ``fold_in(key, chunk
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -94,8 +96,10 @@ class ChainStats(eqx.Module):
         overflow: arrivals dropped because the buffer was full (warm-up included).
         n_max: the largest number of jobs seen (warm-up included).
         n_final: number of jobs at the end.
-        time_first, area_first: ``time`` and ``area`` over the first half of the measured
-            blocks (the stationarity check compares the two halves).
+        time_first, area_first: ``time`` and ``area`` over the first ``floor(J / 2)`` of the J
+            measured jumps, whatever the chunking (the stationarity check compares the halves).
+        area_sq: ``sum n^2 / R`` for the total number of jobs n (its time-averaged variance
+            within the run is ``area_sq / time - (sum(area) / time)^2``).
     """
 
     time: Float[Array, ""]
@@ -109,6 +113,7 @@ class ChainStats(eqx.Module):
     n_final: Int[Array, ""]
     time_first: Float[Array, ""]
     area_first: Float[Array, " N"]
+    area_sq: Float[Array, ""]
 
 
 def _draw_servers(u: Float[Array, " d"], n_servers: int, d: int) -> Int[Array, " d"]:
@@ -158,7 +163,13 @@ def _step(spec: KernelSpec, params: KernelParams, state, u):
     idx = jnp.minimum(jnp.sum(cum <= u[0] * total).astype(jnp.int32), N + S - 1)
 
     hold = 1.0 / total
-    stats = (hold, count.astype(dtype) * hold, jnp.sum(jnp.where(busy, mu, 0.0)) * hold)
+    n_tot = jnp.sum(count).astype(dtype)
+    stats = (
+        hold,
+        count.astype(dtype) * hold,
+        jnp.sum(jnp.where(busy, mu, 0.0)) * hold,
+        n_tot * n_tot * hold,
+    )
 
     # --- job event: phase end, departure or interruption of the job in slot k
     is_arr = idx < N
@@ -251,50 +262,54 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
     dtype = params.mu_ext.dtype
     n_u = 3 + spec.random_d
 
-    def inner(carry, u):
-        state, (t, a, b, ev, nmax) = carry
-        state, ((hold, area, busy), events, n) = _step(spec, params, state, u)
-        chunk_acc = (t + hold, a + area, b + busy, ev + events, jnp.maximum(nmax, n))
+    def inner(split, carry, xs):
+        u, i = xs
+        state, (t, a, b, sq, ev, nmax, t1, a1) = carry
+        state, ((hold, area, busy, area_sq), events, n) = _step(spec, params, state, u)
+        first = (i < split).astype(dtype)
+        chunk_acc = (
+            t + hold,
+            a + area,
+            b + busy,
+            sq + area_sq,
+            ev + events,
+            jnp.maximum(nmax, n),
+            t1 + first * hold,
+            a1 + first * area,
+        )
         return (state, chunk_acc), None
 
+    # the first half is the first floor(J / 2) of the J = n_chunks * chunk measured jumps,
+    # however the run is chunked (a run of one chunk included)
+    half = (n_chunks * spec.chunk) // 2
+    steps = jnp.arange(spec.chunk, dtype=jnp.int32)
+    zero = jnp.zeros((), dtype)
+    vec = jnp.zeros((spec.n_classes,), dtype)
+
     def outer(c, carry):
-        state, acc = carry
+        state, (t, a, b, sq, e, ovf, nmax, t1, a1) = carry
         u = jax.random.uniform(jax.random.fold_in(key, c), (spec.chunk, n_u), dtype=dtype)
-        zero = jnp.zeros((), dtype)
-        chunk0 = (
-            zero,
-            jnp.zeros((spec.n_classes,), dtype),
-            zero,
-            jnp.zeros((4,), jnp.int32),
-            acc[5],
+        chunk0 = (zero, vec, zero, zero, jnp.zeros((4,), jnp.int32), nmax, zero, vec)
+        split = jnp.clip(half - (c - n_warm) * spec.chunk, 0, spec.chunk)
+        (state, (ht, ha, hb, hsq, ev, nmax, ht1, ha1)), _ = jax.lax.scan(
+            functools.partial(inner, split), (state, chunk0), (u, steps)
         )
-        (state, (ht, ha, hb, ev, nmax)), _ = jax.lax.scan(inner, (state, chunk0), u)
         on = (c >= n_warm).astype(dtype)
-        first = on * (c < n_warm + n_chunks // 2).astype(dtype)
-        t, a, b, e, ovf, _, t1, a1 = acc
         acc = (
             t + on * ht,
             a + on * ha,
             b + on * hb,
+            sq + on * hsq,
             e + ev[:3] * on.astype(jnp.int32),
             ovf + ev[3],
             nmax,
-            t1 + first * ht,
-            a1 + first * ha,
+            t1 + on * ht1,
+            a1 + on * ha1,
         )
         return state, acc
 
-    zero = jnp.zeros((), dtype)
-    acc0 = (
-        zero,
-        jnp.zeros((spec.n_classes,), dtype),
-        zero,
-        jnp.zeros((3,), jnp.int32),
-        jnp.zeros((), jnp.int32),
-        jnp.zeros((), jnp.int32),
-        zero,
-        jnp.zeros((spec.n_classes,), dtype),
-    )
+    i32 = jnp.zeros((), jnp.int32)
+    acc0 = (zero, vec, zero, zero, jnp.zeros((3,), jnp.int32), i32, i32, zero, vec)
     state, acc = jax.lax.fori_loop(0, n_warm + n_chunks, outer, (_initial_state(spec, dtype), acc0))
-    t, a, b, e, ovf, nmax, t1, a1 = acc
-    return ChainStats(t, a, b, e[0], e[1], e[2], ovf, nmax, state[4], t1, a1)
+    t, a, b, sq, e, ovf, nmax, t1, a1 = acc
+    return ChainStats(t, a, b, e[0], e[1], e[2], ovf, nmax, state[4], t1, a1, sq)

@@ -6,7 +6,13 @@ and mean numbers of interruptions m) times independent replications in one jitte
 those of ``papers/bf-clusters.md`` Section 5, eq. (9): the mean delay of class i is
 ``delta_i = L_i / lam_i`` (Little's law on time-averaged numbers, warm-up discarded) and the
 mean service rate ``gamma_i = sigma / delta_i`` (sigma the mean job size), with Student-t
-intervals across replications.
+intervals across replications on the log scale (never below 0).
+
+Status (one vocabulary with the rest of the package): ``overflow`` (a buffer overflowed),
+``nonstationary`` (the number of jobs grows between the two halves of the measured jumps, or a
+replication spans fewer than ``MIN_EFFECTIVE`` = 5 effective observations, i.e. the run is
+not much longer than its own correlation time, too short to tell), ``unconverged`` (fewer than
+``MIN_REPLICATIONS`` = 8 replications), else ``ok``.
 """
 
 from __future__ import annotations
@@ -23,11 +29,28 @@ import numpy as np
 from .._sharding import batch_mesh, shard_batch, to_host
 from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
-from ..stats import drift, mean_ci
+from ..stats import drift, log_mean_ci
 from ._kernel import KernelParams, KernelSpec, run_chain
 from ._model import RandomAssignment, as_assignment, check_stability
 
-__all__ = ["SchedResult", "simulate", "simulate_sweep"]
+__all__ = ["SchedResult", "simulate", "simulate_sweep", "MIN_REPLICATIONS", "MIN_EFFECTIVE"]
+
+MIN_REPLICATIONS = 8
+"""Fewest replications for status ``ok``. With R = 8 the 95% t quantile is 2.36 (1.96 for
+R = infinity), the sample standard deviation is within about +-27% (1 / sqrt(2 (R - 1))), and the
+one-sided 99% drift test needs an increase of 3.0 standard errors; with R = 4 these are 3.18,
++-41% and 4.54: the interval's width is itself a guess and the drift test sees almost nothing."""
+
+MIN_EFFECTIVE = 5.0
+"""Fewest effective observations per replication (``SchedResult.n_eff``) for status ``ok``.
+``n_eff = T / (2 tau_int)`` is the run length T in units of ``2 tau_int``; near saturation the
+relaxation time of the queue is about ``2 tau_int`` (M/M/1: ``tau_int = (1 + rho) / (1 - rho)^2``,
+Whitt 1989, and relaxation time ``1 / (1 - sqrt(rho))^2``), so with the default warm-up (as long
+as the run) ``n_eff >= 5`` means a warm-up of >= 5 relaxation times (start-empty bias
+<= e^-5 of the initial deficit) and halves of >= 5 tau_int each, nearly independent, for the
+drift test to compare. Below, the run is too short to tell. Measured: settled runs of the tests give
+n_eff >= 25 (estimates spread up to 5x between seeds at R = 10); the runs of issue 14 at
+rho = 0.99 give 0.3 to 1.2."""
 
 
 class SchedResult(eqx.Module):
@@ -49,11 +72,14 @@ class SchedResult(eqx.Module):
         replications, jumps, warmup, level: the run's settings.
         drift: per point, mean over replications of (number of jobs in the second half of
             the measured jumps) - (in the first half), relative to the mean number, shape (P,).
+        n_eff: per point, effective independent observations of the number of jobs per
+            replication, ``T / (2 tau_int)`` (see ``_effective_observations``), shape (P,).
         stationary: per point, False when that increase is significant (one-sided, family-wise
-            99% over the points) and above 5%: a warm-up too short or a load too close to
-            saturation, shape (P,).
+            99% over the points) and above 5%, or when ``n_eff < MIN_EFFECTIVE`` (too short to
+            tell): a warm-up too short or a load too close to saturation, shape (P,).
         status: "overflow" when some buffer overflowed at the largest size allowed, else
-            "nonstationary" when some point is not stationary, else "ok".
+            "nonstationary" when some point is not stationary, else "unconverged" with fewer
+            than ``MIN_REPLICATIONS`` replications, else "ok".
     """
 
     delay: np.ndarray
@@ -79,6 +105,7 @@ class SchedResult(eqx.Module):
     warmup: int
     level: float
     drift: np.ndarray
+    n_eff: np.ndarray
     stationary: np.ndarray
     status: str
 
@@ -157,7 +184,7 @@ def simulate_sweep(
         m: mean number of interruptions per job ``sigma / theta``, shape (P,) or scalar;
             0 is FCFS (theta = infinity); each server interrupts at rate ``C_s m / sigma``.
         key: PRNG key; replication r uses ``fold_in(key, r)`` (same answer on any device count).
-        replications: R >= 2.
+        replications: R >= 2; fewer than ``MIN_REPLICATIONS`` (8) give status "unconverged".
         jumps: measured jumps per replication (rounded up to a multiple of ``chunk``).
         warmup: jumps simulated first and discarded (rounded up likewise).
         queue_size: initial buffer length; the points whose buffer overflowed are rerun with
@@ -264,15 +291,14 @@ def simulate_sweep(
     time = np.asarray(stats.time)  # (P, R)
     L_reps = np.asarray(stats.area) / time[..., None]  # (P, R, N)
     delay_reps = L_reps / lam[:, None, :]
-    est = mean_ci(delay_reps, axis=1, level=level)
-    est_all = mean_ci(L_reps.sum(-1) / lam.sum(-1)[:, None], axis=1, level=level)
+    est = log_mean_ci(delay_reps, axis=1, level=level)
+    est_all = log_mean_ci(L_reps.sum(-1) / lam.sum(-1)[:, None], axis=1, level=level)
     delay, lo, hi = (np.asarray(v) for v in (est.mean, est.low, est.high))
     deps = np.asarray(stats.departures).sum(axis=1)
-    drift, stationary = _drift(stats)
-    if np.any(overflow > 0):
-        status = "overflow"
-    else:
-        status = "ok" if np.all(stationary) else "nonstationary"
+    drift, no_growth = _drift(stats)
+    n_eff = _effective_observations(stats)
+    stationary = no_growth & (n_eff >= MIN_EFFECTIVE)
+    status = _status(overflow, stationary, replications)
     return SchedResult(
         delay=delay,
         delay_low=lo,
@@ -297,16 +323,49 @@ def simulate_sweep(
         warmup=n_warm * chunk,
         level=float(level),
         drift=drift,
+        n_eff=n_eff,
         stationary=stationary,
         status=status,
     )
 
 
+def _status(overflow, stationary, replications: int) -> str:
+    """The first that applies of "overflow", "nonstationary", "unconverged" (fewer than
+    ``MIN_REPLICATIONS`` replications), "ok"."""
+    if np.any(overflow > 0):
+        return "overflow"
+    if not np.all(stationary):
+        return "nonstationary"
+    return "unconverged" if replications < MIN_REPLICATIONS else "ok"
+
+
+def _effective_observations(stats) -> np.ndarray:
+    """Effective independent observations of the total number of jobs per replication.
+
+    ``n_eff = s_w^2 / s_b^2``: ``s_w^2`` the time-averaged variance of the number of jobs within
+    a run (mean over replications of ``area_sq / time - L_r^2``), ``s_b^2`` the variance of the
+    run means ``L_r`` across replications. For a stationary run of length T,
+    ``Var(L_r) = s_w^2 * 2 tau_int / T`` (tau_int the integrated autocorrelation time; the
+    variance of a time average, e.g. Sokal, "Monte Carlo methods in statistical mechanics",
+    1997, Section 2), so
+    ``n_eff = T / (2 tau_int)``: the run's length in correlation times. A run started empty and
+    still far from steady state has run means spread far more than the values within a run,
+    hence ``n_eff`` of order 1. Shape (P,); infinite when the run means do not vary.
+    """
+    t = np.asarray(stats.time)
+    L = np.asarray(stats.area).sum(-1) / t  # (P, R)
+    within = np.maximum(np.asarray(stats.area_sq) / t - L**2, 0.0).mean(axis=1)
+    between = L.var(axis=1, ddof=1)
+    return np.divide(within, between, out=np.full_like(within, np.inf), where=between > 0)
+
+
 def _drift(stats) -> tuple[np.ndarray, np.ndarray]:
-    """Second half against first half of the measured jumps, paired by replication: the mean
-    increase of the total number of jobs relative to its mean, and whether it is significant
-    (one-sided at 1 - 0.01 / P, so a stationary sweep is flagged with probability <= 1%) and
-    above 5% (:func:`jaxqueue.stats.drift`, the rule of the MJQM forward simulator)."""
+    """Second half against first half of the measured jumps (the first ``floor(J / 2)`` jumps
+    against the rest, whatever the chunking), paired by replication: the mean increase of the
+    total number of jobs relative to its mean, and whether it is significant (one-sided at
+    1 - 0.01 / P, so a stationary sweep is flagged with probability <= 1%) and above 5%
+    (:func:`jaxqueue.stats.drift`, the rule of the MJQM forward simulator). Returns the
+    relative increase and, per point, True when no such growth is seen."""
     t, a = np.asarray(stats.time), np.asarray(stats.area).sum(-1)  # (P, R)
     t1, a1 = np.asarray(stats.time_first), np.asarray(stats.area_first).sum(-1)
     t2, a2 = t - t1, a - a1

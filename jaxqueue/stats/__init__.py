@@ -10,6 +10,9 @@ from ._ci import (
     drift as drift,
 )
 from ._ci import (
+    log_mean_ci as log_mean_ci,
+)
+from ._ci import (
     mean_ci as mean_ci,
 )
 from ._ci import (

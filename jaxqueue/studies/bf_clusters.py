@@ -127,7 +127,8 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     Returns:
         JSON-able summary: files, sizes, wall time, device, and per figure the largest relative
         gap between the m = 5 delays and balanced fairness, and whether any buffer overflowed
-        or any point still drifted (warm-up too short for a load near saturation).
+        or any point still drifted (warm-up too short for a load near saturation), and the
+        statuses of the panels (``jaxqueue.sched``: ok, unconverged, nonstationary, overflow).
     """
     import jax
     import matplotlib
@@ -150,12 +151,13 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
         exact = _exact(kind, arg, rhos)
         n_cls = exact.shape[1]
         fig, axes = plt.subplots(2, len(LAWS), figsize=(4.2 * len(LAWS), 7), squeeze=False)
-        gaps, overflow, nonstationary = [], False, False
+        gaps, overflow, nonstationary, statuses = [], False, False, set()
         for col, law_name in enumerate(LAWS):
             panel_key = jax.random.fold_in(key, 10 * fig_no + col)
             sim = simulate_panel(kind, arg, law_name, sizes, key=panel_key)
             overflow |= sim["_result"].status == "overflow"
             nonstationary |= sim["_result"].status == "nonstationary"
+            statuses.add(sim["_result"].status)
             ax_g, ax_d = axes[0, col], axes[1, col]
             for i in range(n_cls):
                 style = "-" if i == 0 else "--"
@@ -208,6 +210,7 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
             "max_rel_gap_m5_vs_bf": max(gaps),
             "overflow": bool(overflow),
             "nonstationary": bool(nonstationary),
+            "statuses": sorted(statuses),
         }
     bar.close()
     csv_path = out_dir / "bf_clusters.csv"

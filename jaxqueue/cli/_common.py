@@ -12,11 +12,28 @@ import numpy as np
 DEFAULT_SEED = 20261122
 
 
-def add_common(parser: argparse.ArgumentParser, *, seed: bool = True) -> None:
-    """``--json`` and (for anything random) ``--seed``."""
+STATUSES = ("ok", "unconverged", "biased", "nonstationary", "overflow", "unstable")
+"""The one status vocabulary of every estimate: ``ok`` means the figures can be trusted;
+``unconverged`` (a cap on a horizon, too few replications), ``biased`` (a bias not brought under
+its tolerance), ``nonstationary`` (the run has not reached steady state), ``overflow`` (a buffer
+overflowed), ``unstable`` (a load at or beyond the stability limit) say why not."""
+
+EXIT_NOT_OK = 3
+"""Exit status of an estimating command under ``--strict`` whose status is not ``ok``."""
+
+
+def add_common(parser: argparse.ArgumentParser, *, seed: bool = True, strict: bool = False) -> None:
+    """``--json``, (for anything random) ``--seed`` and (for estimates) ``--strict``."""
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     if seed:
         parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="PRNG seed")
+    if strict:
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help=f"exit with status {EXIT_NOT_OK} when the estimate's status is not ok "
+            "(the figures are still printed)",
+        )
 
 
 def configure(args: argparse.Namespace) -> None:
@@ -85,17 +102,26 @@ def to_jsonable(obj):
     return obj
 
 
-def emit(args: argparse.Namespace, obj: dict, table: Callable[[dict], str] | None = None) -> None:
+def emit(args: argparse.Namespace, obj: dict, table: Callable[[dict], str] | None = None) -> int:
     """Print ``obj`` as one JSON object (``--json``) or as a human-readable table (process 0
-    only)."""
-    if not _is_lead_process():
-        return
-    if getattr(args, "json", False):
-        print(json.dumps(to_jsonable(obj)))
-    elif table is not None:
-        print(table(obj))
-    else:
-        print(json.dumps(to_jsonable(obj), indent=2))
+    only), and return the command's exit status.
+
+    An estimate whose ``status`` is not ``ok`` gets one warning line on stderr (with its
+    ``status_reason``) and, under ``--strict``, the exit status :data:`EXIT_NOT_OK`.
+    """
+    status = obj.get("status", "ok")
+    if _is_lead_process():
+        if getattr(args, "json", False):
+            print(json.dumps(to_jsonable(obj)))
+        elif table is not None:
+            print(table(obj))
+        else:
+            print(json.dumps(to_jsonable(obj), indent=2))
+    if status == "ok" or status not in STATUSES:  # not an estimate's status (optimize)
+        return 0
+    reason = obj.get("status_reason") or "the figures are not to be trusted"
+    log(f"warning: status {status}: {reason}")
+    return EXIT_NOT_OK if getattr(args, "strict", False) else 0
 
 
 def format_table(headers: list[str], rows: Iterable[Iterable], floatfmt: str = ".6g") -> str:

@@ -68,8 +68,7 @@ def _run_stability(args: argparse.Namespace) -> int:
             "elapsed_s": time.perf_counter() - t0,
             "device": _device(),
         }
-        emit(args, out, _exact_table)
-        return 0
+        return emit(args, out, _exact_table)
     res = pile_growth(
         wl,
         key=jax.random.key(args.seed),
@@ -84,6 +83,11 @@ def _run_stability(args: argparse.Namespace) -> int:
     out = {"scenario": args.scenario, **res.as_dict(), "level": args.level}
     out["method"] = "pile-growth" if out["method"] == "pile" else out["method"]
     out["status"] = "ok" if res.converged else "unconverged"
+    if not res.converged:
+        out["status_reason"] = (
+            f"mjqm stability: the relative half-width did not reach --rel-tol {args.rel_tol:g} "
+            f"within --max-jobs {args.max_jobs}"
+        )
     try:
         out["lambda_c_closed_form"] = lambda_c_one_or_all(wl)
     except ValueError:
@@ -105,8 +109,7 @@ def _run_stability(args: argparse.Namespace) -> int:
         ]
         return format_table(["quantity", "value"], rows)
 
-    emit(args, out, table)
-    return 0
+    return emit(args, out, table)
 
 
 def _log_bias_test(t) -> None:
@@ -118,8 +121,8 @@ def _log_bias_test(t) -> None:
     )
 
 
-def _status_warning(o: dict) -> str:
-    """The one warning line of a non-ok ``mjqm sample``."""
+def _status_reason(o: dict) -> str:
+    """Why a ``mjqm sample`` result is not ok."""
     if o["status"] == "unconverged":
         why = (
             f"{o['n_unconverged']} of {o['samples']} samples hit --max-ell before meeting "
@@ -131,7 +134,7 @@ def _status_warning(o: dict) -> str:
             f"{o['ell_batch']} (--max-ell / --max-work); bias bound {o['bias_bound']:.4g} "
             "added to the upper ends of the intervals"
         )
-    return f"warning: mjqm sample status {o['status']}: {why}"
+    return f"mjqm sample: {why}"
 
 
 def _run_sample(args: argparse.Namespace) -> int:
@@ -171,7 +174,7 @@ def _run_sample(args: argparse.Namespace) -> int:
     out = palm_metrics(wl, S, level=args.level, allow_unconverged=args.allow_unconverged)
     out = {"scenario": args.scenario, **out, "elapsed_s": elapsed, "device": _device()}
     if out["status"] != "ok":
-        log(_status_warning(out))
+        out["status_reason"] = _status_reason(out)
 
     def table(o):
         head = classes_table(o)
@@ -182,8 +185,7 @@ def _run_sample(args: argparse.Namespace) -> int:
             f"bias bound {o['bias_bound']:.3g} in the interval, batch horizon {o['ell_batch']})"
         )
 
-    emit(args, out, table)
-    return 0
+    return emit(args, out, table)
 
 
 def register(top, group) -> None:
@@ -218,7 +220,7 @@ def register(top, group) -> None:
         default="float32",
         help="pile dtype (renormalised: float32 is safe)",
     )
-    add_common(p)
+    add_common(p, strict=True)
     p.set_defaults(func=_run_stability)
 
     p = mj.add_parser(
@@ -274,5 +276,5 @@ def register(top, group) -> None:
     p.add_argument(
         "--allow-unconverged", action="store_true", help="report metrics with capped samples"
     )
-    add_common(p)
+    add_common(p, strict=True)
     p.set_defaults(func=_run_sample)

@@ -107,7 +107,7 @@ def register(top, group) -> None:
     p.add_argument("--warmup", type=int, default=None, help="warm-up jumps (default: --jumps)")
     p.add_argument("--queue-size", type=int, default=128, help="initial job buffer (grows)")
     p.add_argument("--level", type=float, default=0.95, help="confidence level")
-    add_common(p)
+    add_common(p, strict=True)
     p.set_defaults(func=_run)
 
 
@@ -137,14 +137,6 @@ def _run(args) -> int:
         queue_size=args.queue_size,
         level=args.level,
     )
-    if res.status in ("nonstationary", "unconverged"):
-        log(status_warning(res))
-    elif res.status != "ok":
-        raise ValueError(
-            f"job buffer overflowed at queue size {int(res.queue_size)} "
-            f"({int(res.overflow)} arrivals dropped): the load is too close to saturation "
-            "for this run length; raise --queue-size or lower --rho"
-        )
     out = {
         "pool": args.pool,
         "rho": args.rho,
@@ -170,6 +162,8 @@ def _run(args) -> int:
         "drift": float(res.drift),
         "n_eff": float(res.n_eff),
     }
+    if res.status != "ok":
+        out["status_reason"] = status_reason(res)
     if not isinstance(pool, RandomAssignment):
         out["classes"] = [
             {
@@ -182,17 +176,23 @@ def _run(args) -> int:
             }
             for i in range(len(lam))
         ]
-    emit(args, out, _table)
-    return 0
+    return emit(args, out, _table)
 
 
-def status_warning(res) -> str:
-    """The one stderr line of a "nonstationary" or "unconverged" result: its diagnostics
-    against the rules for "ok" (``jaxqueue.sched._simulate``)."""
+def status_reason(res) -> str:
+    """Why a result is not ok: the dropped arrivals of an "overflow", or the diagnostics of a
+    "nonstationary" or "unconverged" result against the rules for "ok"
+    (``jaxqueue.sched._simulate``)."""
     from jaxqueue.sched import MIN_EFFECTIVE, MIN_REPLICATIONS
 
+    if res.status == "overflow":
+        return (
+            f"sched simulate: the job buffer overflowed at queue size {int(res.queue_size)} "
+            f"({int(res.overflow)} arrivals dropped): the load is too close to saturation for "
+            "this run length; raise --queue-size or lower --rho"
+        )
     return (
-        f"[sched] warning: status {res.status}, estimate not to be trusted: the number of jobs "
+        f"sched simulate: the number of jobs "
         f"changed by {float(res.drift):+.1%} from the first to the second half of the run, "
         f"{float(res.n_eff):.3g} effective observations per replication, {res.replications} "
         f"replications (ok needs no significant growth above 5%, >= {MIN_EFFECTIVE:g} effective "

@@ -49,6 +49,7 @@ from ._inputs import job_uniforms_block as job_uniforms_block
 from ._inputs import jobs_from_uniforms as jobs_from_uniforms
 from ._inputs import n_uniforms as n_uniforms
 from ._inputs import replication_key as replication_key
+from ._steady import simulate_steady as simulate_steady
 from ._step import StepInfo as StepInfo
 from ._step import mjsre_merge as mjsre_merge
 from ._step import mjsre_step as mjsre_step

@@ -386,8 +386,12 @@ class ForwardResult:
     edges: np.ndarray  # (bins + 1,)
     final_state: np.ndarray  # (replications, s) workload vectors after the last job
     device: str
-    status: str  # "ok", or "nonstationary" when the mean wait grows along the run
+    status: str  # "ok", or "nonstationary" (the mean wait grows, or the idle identity fails)
     wait_growth: float  # mean over replications of (2nd-half mean wait - 1st-half mean wait)
+    idle_z: float = 0.0  # (idle servers - (s - lam E[alpha sigma])) / se (_idle_identity_z)
+    n_eff: float = float("inf")  # effective independent waits per replication (_effective_jobs)
+    rounds: tuple = ()  # (jobs, warm-up, status, seconds) per round of simulate_steady
+    start: str = "empty"  # "empty", "init", or "backward" (simulate_steady)
 
     def wait_quantile(self, q: float, cls: int | None = None) -> float:
         """Quantile ``q`` of the waiting time of class ``cls`` (all jobs if ``None``)."""
@@ -453,6 +457,10 @@ class ForwardResult:
             "device": self.device,
             "status": self.status,
             "wait_growth": self.wait_growth,
+            "idle_z": self.idle_z,
+            "n_eff": self.n_eff,
+            "start": self.start,
+            "rounds": [list(r) for r in self.rounds],
         }
 
 
@@ -487,6 +495,7 @@ def simulate(
     hist_range: tuple[float, float] | None = None,
     devices=None,
     override: bool = False,
+    stationary_start: bool = False,
 ) -> ForwardResult:
     """Forward MJSRE simulation of ``n_replications`` independent queues (Section 7.4).
 
@@ -519,9 +528,15 @@ def simulate(
         devices: devices to shard the replications over (default ``jax.devices()``; the
             largest count dividing ``n_replications`` is used).
         override: skip the stability check.
+        stationary_start: ``init`` is (nearly) a stationary sample (backward samples whose
+            sampler said ok, or the final state of such a run): the rule "at least
+            ``MIN_EFFECTIVE`` effective waits per replication" is then not applied.
 
     Returns:
-        :class:`ForwardResult`.
+        :class:`ForwardResult`. ``status`` is ``"nonstationary"`` when the mean wait grows
+        between the two halves of the measured jobs (:func:`jaxqueue.stats.drift`), when the
+        idle-server identity fails (``|idle_z| > 3.29``), or (without ``stationary_start``)
+        when a replication holds fewer than ``MIN_EFFECTIVE`` effective waits.
 
     Raises:
         ValueError: bad sizes, dtype, variant, init, or an unstable ``lam``.
@@ -588,7 +603,7 @@ def simulate(
         shift=shift,
         mesh=mesh if mesh.size > 1 else None,
     )
-    return _summarise(
+    res = _summarise(
         workload,
         lam_f,
         to_host(fsum).astype(float),
@@ -600,25 +615,75 @@ def simulate(
         warmup=int(warmup),
         level=level,
         device=f"{mesh.devices.flat[0].platform} x{mesh.size}",
+        stationary_start=bool(stationary_start and init is not None),
     )
+    return res if init is None else dataclasses.replace(res, start="init")
 
 
 def _stationarity(wait_sum, n, wait_sum2, n2, level=0.999):
     """Compare the mean wait of the second half of the measured jobs with the first half,
     paired by replication: a significant increase (one-sided, ``level``) flags a load beyond
-    the (unknown) stability limit or a run too short to reach the stationary regime."""
+    the (unknown) stability limit or a run too short to reach the stationary regime. Returns
+    ``(growing, mean increase)``; fewer than 2 replications with both halves: not growing."""
     n1 = n - n2
     ok = (n1 > 0) & (n2 > 0)
     if ok.sum() < 2:
-        return "ok", float("nan")
+        return False, float("nan")
     first = (wait_sum[ok] - wait_sum2[ok]) / n1[ok]
     inc, growing = drift(
         first, wait_sum2[ok] / n2[ok], float(np.mean(wait_sum[ok] / n[ok])), level=level
     )
-    return ("nonstationary" if bool(growing) else "ok"), float(inc)
+    return bool(growing), float(inc)
 
 
-def _summarise(workload, lam, fsum, counts, hist, W, edges, *, n_jobs, warmup, level, device):
+def _idle_identity_z(idle, idle_ci, expected, level, n_reps) -> float:
+    """``(measured - expected) / se`` of the mean number of idle servers.
+
+    Over a run of length ``T``, eq. (2) telescopes to ``idle server-time = s T - sum_n alpha_n
+    sigma_n + sum_i (W_end^i - W_start^i)`` (module docstring), so the measured mean equals
+    ``s - lam E[alpha sigma]`` only up to the change of the total workload over the run divided
+    by ``T``: a workload that grows (warm-up too short, or ``lam`` beyond ``lambda_c``) or
+    shrinks (a start above the stationary level) shows as a significant difference. ``se`` is
+    read back from the ``level`` interval of the ratio estimator (Student t)."""
+    from ..stats import t_quantile
+
+    se = (idle_ci[1] - idle_ci[0]) / (2 * t_quantile(n_reps, level))
+    return float((idle - expected) / se) if se > 0 else 0.0
+
+
+def _effective_jobs(wait_sum, wait_sq, n) -> float:
+    """Effective independent waiting times per replication, ``n / (2 tau_int)``.
+
+    ``s_w^2 / s_b^2``: the mean within-replication variance of the waits over the variance of
+    the replication means across replications. For a stationary run of ``n`` jobs the variance
+    of its mean is ``s_w^2 2 tau_int / n`` (``tau_int`` the integrated autocorrelation time of
+    the waits; Sokal, "Monte Carlo methods in statistical mechanics", 1997, Section 2), so the
+    ratio is the run's length in units of ``2 tau_int``; a run not much longer than its own
+    correlation time cannot show that it forgot its start. Infinite when the means are equal.
+    """
+    ok = n > 0
+    if ok.sum() < 2:
+        return float("inf")
+    m = wait_sum[ok] / n[ok]
+    within = float(np.mean(np.maximum(wait_sq[ok] / n[ok] - m**2, 0.0)))
+    between = float(np.var(m, ddof=1))
+    return within / between if between > 0 else float("inf")
+
+
+MIN_EFFECTIVE = 10.0
+"""Fewest effective waits per replication (:func:`_effective_jobs`) for status ``ok`` when the
+start is not (nearly) stationary: the measured jobs then span at least 20 integrated
+autocorrelation times. Measured: M/M/1 at rho = 0.98 from empty reached ``ok`` with a mean wait
+of 32 against 49 without this rule (the drift and idle tests have no power on such runs)."""
+
+IDLE_Z = 3.29
+"""Largest ``|z|`` of the idle-server identity (:func:`_idle_identity_z`) for status ``ok``:
+two-sided 99.9%, the level of the drift test."""
+
+
+def _summarise(
+    workload, lam, fsum, counts, hist, W, edges, *, n_jobs, warmup, level, device, stationary_start
+):
     C, T = workload.n_classes, workload.n_types
     R = fsum.shape[0]
     sw, sw2, ssys = fsum[:, :C], fsum[:, C : 2 * C], fsum[:, 2 * C : 3 * C]
@@ -642,8 +707,13 @@ def _summarise(workload, lam, fsum, counts, hist, W, edges, *, n_jobs, warmup, l
     all_mean, all_ci = _ratio_ci(sw.sum(axis=1), ntot, level)
     all_var = max(sw2.sum() / ntot.sum() - all_mean**2, 0.0)
     L, L_ci = _ratio_ci(ssys.sum(axis=1), time, level)
-    status, growth = _stationarity(sw.sum(axis=1), ntot, w2, n2)
+    growing, growth = _stationarity(sw.sum(axis=1), ntot, w2, n2)
     idle, idle_ci = _ratio_ci((hol + free).sum(axis=1), time, level)
+    idle_expected = float(np.sum(workload.idle_servers_expected(lam)))
+    idle_z = _idle_identity_z(float(idle), idle_ci, idle_expected, level, R)
+    n_eff = _effective_jobs(sw.sum(axis=1), sw2.sum(axis=1), ntot)
+    short = not stationary_start and n_eff < MIN_EFFECTIVE
+    status = "nonstationary" if growing or abs(idle_z) > IDLE_Z or short else "ok"
     hol_all, hol_ci = _ratio_ci(hol.sum(axis=1), time, level)
     tt = time.sum()
     util = work.sum(axis=0) / (np.asarray(workload.servers, dtype=float) * tt)
@@ -673,7 +743,9 @@ def _summarise(workload, lam, fsum, counts, hist, W, edges, *, n_jobs, warmup, l
         idle_servers_by_type=(hol + free).sum(axis=0) / tt,
         hol_idle_servers_by_type=hol.sum(axis=0) / tt,
         utilisation=util,
-        idle_servers_expected=float(np.sum(workload.idle_servers_expected(lam))),
+        idle_servers_expected=idle_expected,
+        idle_z=idle_z,
+        n_eff=n_eff,
         hist=hist.sum(axis=0),
         edges=edges,
         final_state=W,

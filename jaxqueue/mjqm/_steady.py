@@ -1,0 +1,131 @@
+"""Forward simulation that knows when it is stationary (``mjqm simulate``'s driver).
+
+A forward run started empty near ``lambda_c``, or with a rare heavy class, spends most of its
+jobs relaxing; its status says so (``nonstationary``) but gives no answer. This driver
+
+1. **starts near the stationary law**: each replication starts from an independent
+   sub-perfect backward sample of the workload seen by an arrival (:func:`sample_backward`,
+   Algorithm 1 of ``papers/mjsre.md`` with the batch bias control), which is what the
+   recurrence eq. (2) carries from one arrival to the next; plain workloads only (one resource
+   type, no specific servers), else it starts empty. The samples are lower bounds of
+   stationary ones, so a warm-up (``n_jobs // 10``) is still run;
+2. **checks** each run with the diagnostics of :func:`simulate` (``status``): the drift of
+   the mean wait between the two halves of the measured jobs, the idle-server identity
+   ``E[idle servers] = s - lam E[alpha sigma]`` (a workload that still grows or shrinks breaks
+   it, see ``_forward._idle_identity_z``) and, unless the backward sampler said ok (then the
+   start is nearly stationary and independent replications need no long runs), at least
+   ``MIN_EFFECTIVE`` effective waits per replication (``_forward._effective_jobs``). Little's
+   law is no check here: the simulator computes the number in system from the system times;
+3. **extends** a run that fails: the next round continues every replication from its final
+   state (the previous rounds are its warm-up) with twice as many jobs, as long as the round
+   is expected to end within ``max_seconds``; the answer is the last round, ``ok`` only if it
+   passed both checks, else ``nonstationary``.
+
+Intervals are Student t over the independent replications (ratio estimators, delta method).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from ._forward import ForwardResult, simulate
+from ._guard import check_load
+from ._workload import Workload
+
+__all__ = ["simulate_steady"]
+
+
+def _backward_start(workload: Workload, lam: float, n: int, key, override: bool):
+    """``(n, s)`` sub-perfect samples as initial states and whether their sampler said ok
+    (``(None, False)`` for a workload the backward sampler does not cover)."""
+    from ._backward import sample_backward
+
+    if workload.n_types != 1 or workload.specific is not None:
+        return None, False
+    S = sample_backward(workload, lam, n, key=key, override=override)
+    return S.W, S.status_name == "ok"
+
+
+def simulate_steady(
+    workload: Workload,
+    lam: float,
+    *,
+    key,
+    n_jobs: int = 20_000,
+    n_replications: int = 256,
+    start: str = "backward",
+    max_seconds: float = 120.0,
+    dtype=jnp.float32,
+    level: float = 0.95,
+    override: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> ForwardResult:
+    """Forward simulation from a (near) stationary start, extended until it passes its
+    stationarity checks or the time budget runs out (module docstring).
+
+    Args:
+        workload: the model.
+        lam: arrival rate (checked by :func:`~jaxqueue.mjqm.check_load` unless ``override``).
+        key: PRNG key (the backward start uses one half, the forward rounds the other).
+        n_jobs: jobs per replication in the first round (warm-up ``n_jobs // 10`` included);
+            each further round doubles it.
+        n_replications: independent replications (>= 2).
+        start: ``"backward"`` (sub-perfect samples; plain workloads) or ``"empty"``.
+        max_seconds: wall-clock budget for the whole call; a round is started only if it is
+            expected (twice the previous round) to end within it.
+        dtype: float dtype of the workload state.
+        level: confidence level of the intervals.
+        override: skip the stability check.
+        progress: optional callback receiving one line per round.
+
+    Returns:
+        The :class:`ForwardResult` of the last round, with ``rounds`` (jobs, warm-up, status,
+        seconds per round) and ``start``; ``status`` is ``"ok"`` only if that round passed.
+    """
+    if start not in ("backward", "empty"):
+        raise ValueError(f"start must be 'backward' or 'empty', got {start!r}")
+    if not max_seconds > 0:
+        raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
+    lam = check_load(workload, lam, override=override)
+    t0 = time.perf_counter()
+    k_start, k_run = jax.random.split(key)
+    init, stationary = None, False
+    if start == "backward":
+        init, stationary = _backward_start(workload, lam, n_replications, k_start, override)
+    started = "backward" if init is not None else "empty"
+    if progress is not None:
+        progress(f"[simulate] start: {started} ({time.perf_counter() - t0:.1f} s)")
+    n, offset, warmup, rounds = n_jobs, 0, n_jobs // 10, []
+    while True:
+        t1 = time.perf_counter()
+        res = simulate(
+            workload,
+            lam,
+            key=k_run,
+            n_jobs=n,
+            n_replications=n_replications,
+            warmup=warmup,
+            init=init,
+            job_offset=offset,
+            dtype=dtype,
+            level=level,
+            override=True,
+            stationary_start=stationary,
+        )
+        took = time.perf_counter() - t1
+        rounds.append((n, warmup, res.status, took))
+        if progress is not None:
+            progress(
+                f"[simulate] round {len(rounds)}: {n} jobs x {n_replications}, status "
+                f"{res.status} (wait growth {res.wait_growth:.3g}, idle z {res.idle_z:.2f}), "
+                f"{took:.1f} s"
+            )
+        if res.status == "ok" or time.perf_counter() - t0 + 2 * took > max_seconds:
+            break
+        init, offset, warmup, n = res.final_state, offset + n, 0, 2 * n
+    return dataclasses.replace(res, rounds=tuple(rounds), start=started)

@@ -271,7 +271,13 @@ def register(top, group) -> None:
         help="Algorithm 1 alone, without the batch bias test (status may then be wrong)",
     )
     p.add_argument("--level", type=float, default=0.95, help="confidence level")
-    p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "float64"],
+        default="float32",
+        help="workload state (float32: exact-equality stopping reliable, half the memory "
+        "traffic of float64; metrics in float64)",
+    )
     p.add_argument("--override", action="store_true", help="skip the stability check")
     p.add_argument(
         "--allow-unconverged", action="store_true", help="report metrics with capped samples"

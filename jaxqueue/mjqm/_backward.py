@@ -322,6 +322,23 @@ class BackwardSamples(eqx.Module):
         return self.work_done / max(self.work_needed, 1)
 
 
+_CACHE_BYTES = 1 << 17
+"""Workload-state bytes per device that a batch of samples should not exceed (measured on a
+2-core x86-64 CPU, two-class-256 in float32, 2000 samples: batches of 4096, 512, 128 and 64
+took 18.1, 18.3, 12.3 and 12.6 s; five-class-exp is as fast with 512 as with 4096)."""
+
+
+def _cache_batch(s: int, itemsize: int, min_batch: int) -> int:
+    """Largest batch ``min_batch * 8^k`` (at most 4096, at least ``8 min_batch``) whose
+    workload states take at most ``_CACHE_BYTES`` per device: the step reads and writes every
+    state of the batch, which is memory-bound once the batch leaves the cache."""
+    per_device = _CACHE_BYTES * max(jax.device_count(), 1) // (s * itemsize)
+    size = 8 * min_batch
+    while size * 8 <= min(per_device, 4096):
+        size *= 8
+    return size
+
+
 def _pieces(n: int, min_batch: int, max_batch: int) -> list[int]:
     """Split ``n`` active samples into batches of sizes ``min_batch * 8^k <= max_batch``.
 
@@ -605,7 +622,7 @@ def sample_backward(
     dtype=None,
     split_chunks: int = 1 << 12,
     min_batch: int = 8,
-    max_batch: int = 4096,
+    max_batch: int | None = None,
     override: bool = False,
     progress: Callable[[int, int, int], None] | None = None,
     bias_control: bool = True,
@@ -631,7 +648,9 @@ def sample_backward(
         split_chunks: longest segment per device call, in chunks (Remark 2).
         min_batch: smallest batch run (remainders are padded up to it); batches have sizes
             ``min_batch * 8^k`` up to ``max_batch`` (one compilation per size).
-        max_batch: largest batch per device call.
+        max_batch: largest batch per device call; default :func:`_cache_batch` (the batch's
+            workload states fit in a core's cache: two-class-256 in float32, 1.5x faster with
+            batches of 64 than of 4096).
         override: skip the stability check (``lam >= lambda_c`` gives unconverged samples).
         progress: optional callback ``(ell, n_active, n_done)`` called at each doubling.
         bias_control: run the batch-level bias test (False: Algorithm 1 alone, as printed).
@@ -665,9 +684,10 @@ def sample_backward(
         ell0 = min(horizon_floor(workload, lam), max(max_ell // 2, 1))
     ell = CHUNK * max(1, -(-ell0 // CHUNK))
     n = int(n_samples)
-    run = _Batcher(
-        workload, key, lam, dtype, split_chunks, max(min_batch, jax.device_count()), max_batch
-    )
+    min_batch = max(min_batch, jax.device_count())
+    if max_batch is None:
+        max_batch = _cache_batch(workload.s, dtype.itemsize, min_batch)
+    run = _Batcher(workload, key, lam, dtype, split_chunks, min_batch, max_batch)
     st = _Samples.empty(workload, n, dtype)
     _algorithm1(run, st, np.arange(n), 0, ell, max_ell, progress)
     tests, passed = [], True

@@ -117,8 +117,10 @@ def emit(args: argparse.Namespace, obj: dict, table: Callable[[dict], str] | Non
             print(table(obj))
         else:
             print(json.dumps(to_jsonable(obj), indent=2))
-    if status == "ok" or status not in STATUSES:  # not an estimate's status (optimize)
+    if not hasattr(args, "strict") or status == "ok":  # not an estimating command, or ok
         return 0
+    if status not in STATUSES:
+        raise AssertionError(f"status {status!r} is not one of {STATUSES}")
     reason = obj.get("status_reason") or "the figures are not to be trusted"
     log(f"warning: status {status}: {reason}")
     return EXIT_NOT_OK if getattr(args, "strict", False) else 0

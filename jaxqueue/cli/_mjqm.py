@@ -45,6 +45,7 @@ def _simulate(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from ..mjqm import simulate_steady
+    from ..mjqm._forward import MIN_EFFECTIVE
     from ..scenarios import get
 
     wl = get(args.scenario)
@@ -75,8 +76,10 @@ def _simulate(args: argparse.Namespace) -> int:
         out["status_reason"] = (
             f"mjqm simulate: after {len(res.rounds)} round(s) ({res.n_jobs} jobs per "
             f"replication in the last) the run still fails a stationarity check (mean wait "
-            f"growth {res.wait_growth:.4g} between halves, idle-server identity z = "
-            f"{res.idle_z:.2f}); lam may be too close to lambda_c for --max-seconds "
+            f"growth {res.wait_growth:.4g} between halves, idle-server identity t = "
+            f"{res.idle_z:.2f}, {res.n_eff:.3g} effective waits per replication where a start "
+            f"not known to be stationary needs {MIN_EFFECTIVE:g}); lam may be too close to "
+            f"lambda_c for --max-seconds "
             f"{args.max_seconds:g}: raise it or --jobs, or use mjqm exact / mjqm sample"
         )
     out["elapsed_s"] = time.perf_counter() - t0
@@ -94,7 +97,9 @@ def register(top, group) -> None:
             "Forward simulation of the FCFS multiserver-job queue (F-MJSRE) over independent "
             "replications: per-class waiting-time mean (with CI), variance and quantiles, idle "
             "and HOL-idle servers. Each replication starts from a backward sample; a run that "
-            "fails its stationarity checks (drift of the mean wait, the idle-server identity) is "
+            "fails its stationarity checks (drift of the mean wait, the idle-server identity, "
+            "enough effective waits per replication when the start is not known to be "
+            "stationary) is "
             "continued with twice the jobs within --max-seconds, else its status is "
             "nonstationary."
         ),

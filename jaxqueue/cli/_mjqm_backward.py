@@ -128,6 +128,8 @@ def _status_reason(o: dict) -> str:
             f"{o['n_unconverged']} of {o['samples']} samples hit --max-ell before meeting "
             "Algorithm 1's stopping rule (lower bounds)"
         )
+    elif not o["bias_tests"]:
+        why = "Algorithm 1 alone (--no-bias-control): the bias of the samples is not bounded"
     else:
         why = (
             f"the horizon bias is not controlled: the batch test still failed at horizon "
@@ -268,7 +270,8 @@ def register(top, group) -> None:
     p.add_argument(
         "--no-bias-control",
         action="store_true",
-        help="Algorithm 1 alone, without the batch bias test (status may then be wrong)",
+        help="Algorithm 1 alone, without the batch bias test (status biased: the bias of the "
+        "sub-perfect samples is then not bounded)",
     )
     p.add_argument("--level", type=float, default=0.95, help="confidence level")
     p.add_argument(

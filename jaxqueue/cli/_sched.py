@@ -159,8 +159,8 @@ def _run(args) -> int:
         "jumps_per_s": res.jumps_per_s,
         "device": str(jax.devices()[0]),
         "status": res.status,
-        "drift": float(res.drift),
-        "n_eff": float(res.n_eff),
+        "drift": float(np.ravel(res.drift)[0]),
+        "n_eff": float(np.ravel(res.n_eff)[0]),
     }
     if res.status != "ok":
         out["status_reason"] = status_reason(res)
@@ -191,10 +191,11 @@ def status_reason(res) -> str:
             f"({int(res.overflow)} arrivals dropped): the load is too close to saturation for "
             "this run length; raise --queue-size or lower --rho"
         )
+    drift, n_eff = float(np.ravel(res.drift)[0]), float(np.ravel(res.n_eff)[0])
     return (
-        f"sched simulate: the number of jobs "
-        f"changed by {float(res.drift):+.1%} from the first to the second half of the run, "
-        f"{float(res.n_eff):.3g} effective observations per replication, {res.replications} "
+        f"sched simulate: the number of jobs changed by {drift:+.1%} from the first to the "
+        f"second half of the run, {n_eff:.3g} effective observations per replication, "
+        f"{res.replications} "
         f"replications (ok needs no significant growth above 5%, >= {MIN_EFFECTIVE:g} effective "
         f"observations and >= {MIN_REPLICATIONS} replications); raise --warmup and --jumps, "
         "--replications, or lower --rho"

@@ -379,15 +379,22 @@ def _functionals(st: _Structure, p: Array) -> tuple[Array, Array]:
 
 
 # ------------------------------------------------------------------------ linear solves
-@jax.custom_batching.sequential_vmap
-def _lu(a: Array):
-    """LU factors of ``a``; under ``vmap`` one matrix at a time. XLA:CPU's batched LU
-    (jaxlib 0.10.2) splits a batch over the intra-op thread pool; two of them running at
-    once (the thunk executor runs independent ops concurrently) each hold a pool thread
-    while waiting for the other's tasks, and on a 2-core machine ``jax.vmap(exact)`` hung
-    for good. Never differentiated (:func:`_linsolve` factors ``stop_gradient(a)``)."""
+def _lu_factors(a: Array):
     lu, pivots, _ = lax.linalg.lu(a)
     return lu, pivots
+
+
+_lu_sequential = jax.custom_batching.sequential_vmap(_lu_factors)
+
+
+def _lu(a: Array):
+    """LU factors of ``a``; on the CPU, under ``vmap``, one matrix at a time. XLA:CPU's batched
+    LU (jaxlib 0.10.2) splits a batch over the intra-op thread pool; two of them running at
+    once (the thunk executor runs independent ops concurrently) each hold a pool thread
+    while waiting for the other's tasks, and on a 2-core machine ``jax.vmap(exact)`` hung
+    for good. Other backends keep the batched LU. Never differentiated (:func:`_linsolve`
+    factors ``stop_gradient(a)``)."""
+    return _lu_sequential(a) if jax.default_backend() == "cpu" else _lu_factors(a)
 
 
 def _linsolve(a: Array, b: Array) -> Array:

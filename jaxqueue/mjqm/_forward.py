@@ -41,7 +41,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
-from ..stats import drift, mean_ci
+from ..stats import drift, mean_ci, t_quantile
 from ._guard import check_load
 from ._inputs import draw_jobs_block_reps
 from ._step import _shift_left, random_subset, wait_time
@@ -312,14 +312,15 @@ _run = jax.jit(
 
 # ---------------------------------------------------------------------------- host side
 def _ratio_ci(num, den, level):
-    """Ratio estimator sum(num)/sum(den) over replications with a delta-method t interval."""
+    """Ratio estimator sum(num)/sum(den) over replications with a delta-method t interval,
+    corrected for the skewness of the replications (``stats.mean_ci(skew=True)``)."""
     num = np.asarray(num, dtype=float)
     den = np.asarray(den, dtype=float)
     tot = den.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = num.sum(axis=0) / tot
         z = r + (num - r * den) / (tot / den.shape[0])
-    est = mean_ci(np.nan_to_num(z), axis=0, level=level)
+    est = mean_ci(np.nan_to_num(z), axis=0, level=level, skew=True)
     lo, hi = np.asarray(est.low, float), np.asarray(est.high, float)
     bad = ~(tot > 0)
     r, lo, hi = (np.where(bad, np.nan, v) for v in (np.asarray(r, float), lo, hi))
@@ -535,8 +536,9 @@ def simulate(
     Returns:
         :class:`ForwardResult`. ``status`` is ``"nonstationary"`` when the mean wait grows
         between the two halves of the measured jobs (:func:`jaxqueue.stats.drift`), when the
-        idle-server identity fails (``|idle_z| > 3.29``), or (without ``stationary_start``)
-        when a replication holds fewer than ``MIN_EFFECTIVE`` effective waits.
+        idle-server identity fails (``|idle_z|`` beyond the two-sided 99.9% t quantile), or
+        (without ``stationary_start``) when a replication holds fewer than ``MIN_EFFECTIVE``
+        effective waits.
 
     Raises:
         ValueError: bad sizes, dtype, variant, init, or an unstable ``lam``.
@@ -645,8 +647,6 @@ def _idle_identity_z(idle, idle_ci, expected, level, n_reps) -> float:
     by ``T``: a workload that grows (warm-up too short, or ``lam`` beyond ``lambda_c``) or
     shrinks (a start above the stationary level) shows as a significant difference. ``se`` is
     read back from the ``level`` interval of the ratio estimator (Student t)."""
-    from ..stats import t_quantile
-
     se = (idle_ci[1] - idle_ci[0]) / (2 * t_quantile(n_reps, level))
     return float((idle - expected) / se) if se > 0 else 0.0
 
@@ -676,9 +676,10 @@ start is not (nearly) stationary: the measured jobs then span at least 20 integr
 autocorrelation times. Measured: M/M/1 at rho = 0.98 from empty reached ``ok`` with a mean wait
 of 32 against 49 without this rule (the drift and idle tests have no power on such runs)."""
 
-IDLE_Z = 3.29
-"""Largest ``|z|`` of the idle-server identity (:func:`_idle_identity_z`) for status ``ok``:
-two-sided 99.9%, the level of the drift test."""
+IDLE_LEVEL = 0.999
+"""Two-sided level of the idle-server identity test (:func:`_idle_identity_z`, a Student t
+statistic with ``R - 1`` degrees of freedom; ``|z| <= 3.29`` for many replications): the level
+of the drift test."""
 
 
 def _summarise(
@@ -713,7 +714,8 @@ def _summarise(
     idle_z = _idle_identity_z(float(idle), idle_ci, idle_expected, level, R)
     n_eff = _effective_jobs(sw.sum(axis=1), sw2.sum(axis=1), ntot)
     short = not stationary_start and n_eff < MIN_EFFECTIVE
-    status = "nonstationary" if growing or abs(idle_z) > IDLE_Z or short else "ok"
+    idle_bad = abs(idle_z) > t_quantile(R, IDLE_LEVEL)
+    status = "nonstationary" if growing or idle_bad or short else "ok"
     hol_all, hol_ci = _ratio_ci(hol.sum(axis=1), time, level)
     tt = time.sum()
     util = work.sum(axis=0) / (np.asarray(workload.servers, dtype=float) * tt)

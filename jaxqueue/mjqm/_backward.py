@@ -569,7 +569,9 @@ def _bias_test(d, waits, F, kind, prev: BiasTest | None, level: float, tol: floa
         before = np.concatenate([[prev.diff], prev.diff_class])
         with np.errstate(divide="ignore", invalid="ignore"):
             r = np.where(before > 0, mean / before, np.where(mean > 0, np.inf, 0.0))
-        decaying = bool(r[0] < 0.9)  # else the geometric tail bounds nothing
+        # a significant difference that does not shrink: the geometric tail bounds nothing
+        # (a difference that is noise around 0 gives a meaningless ratio)
+        decaying = not (r[0] >= 0.9 and mean[0] - z * se[0] > 0)
         r = np.minimum(r, 0.9)
         factor = np.maximum(1.0, r / (1.0 - r))
     bound = (mean + z * se) * factor

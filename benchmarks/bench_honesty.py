@@ -81,6 +81,9 @@ def run(fast: bool) -> str:
                 "",
                 f"Device `{dev.platform}`; the command line in a subprocess, compilation cache "
                 "off, wall time. " + ("**fast mode** (k = 1, 5, 7)." if fast else "k = 1 .. 9."),
+                "All rows use the command's default seed, so the rows of one command share their "
+                "random numbers (counter-based inputs) and their errors are correlated across "
+                "loads.",
                 "",
                 "| command | scenario | lam / lambda_c | exact | estimate [95% CI] | status "
                 "| covers | error | s | target |",

@@ -405,8 +405,9 @@ class _Batcher:
 @dataclass
 class _Samples:
     """The samples in progress: states, stopping horizons, flags, work needed, and the Loynes
-    increments of the waits (``increments[ell]``: pairs ``(samples, (k, 1 + classes))`` of the
-    mean wait and each class's wait of ``M_ell`` minus those of ``M_{ell/2}``)."""
+    increments of the waits at the first comparison ``probe = 2 F`` of Algorithm 1
+    (``first_increment``, ``(n, 1 + classes)``: the mean wait and each class's wait of
+    ``M_{2F}`` minus those of ``M_F``; 0 for a sample that never reached it)."""
 
     M: np.ndarray
     stop_ell: np.ndarray
@@ -414,31 +415,26 @@ class _Samples:
     needed: np.ndarray
     cols: np.ndarray
     probs: np.ndarray
-    increments: dict[int, list]
+    probe: int
+    first_increment: np.ndarray
 
     @classmethod
-    def empty(cls, workload: Workload, n: int, dtype) -> _Samples:
+    def empty(cls, workload: Workload, n: int, dtype, first: int) -> _Samples:
         _, cores, probs, _, _ = workload_fields(workload)
         M = np.zeros((n, workload.s), dtype)
         z = np.zeros(n, np.int64)
-        return cls(M, z.copy(), np.zeros(n, bool), z.copy(), cores - 1, probs, {})
+        inc = np.zeros((n, cores.size + 1))
+        return cls(M, z.copy(), np.zeros(n, bool), z.copy(), cores - 1, probs, 2 * first, inc)
 
     def waits(self, M: np.ndarray) -> np.ndarray:
         """``(n, 1 + classes)``: the mean wait ``sum_c p_c W^{alpha_c}`` and each class's."""
         w = np.asarray(M, np.float64)[:, self.cols]
         return np.concatenate([(w @ self.probs)[:, None], w], axis=1)
 
-    def increment(self, ell: int) -> np.ndarray:
-        """``(n, 1 + classes)``: the increments of the waits from ``M_{ell/2}`` to ``M_ell``
-        of every sample (0 where ``M_ell`` was not computed: the sample stopped before)."""
-        out = np.zeros((self.M.shape[0], self.cols.size + 1))
-        for ids, d in self.increments.get(ell, []):
-            out[ids] = d
-        return out
-
     def record(self, ell: int, active, old: np.ndarray, new: np.ndarray) -> None:
-        d = self.waits(new) - self.waits(old)
-        self.increments.setdefault(ell, []).append((active, d))
+        """Keep the increments of the first comparison (the only ones the bias test reads)."""
+        if ell == self.probe:
+            self.first_increment[active] = self.waits(new) - self.waits(old)
 
 
 def _double(run: _Batcher, st: _Samples, active, prev_ell: int, ell: int) -> np.ndarray:
@@ -600,7 +596,7 @@ def _control_bias(run, st, F, max_ell, max_work, level, tol, progress, on_test):
     work budget ``max_work``.
     """
     waits = st.waits(st.M)
-    tests = [_bias_test(st.increment(2 * F), waits, F, "loynes", None, level, tol)]
+    tests = [_bias_test(st.first_increment, waits, F, "loynes", None, level, tol)]
     while True:
         if on_test is not None:
             on_test(tests[-1])
@@ -698,7 +694,7 @@ def sample_backward(
         cpu = jax.default_backend() == "cpu"
         max_batch = _cache_batch(workload.s, dtype.itemsize, min_batch) if cpu else 4096
     run = _Batcher(workload, key, lam, dtype, split_chunks, min_batch, max_batch)
-    st = _Samples.empty(workload, n, dtype)
+    st = _Samples.empty(workload, n, dtype, ell)
     _algorithm1(run, st, np.arange(n), 0, ell, max_ell, progress)
     tests, passed = [], True
     if bias_control and n >= 2:

@@ -459,3 +459,52 @@ def test_rare_big_class_bias_controlled_against_exact_long():
     m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
     if m["status"] == "ok":
         assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], RARE_EXACT[0.85][0], what="all")
+
+
+def test_time_budget_pilot_then_more_samples_at_its_horizon():
+    """``max_seconds``: the bias control runs on a pilot of ``_PILOT`` samples; the others are
+    Algorithm 1 from the pilot's batch horizon, with independent keys. A budget of 0 keeps the
+    pilot only; with room, all ``n_samples`` come back and the pooled estimate holds the exact
+    value (rare big class at 0.85 lambda_c, where too short a horizon falls far below)."""
+    from jaxqueue.mjqm._backward import _PILOT
+
+    wl = _rare_big_class()
+    lam = 0.85 * RARE_LAMBDA_C
+    key = jax.random.key(11)
+    S0 = sample_backward(wl, lam, 3 * _PILOT, key=key, max_seconds=0.0)
+    assert S0.n == _PILOT and S0.status_name == "ok" and S0.elapsed_s > 0
+    S = sample_backward(wl, lam, 3 * _PILOT, key=key, max_seconds=600.0)
+    assert S.n == 3 * _PILOT and S.status_name == "ok"
+    assert S.ell_batch == S0.ell_batch and S.bias_bound == S0.bias_bound
+    np.testing.assert_array_equal(S.W[:_PILOT], S0.W)  # the pilot is the same
+    assert np.all(S.ell[_PILOT:] >= 2 * S.ell_batch)  # the others start at the batch horizon
+    # independent keys: no extra sample repeats a pilot sample (nonzero states are continuous)
+    busy = S.W[:, -1] > 0
+    pilot_rows = {tuple(r) for r in S.W[:_PILOT][busy[:_PILOT]]}
+    assert not any(tuple(r) in pilot_rows for r in S.W[_PILOT:][busy[_PILOT:]])
+    m = palm_metrics(wl, S, level=0.99)
+    assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], RARE_EXACT[0.85][0], what="all")
+
+
+def test_bias_test_all_zero_differences_rule_of_three():
+    """No sample moved: the t bound would be 0 (se 0); the rule of three gives ``3 jump / n``
+    with the previous test's mean nonzero jump, so an all-zero test is not a free pass."""
+    from jaxqueue.mjqm._backward import _bias_test
+    from jaxqueue.stats import t_quantile
+
+    n = 500
+    d_prev = np.zeros((n, 3))
+    d_prev[:20] = [5.0, 4.0, 40.0]
+    waits = np.random.default_rng(0).exponential(10.0, (n, 3))
+    first = _bias_test(d_prev, waits, 256, "loynes", None, 0.95, 0.25)
+    np.testing.assert_allclose(first.jump, [5.0, 4.0, 40.0])
+    t = _bias_test(np.zeros((n, 3)), waits, 512, "paired", first, 0.95, 0.25)
+    assert t.diff == 0.0 and t.diff_se == 0.0
+    assert t.bound == pytest.approx(3 * 5.0 / n)
+    np.testing.assert_allclose(t.bound_class, [3 * 4.0 / n, 3 * 40.0 / n])
+    # three or more nonzero differences: the t bound alone
+    d = np.zeros((n, 3))
+    d[:3] = 1.0
+    t3 = _bias_test(d, waits, 512, "paired", first, 0.95, 0.25)
+    se = np.std(d[:, 0], ddof=1) / np.sqrt(n)
+    assert t3.bound == pytest.approx(3 / n + t_quantile(n, 0.95) * se)

@@ -383,3 +383,44 @@ def test_cli_simulate_strict_exit_status(capsys):
     warnings = [line for line in cap.err.splitlines() if line.startswith("warning")]
     assert len(warnings) == 1 and "nonstationary" in warnings[0]
     assert main([*argv, "--strict"]) == 3
+
+
+def test_idle_control_variate_keeps_coverage_and_narrows_the_interval():
+    """``_ratio_ci`` with a control of known mean 0: on synthetic replications whose ratio is
+    correlated (rho = -0.9) with the control, the 95% interval covers the true ratio in about
+    95% of 2000 independent draws of 32 replications, and its width is about sqrt(1 - rho^2)
+    = 0.44 of the plain interval's."""
+    from jaxqueue.mjqm._forward import _ratio_ci
+
+    rng = np.random.default_rng(0)
+    R, trials, rho = 32, 2000, -0.9
+    hits, widths = 0, []
+    for _ in range(trials):
+        c = rng.standard_normal(R)
+        e = rho * c + np.sqrt(1 - rho**2) * rng.standard_normal(R)
+        den = rng.uniform(90, 110, R)
+        num = den * (5.0 + 0.5 * e)  # ratio 5 in expectation, given den
+        m, ci = _ratio_ci(num, den, 0.95, c)
+        _, plain = _ratio_ci(num, den, 0.95)
+        hits += ci[0] <= 5.0 <= ci[1]
+        widths.append((ci[1] - ci[0]) / (plain[1] - plain[0]))
+    assert 0.93 <= hits / trials <= 0.97, hits / trials
+    assert 0.38 < np.median(widths) < 0.50, np.median(widths)
+
+
+def test_idle_control_variate_on_mmc(monkeypatch):
+    """End to end on M/M/3 at rho = 2/3 (Erlang C), same 64 replications with and without the
+    control: the corrected estimate holds the exact wait and its interval is narrower (measured
+    0.79 of the plain width)."""
+    import jaxqueue.mjqm._forward as fwd
+
+    w = Workload(3, [1], [1.0], [Exponential(1.0)])
+    want = erlang_c_wait(3, 2.0, 1.0)
+    kw = dict(key=jax.random.key(5), n_jobs=20_000, n_replications=64, dtype=jnp.float64)
+    r = simulate(w, 2.0, **kw)
+    assert_within_ci(r.wait_mean[0], *r.wait_mean_ci[0], want, what="W")
+    monkeypatch.setattr(fwd, "MIN_CONTROL_REPS", 10**9)
+    plain = simulate(w, 2.0, **kw)
+    assert_within_ci(plain.wait_mean[0], *plain.wait_mean_ci[0], want, what="W plain")
+    width = np.diff(r.wait_mean_ci[0])[0] / np.diff(plain.wait_mean_ci[0])[0]
+    assert width < 0.9, width

@@ -8,6 +8,10 @@ import time
 from ._common import add_common, emit, format_table, log
 from ._mjqm import classes_table
 
+SAMPLE_SECONDS = 40.0
+"""Default time budget of ``mjqm sample`` (with start-up and compilation, a default run stays
+under a minute on a 2-core CPU)."""
+
 
 def _workload(name: str):
     from ..scenarios import get
@@ -171,6 +175,7 @@ def _run_sample(args: argparse.Namespace) -> int:
         level=args.level,
         max_work=args.max_work,
         on_test=_log_bias_test,
+        max_seconds=None if args.max_seconds == float("inf") else args.max_seconds,
     )
     elapsed = time.perf_counter() - t0
     out = palm_metrics(wl, S, level=args.level, allow_unconverged=args.allow_unconverged)
@@ -242,7 +247,18 @@ def register(top, group) -> None:
     p.add_argument(
         "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"
     )
-    p.add_argument("--samples", type=int, default=10000, help="number of samples")
+    p.add_argument(
+        "--samples", type=int, default=10000, help="number of samples (at most; see --max-seconds)"
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=SAMPLE_SECONDS,
+        help="time budget: the bias control runs on a pilot of 1000 samples (to its end, "
+        "whatever the budget), then more samples are drawn at its batch horizon while the "
+        "budget lasts, up to --samples; 'inf' draws all --samples in the bias control "
+        "(default: %(default)g)",
+    )
     p.add_argument(
         "--ell0",
         type=int,

@@ -380,6 +380,9 @@ def test_exact_refuses_non_poisson_arrivals(arrival):
     w = workload(4, [1, 2], [0.6, 0.4], [1.0, 2.0], arrival=arrival)
     with pytest.raises(ValueError, match="Poisson"):
         exact(w, 0.1)
+    # lambda_c does not depend on the arrival law (mjsre.md Remark 4): same as Poisson
+    poisson = workload(4, [1, 2], [0.6, 0.4], [1.0, 2.0])
+    assert float(exact_lambda_c(w)) == float(exact_lambda_c(poisson))
 
 
 _VMAP_FIVE = """

@@ -21,8 +21,6 @@ from jaxqueue.mjqm import Workload, exact_lambda_c, lambda_c_closed_form
 from jaxqueue.mjqm._stability import (
     UnstableLoadError,
     lambda_c_estimate,
-    lambda_c_one_or_all,
-    lambda_ideal,
     pile_growth,
     pile_growth_numpy,
     require_stable,
@@ -84,18 +82,34 @@ def test_one_core_jobs_limit_is_s_over_mean():
     r = pile_growth(wl, key=jax.random.key(0), replications=16, rel_tol=0.01, level=0.99)
     assert r.converged and r.lambda_c_ci[0] <= exact <= r.lambda_c_ci[1], r.as_dict()
     assert r.rel_half_width <= 0.0101
-    assert lambda_ideal(wl) == pytest.approx(exact)
+    assert float(wl.lambda_ideal()) == pytest.approx(exact)
     # s = 1: the pile grows by exactly sigma per job.
     w1 = Workload(1, [1], [1.0], [Exponential(2.0)])
     r1 = pile_growth(w1, key=jax.random.key(1), replications=16, level=0.99)
     assert r1.lambda_c_ci[0] <= 0.5 <= r1.lambda_c_ci[1], r1.as_dict()
 
 
+def eq8_series(s, p_g, mean_g, small):
+    """Eq. (8) summed term by term (a reference written apart from the package's closed form):
+    ``gamma = p_g (E[sigma_g] + sum_k p_g (1 - p_g)^k E[M_k])`` with ``E[M_k] = H_min(k,s) m +
+    (k - s)^+ m / s`` for exponential one-core jobs of mean ``m`` (list scheduling of ``k``
+    memoryless jobs), ``ceil(k / s) m`` for deterministic ones."""
+    m = float(small.mean())
+    k = np.arange(int(np.ceil(np.log(1e-18) / np.log1p(-p_g))) + s + 2, dtype=float)
+    w = p_g * (1 - p_g) ** k
+    if isinstance(small, Exponential):
+        harm = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, s + 1))])
+        mk = harm[np.minimum(k, s).astype(int)] * m + np.maximum(k - s, 0) * m / s
+    else:
+        mk = np.ceil(k / s) * m
+    return 1.0 / (p_g * (mean_g + float(np.sum(w * mk))))
+
+
 def test_eq8_two_implementations_and_pile():
     # Small one-or-all workloads, exponential and deterministic one-core jobs.
     for small in (Exponential(1.0), Deterministic(1.0)):
         wl = Workload(8, [1, 8], [0.95, 0.05], [small, Exponential(4.0)])
-        a = lambda_c_one_or_all(wl)
+        a = eq8_series(8, 0.05, 4.0, small)
         b = lambda_c_closed_form(wl)
         assert a == pytest.approx(b, rel=1e-10)
         if isinstance(small, Exponential):  # the QBD: a third, independent derivation
@@ -108,7 +122,7 @@ def test_eq8_two_implementations_and_pile():
 def test_eq8_two_class_256_pile():
     # The two-class-256 workload of Section 7.4 (p_b = 1e-3, mu_b = 0.025, mu_s = 1).
     wl = Workload(256, [1, 256], [0.999, 0.001], [Exponential(1.0), Exponential(40.0)])
-    exact = lambda_c_one_or_all(wl)
+    exact = lambda_c_closed_form(wl)
     assert float(exact_lambda_c(wl)) == pytest.approx(exact, rel=1e-9)  # 20.44807
     r = pile_growth(wl, key=jax.random.key(3), replications=32, rel_tol=0.01, level=0.99)
     assert r.lambda_c_ci[0] <= exact <= r.lambda_c_ci[1], (exact, r.as_dict())
@@ -216,21 +230,32 @@ def test_random_assignment_limit():
     ra = pile_growth(w2, key=jax.random.key(11), random_assignment=True, rel_tol=0.01, level=0.99)
     half = 0.5 * (ra.lambda_c_ci[1] - ra.lambda_c_ci[0])
     assert abs(ra.lambda_c - lam_ra) <= math.hypot(half, 2.576 * se_ra), (ra.as_dict(), lam_ra)
-    fc = lambda_c_one_or_all(w2)
+    fc = lambda_c_closed_form(w2)
     assert fc == pytest.approx(1 / (p * (1 + np.mean(np.ceil(k / s)))), rel=0.01)
     assert ra.lambda_c_ci[1] < fc, (ra.as_dict(), fc)
 
 
 def test_guard_refuses_and_caches():
-    wl = five(Exponential)
-    est = lambda_c_estimate(wl)
-    assert lambda_c_estimate(five(Exponential)) is est  # cached by value
-    assert require_stable(wl, 0.5) is None  # below 1 / E[sigma]: no estimate needed
-    ok = require_stable(wl, 0.9 * est.lambda_c)  # accepted once an interval lies above lam
+    wl = five(lambda m: Erlang(3, m))  # no exact limit: the guard's Monte Carlo needs a key
+    key = jax.random.key(3)
+    with pytest.raises(ValueError, match="key="):
+        lambda_c_estimate(wl)
+    assert require_stable(wl, 1.7) is None  # no key: nothing estimated, nothing refused
+    est = lambda_c_estimate(wl, key=key)
+    assert est.method == "pile"
+    assert lambda_c_estimate(five(lambda m: Erlang(3, m)), key=key) is est  # memoised by value
+    assert lambda_c_estimate(wl, key=jax.random.key(4)) is not est  # ... and by key
+    assert require_stable(wl, 0.5, key=key) is None  # below 1 / E[sigma]: no estimate needed
+    ok = require_stable(wl, 0.9 * est.lambda_c, key=key)  # accepted once an interval is above
     assert ok.lambda_c_ci[0] > 0.9 * est.lambda_c
     with pytest.raises(UnstableLoadError, match="interval"):
-        require_stable(wl, est.lambda_c)
-    assert require_stable(wl, 5.0, override=True) is None
+        require_stable(wl, est.lambda_c, key=key)
+    assert require_stable(wl, 5.0, key=key, override=True) is None
+    # Exponential services: the exact limit (QBD), no key needed, refused at lambda_c.
+    ex = lambda_c_estimate(five(Exponential))
+    assert ex.method == "exact (QBD)" and ex.lambda_c == pytest.approx(FIVE_CLASS_EXP_LAMBDA_C)
+    with pytest.raises(UnstableLoadError):
+        require_stable(five(Exponential), ex.lambda_c)
     # Closed forms are used where they apply.
     w8 = Workload(8, [1, 8], [0.95, 0.05], [Exponential(1.0), Exponential(4.0)])
     assert lambda_c_estimate(w8).method.startswith("closed-form")

@@ -25,6 +25,7 @@ agrees with the exact values.
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.stats
@@ -226,13 +227,14 @@ def test_backward_matches_exact_long(name, frac, ell0, bias_control):
 # ------------------------------------------------------------------ stability limit
 @pytest.mark.parametrize("name", [*SMALL, FIVE])
 def test_lambda_c_estimate_contains_exact(name):
-    """The guard's estimate (Algorithm 2, 95% interval, fixed key) covers the exact limit."""
+    """Algorithm 2 as the guard runs it (95% interval, float32, up to 2^20 jobs) covers the
+    exact limit; the guard itself now takes the exact limit for exponential services."""
     wl = SMALL[name] if name in SMALL else scenarios.get(name)
     lc = float(exact_lambda_c(wl))
     if name == FIVE:  # the tabulated five-class values are at fractions of this limit
         assert lc == pytest.approx(FIVE_CLASS_EXP_LAMBDA_C, rel=1e-10)
-    est = lambda_c_estimate(wl)
-    assert est.method == "pile"
+    est = pile_growth(wl, key=jax.random.key(0x5AB1E), max_jobs=1 << 20, dtype=jnp.float32)
+    assert lambda_c_estimate(wl).method == "exact (QBD)"
     check([("lambda_c", est.lambda_c, est.lambda_c_ci, lc)], f"lambda_c_estimate {name}")
     assert est.lambda_lower <= lc < est.lambda_ideal
 

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from jaxqueue.dist import Exponential
-from jaxqueue.mjqm import Workload, exact, lambda_c_one_or_all
+from jaxqueue.mjqm import Workload, exact, lambda_c_closed_form
 from jaxqueue.studies.mjsre import _exact_column
 
 
@@ -17,7 +17,7 @@ def test_table1_exact_column_uses_the_exact_limit():
     ks = [2, 8]
     lmax, waits, times, t_compile = _exact_column(wl, ks)
     # the exact limit of the QBD equals the closed form eq. (8) of papers/mjsre.md
-    assert abs(lmax / lambda_c_one_or_all(wl) - 1.0) <= 1e-10
+    assert abs(lmax / lambda_c_closed_form(wl) - 1.0) <= 1e-10
     assert len(times) == len(ks) and np.isfinite(t_compile)
     # the column is the exact mean wait at lam = 0.1 k lambda_max
     solve = jax.jit(lambda lam: exact(wl, lam).wait_mean)

@@ -27,21 +27,16 @@ def _device() -> str:
 
 
 def _exact_limit(wl) -> float | None:
-    """The exact lambda_c when every law is exponential and the arrivals Poisson (and the QBD
-    fits in memory), else ``None``."""
-    from ..dist import Exponential
-    from ..mjqm import exact_lambda_c, exact_size
-    from ..mjqm._exact import MAX_BYTES, MAX_PHASES
+    """The exact lambda_c when every law is exponential (the QBD fits in memory), else
+    ``None``."""
+    from ..mjqm._exact import exact_lambda_c_or_none
 
-    if not hasattr(wl, "services") or wl.n_types != 1 or wl.specific is not None:
+    if not hasattr(wl, "services"):
         return None
-    if not wl.is_poisson or not all(isinstance(law, Exponential) for law in wl.services):
-        return None
-    size = exact_size(wl)
-    if size["phases"] > MAX_PHASES or size["bytes"] > MAX_BYTES:
-        log(f"[stability] exact QBD too large ({size['phases']:,} phases): pile growth instead")
-        return None
-    return float(exact_lambda_c(wl))
+    lc = exact_lambda_c_or_none(wl)
+    if lc is None:
+        log("[stability] no exact limit (services not all exponential or the QBD too large)")
+    return lc
 
 
 def _exact_table(o: dict) -> str:
@@ -56,7 +51,7 @@ def _run_stability(args: argparse.Namespace) -> int:
     import jax
     import jax.numpy as jnp
 
-    from ..mjqm._stability import lambda_c_one_or_all, pile_growth
+    from ..mjqm._stability import lambda_c_closed_form, pile_growth
 
     wl = _workload(args.scenario)
     t0 = time.perf_counter()
@@ -92,10 +87,7 @@ def _run_stability(args: argparse.Namespace) -> int:
             f"mjqm stability: the relative half-width did not reach --rel-tol {args.rel_tol:g} "
             f"within --max-jobs {args.max_jobs}"
         )
-    try:
-        out["lambda_c_closed_form"] = lambda_c_one_or_all(wl)
-    except ValueError:
-        out["lambda_c_closed_form"] = None
+    out["lambda_c_closed_form"] = lambda_c_closed_form(wl)
     out["elapsed_s"] = time.perf_counter() - t0
     out["device"] = _device()
 
@@ -156,7 +148,7 @@ def _run_sample(args: argparse.Namespace) -> int:
         raise ValueError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
     lam = args.lam
     if lam is None:
-        est = lambda_c_estimate(wl)
+        est = lambda_c_estimate(wl, key=jax.random.key(args.seed))
         lam = args.load * est.lambda_c
         log(f"[sample] lambda_c = {est.lambda_c:.6g} ({est.method}); lam = {lam:.6g}")
     t0 = time.perf_counter()

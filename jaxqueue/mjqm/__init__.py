@@ -26,9 +26,11 @@ Step (``_step.py``), W ascending, ``alpha`` = number of servers (1-based)
     ``mmjsre_step[_info](Ws, alphas, sigma, tau)`` eq. (15), ``smjsre_step[_info](W, alpha,
     beta, sigma, tau, u)`` eq. (14), ``ra_step[_info](W, alpha, sigma, tau, u)`` Appendix A.
 Guard (``_guard.py``)
-    ``check_load(workload, lam, *, override=False) -> float`` raises ``ValueError`` for
-    ``lam <= 0`` or ``lam >= known_limit(workload)`` (``lambda_ideal``, or eq. (8) in closed
-    form via ``lambda_c_closed_form``).
+    ``check_load(workload, lam, *, key=None, override=False) -> float`` raises ``ValueError``
+    for ``lam <= 0`` or ``lam >= known_limit(workload)`` (``lambda_ideal``, or eq. (8) in
+    closed form via ``lambda_c_closed_form``), and with a key for ``lam`` not below
+    ``lambda_c`` (exact for exponential services, else a pile-growth estimate with
+    ``guard_key(key)``).
 Forward simulation (``_forward.py``)
     ``simulate(workload, lam, *, key, n_jobs, n_replications, warmup, chunk, dtype, init,
     job_offset, variant, level, devices, override) -> ForwardResult`` (F-MJSRE, Section 7.4)
@@ -40,7 +42,6 @@ from ._forward import ForwardResult as ForwardResult
 from ._forward import simulate as simulate
 from ._guard import check_load as check_load
 from ._guard import known_limit as known_limit
-from ._guard import lambda_c_closed_form as lambda_c_closed_form
 from ._inputs import JobInputs as JobInputs
 from ._inputs import draw_jobs as draw_jobs
 from ._inputs import draw_jobs_block as draw_jobs_block
@@ -78,9 +79,9 @@ from ._palm import wait_density as wait_density
 from ._palm import wait_samples as wait_samples
 from ._stability import StabilityResult as StabilityResult
 from ._stability import UnstableLoadError as UnstableLoadError
+from ._stability import guard_key as guard_key
+from ._stability import lambda_c_closed_form as lambda_c_closed_form
 from ._stability import lambda_c_estimate as lambda_c_estimate
-from ._stability import lambda_c_one_or_all as lambda_c_one_or_all
-from ._stability import lambda_ideal as lambda_ideal
 from ._stability import pile_growth as pile_growth
 from ._stability import pile_growth_numpy as pile_growth_numpy
 from ._stability import require_stable as require_stable

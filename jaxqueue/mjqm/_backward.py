@@ -99,6 +99,7 @@ from jax import lax
 from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._guard import check_load
+from ._stability import guard_key, lambda_c_estimate
 from ._step import mjsre_step
 from ._workload import Workload
 
@@ -528,29 +529,6 @@ def _algorithm1(run, st, active, prev_ell, ell, max_ell, progress) -> None:
 # Batch-level bias control (module docstring, issue 14)
 # ---------------------------------------------------------------------------------------------
 
-_LAMBDA_C: dict[tuple, float] = {}
-
-
-def _lambda_c(workload: Workload) -> float:
-    """``lambda_c``: exact (QBD) for exponential services and Poisson arrivals when the QBD is
-    small, else the pile-growth estimate at the first budget of the load guard (2^14 jobs per
-    pile, cached there: enough for a horizon floor). Cached per workload."""
-    from ..dist import Exponential
-    from ._exact import MAX_BYTES, MAX_PHASES, exact_lambda_c, exact_size
-    from ._stability import _fingerprint, lambda_c_estimate
-
-    fp = _fingerprint(workload)
-    if fp not in _LAMBDA_C:
-        lc = None
-        if workload.is_poisson and all(isinstance(x, Exponential) for x in workload.services):
-            size = exact_size(workload)
-            if size["phases"] <= MAX_PHASES and size["bytes"] <= MAX_BYTES:
-                lc = float(exact_lambda_c(workload))
-        if lc is None:
-            lc = lambda_c_estimate(workload, max_jobs=1 << 14).lambda_c
-        _LAMBDA_C[fp] = lc
-    return _LAMBDA_C[fp]
-
 
 def _relaxation_jobs(rho: float) -> float:
     """Jobs arriving during ``_RELAX_TIMES`` relaxation times of an M/M/1 queue at load
@@ -558,19 +536,22 @@ def _relaxation_jobs(rho: float) -> float:
     return _RELAX_TIMES * rho / (1.0 - math.sqrt(rho)) ** 2
 
 
-def horizon_floor(workload: Workload, lam: float) -> int:
+def horizon_floor(workload: Workload, lam: float, key) -> int:
     """The first horizon of :func:`sample_backward` by default (module docstring, 3).
 
     The larger of ``8 / p_min`` jobs and 4 M/M/1 relaxation times at ``rho = lam /
-    lambda_c``, rounded up to ``CHUNK * 2^k``, capped at ``2^16``. ``lambda_c`` is only
-    computed when the upper bound ``rho <= lam E[sigma]`` (``1 / E[sigma]`` is a lower bound
+    lambda_c``, rounded up to ``CHUNK * 2^k``, capped at ``2^16``. ``lambda_c`` comes from
+    ``lambda_c_estimate`` (exact for exponential services, else pile growth with 2^14 jobs per
+    pile drawn with ``guard_key(key)``, as the load guard's); it is only computed when the
+    upper bound ``rho <= lam E[sigma]`` (``1 / E[sigma]`` is a lower bound
     of ``lambda_c``) does not already put the relaxation term below the rare-class term.
     """
     _, _, probs, laws, _ = workload_fields(workload)
     jobs = _RARE_JOBS / float(np.min(probs))
     rho_up = float(lam) * float(np.sum(probs * np.array([float(x.mean()) for x in laws])))
     if jobs < _FLOOR_CAP and not (rho_up < 1 and _relaxation_jobs(rho_up) <= jobs):
-        rho = min(float(lam) / _lambda_c(workload), 0.999)
+        lc = lambda_c_estimate(workload, key=guard_key(key), max_jobs=1 << 14).lambda_c
+        rho = min(float(lam) / lc, 0.999)
         jobs = max(jobs, _relaxation_jobs(rho))
     floor = CHUNK
     while floor < min(jobs, _FLOOR_CAP):
@@ -734,10 +715,10 @@ def sample_backward(
     if max_seconds is not None and not max_seconds >= 0:
         raise ValueError(f"max_seconds must be >= 0 (or None), got {max_seconds!r}")
     check_plain(workload)
-    check_load(workload, lam, override=override)
+    check_load(workload, lam, key=key, override=override)
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
     if ell0 is None:
-        ell0 = min(horizon_floor(workload, lam), max(max_ell // 2, 1))
+        ell0 = min(horizon_floor(workload, lam, key), max(max_ell // 2, 1))
     ell = CHUNK * max(1, -(-ell0 // CHUNK))
     n = int(n_samples)
     min_batch = max(min_batch, jax.device_count())

@@ -529,7 +529,10 @@ class ExactResult(eqx.Module):
         return "ok" if bool(np.all(np.asarray(self.stable))) else "unstable"
 
 
-def _check_exponential(workload: Workload) -> tuple[int, tuple[int, ...]]:
+def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, tuple[int, ...]]:
+    """``(s, cores)`` of a workload the QBD solves, else a one-line ``ValueError``. The stability
+    limit does not depend on the arrival law (``mjsre.md`` Remark 4): ``arrivals=False`` skips
+    the Poisson check."""
     s_c = _shape(workload)
     for i, law in enumerate(workload.services):
         if not isinstance(law, Exponential):
@@ -537,7 +540,7 @@ def _check_exponential(workload: Workload) -> tuple[int, tuple[int, ...]]:
                 f"exact: class {i} has service law {type(law).__name__}; the exact solver needs "
                 "exponential services (use `mjqm simulate` or `mjqm sample`)"
             )
-    if not workload.is_poisson:
+    if arrivals and not workload.is_poisson:
         raise ValueError(
             f"exact: arrivals are {type(workload.arrival).__name__}, not Poisson; use "
             "`mjqm simulate` or `mjqm sample`"
@@ -594,9 +597,19 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
         >>> round(float(exact_lambda_c(scenarios.get("five-class-exp"))), 3)  # doctest: +SKIP
         1.795
     """
-    s, cores = _check_exponential(workload)
+    s, cores = _check_exponential(workload, arrivals=False)
     mu, p = _numbers(workload)
     return _lambda_c_jit(s, cores, mu, p)
+
+
+def exact_lambda_c_or_none(workload) -> float | None:
+    """:func:`exact_lambda_c` as a float where the QBD applies (one pool of identical servers,
+    exponential services, within ``MAX_PHASES`` and ``MAX_BYTES``; any arrival law), else
+    ``None``."""
+    try:
+        return float(exact_lambda_c(workload))
+    except ValueError:
+        return None
 
 
 def exact(workload: Workload, lam) -> ExactResult:

@@ -578,7 +578,7 @@ def simulate(
     Raises:
         ValueError: bad sizes, dtype, variant, init, or an unstable ``lam``.
     """
-    lam_f = check_load(workload, lam, override=override)
+    lam_f = check_load(workload, lam, key=key, override=override)
     for name, v, lo in (("n_jobs", n_jobs, 1), ("n_replications", n_replications, 2)):
         if not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")

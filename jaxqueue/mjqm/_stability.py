@@ -14,10 +14,17 @@ doubling the horizon. Here:
   ``rel_tol`` times the estimate and two consecutive estimates differ by less than that;
 * ``lambda_c = 1 / gamma`` with the interval ``[1 / gamma_hi, 1 / gamma_lo]``.
 
-Closed forms used as checks: one-core jobs only, ``lambda_c = s / E[sigma]``; eq. (8) (a class
-needs all servers): ``gamma = p_g E[H^g_eta]`` (:func:`lambda_c_one_or_all`). Also
-``lambda_ideal = s / sum_i p_i alpha_i E[sigma_i]`` (no HOL blocking, Section 7.5), the lower
-bound ``1 / E[sigma]`` (one job at a time), and the random-assignment pile of Appendix A.
+Closed forms: one-core jobs only, ``lambda_c = s / E[sigma]``; eq. (8) (a class needs all
+servers; :func:`lambda_c_closed_form`); the bounds ``lambda_ideal`` (``Workload.lambda_ideal``,
+no HOL blocking, Section 7.5) and ``1 / E[sigma]`` (one job at a time); the random-assignment
+pile of Appendix A. For exponential services the QBD gives ``lambda_c`` exactly
+(:func:`~jaxqueue.mjqm.exact_lambda_c`).
+
+The load guard (:func:`require_stable`, called by ``check_load`` when the caller passes a key)
+needs ``lambda_c``: :func:`lambda_c_estimate` takes it from a closed form or the QBD when one
+applies, else runs Algorithm 2 with the caller's key. Its results are memoised in ``_CACHE``,
+keyed by the value of every argument (the workload's fingerprint, the key's data, ``rel_tol``,
+``max_jobs``): the same call gives the same answer without running again.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import numpy as np
 from jax import lax
 
 from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
+from ..dist import Deterministic, Exponential
 from ..stats import t_quantile
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._step import mjsre_merge, ra_step
@@ -41,9 +49,9 @@ from ._workload import Workload
 __all__ = [
     "StabilityResult",
     "pile_growth",
-    "lambda_ideal",
-    "lambda_c_one_or_all",
+    "lambda_c_closed_form",
     "lambda_c_estimate",
+    "guard_key",
     "require_stable",
     "UnstableLoadError",
     "pile_growth_numpy",
@@ -104,12 +112,6 @@ def _moments(workload):
     s, cores, probs, laws, _ = workload_fields(workload)
     means = np.array([float(law.mean()) for law in laws])
     return s, cores, probs, laws, means
-
-
-def lambda_ideal(workload) -> float:
-    """``s / sum_i p_i alpha_i E[sigma_i]``: the limit without HOL blocking (Section 7.5)."""
-    s, cores, probs, _, means = _moments(workload)
-    return float(s / np.sum(probs * cores * means))
 
 
 def _pile_chunks(workload: Workload, H, key, i, c0, n_chunks, random_assignment: bool):
@@ -248,7 +250,7 @@ def pile_growth(
         lambda_c_ci=(1.0 / hi_g, 1.0 / lo_g if lo_g > 0 else math.inf),
         gamma=gm,
         gamma_ci=(lo_g, hi_g),
-        lambda_ideal=float(s / np.sum(probs * cores * means)),
+        lambda_ideal=float(workload.lambda_ideal()),
         lambda_lower=float(1.0 / np.sum(probs * means)),
         jobs=int(m * CHUNK),
         replications=replications,
@@ -258,47 +260,52 @@ def pile_growth(
     )
 
 
-def lambda_c_one_or_all(workload) -> float:
-    """Closed form of eq. (8) for jobs needing one server or all ``s`` servers.
+def lambda_c_closed_form(workload) -> float | None:
+    """``lambda_c = 1 / gamma`` from eq. (8) when it has a closed form, else ``None``.
 
-    ``gamma = p_g E[H^g_eta]``: a cycle starts with a global job (pile height ``sigma_g``), then
-    ``K ~ Geometric(p_g)`` one-core jobs (``P(K = k) = p_g (1 - p_g)^k``) form a pile on a flat
-    floor, and the next global job starts at its maximum ``M_K``. For one-core jobs of a single
-    law: exponential of rate ``mu`` gives ``E[M_k] = H_min(k,s) / mu + (k - s)^+ / (s mu)``
-    (``H_j`` harmonic numbers; memoryless list scheduling), deterministic ``d`` gives
-    ``ceil(k / s) d``.
+    Applies to one resource type, no specific servers, every class asking for ``1`` or ``s``
+    servers, with at least one global class and the one-server classes sharing one exponential
+    or one deterministic law. A cycle is a global job followed by ``K ~ Geometric(p_g)``
+    one-server jobs (``P(K = k) = (1 - p_g)^k p_g``); the next global job waits for the pile
+    ``M_K`` of those ``K`` jobs started together on ``s`` servers, so
+    ``gamma = p_g (E[sigma_g] + E[M_K])`` with (``q = 1 - p_g``, small mean ``m``)
 
-    Raises:
-        ValueError: the workload is not of that form.
+    * exponential: ``E[M_K] = m (q^(s+1) / (p_g s) + sum_{j=1}^{s} q^j / j)``
+      (``(K - s)^+`` departures at rate ``s / m``, then the maximum of ``min(K, s)``
+      exponentials);
+    * deterministic: ``E[M_K] = m E[ceil(K / s)] = m q / (1 - q^s)``.
+
+    Returns:
+        The limit as a float, or ``None`` when the case does not apply.
     """
-    from ..dist import Deterministic, Exponential
-
-    s, cores, probs, laws, means = _moments(workload)
-    g = cores == s
-    small = ~g
-    if not g.any() or (small.any() and not np.all(cores[small] == 1)):
-        raise ValueError("eq. (8) needs classes of 1 core and at least one class of s cores")
-    pg = float(probs[g].sum())
-    eg = float(np.sum(probs[g] * means[g]) / pg)
-    if not small.any():
+    if workload.n_types != 1 or workload.specific is not None:
+        return None
+    s = workload.servers[0]
+    cores = np.asarray(workload.cores)[:, 0]
+    probs = np.asarray(workload.probs, dtype=float)
+    means = np.asarray(workload.mean_service(), dtype=float)
+    glob = cores == s
+    if not glob.any() or not np.all(glob | (cores == 1)):
+        return None
+    pg = float(probs[glob].sum())
+    eg = float((probs[glob] * means[glob]).sum() / pg)
+    small = [law for law, g in zip(workload.services, glob, strict=True) if not g]
+    if pg >= 1.0 - 1e-15 or not small:
         return 1.0 / eg
-    small_laws = [laws[i] for i in np.flatnonzero(small)]
-    m_small = means[small]
-    if not np.allclose(m_small, m_small[0]):
-        raise ValueError("eq. (8) closed form needs one law for all one-core jobs")
-    kmax = int(math.ceil(math.log(1e-18) / math.log1p(-pg))) + s + 1
-    k = np.arange(kmax + 1, dtype=float)
-    w = pg * np.exp(k * math.log1p(-pg))
-    if all(isinstance(law, Exponential) for law in small_laws) and s >= 1:
-        mu = 1.0 / m_small[0]
-        harm = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, s + 1))])
-        Mk = harm[np.minimum(k, s).astype(int)] / mu + np.maximum(k - s, 0) / (s * mu)
-    elif all(isinstance(law, Deterministic) for law in small_laws):
-        Mk = np.ceil(k / s) * m_small[0]
+    q = 1.0 - pg
+    types = {type(law) for law in small}
+    m_small = {float(law.mean()) for law in small}
+    if len(types) != 1 or len(m_small) != 1:
+        return None
+    m = m_small.pop()
+    if types == {Exponential}:
+        j = np.arange(1, s + 1)
+        e_mk = m * (q ** (s + 1) / (pg * s) + float(np.sum(q**j / j)))
+    elif types == {Deterministic}:
+        e_mk = m * q / (1.0 - q**s)
     else:
-        raise ValueError("eq. (8) closed form is implemented for exponential or deterministic")
-    gamma = pg * (eg + float(np.sum(w * Mk)))
-    return 1.0 / gamma
+        return None
+    return 1.0 / (pg * (eg + e_mk))
 
 
 def pile_growth_numpy(
@@ -357,32 +364,49 @@ def _fingerprint(workload) -> tuple:
     return tuple(parts)
 
 
-def lambda_c_estimate(
-    workload, *, rel_tol: float = 0.01, max_jobs: int = 1 << 20
-) -> StabilityResult:
-    """``lambda_c`` of a workload, exact where a closed form applies, else Algorithm 2.
+GUARD_STREAM = 0x5AB1E
+"""``fold_in`` stream of a caller's key that the load guard's pile growth uses
+(:func:`guard_key`), apart from the caller's own random numbers."""
 
-    Cached per workload (by value). Closed forms: all jobs one-core (``s / E[sigma]``), all
-    jobs need all servers (``1 / E[sigma]``), one-or-all with exponential or deterministic
-    one-core jobs (eq. (8)). Otherwise :func:`pile_growth` in float32 (renormalised), 32
-    replications, at most ``max_jobs`` jobs each (the interval is reported either way).
+
+def guard_key(key):
+    """The key of the load guard's Monte Carlo for a caller drawing with ``key``."""
+    return jax.random.fold_in(key, GUARD_STREAM)
+
+
+def lambda_c_estimate(
+    workload, *, key=None, rel_tol: float = 0.01, max_jobs: int = 1 << 20
+) -> StabilityResult:
+    """``lambda_c`` of a workload: exact where a closed form or the QBD applies, else
+    Algorithm 2 with ``key``.
+
+    Exact, in this order: all jobs one-core (``s / E[sigma]``), all jobs need all servers
+    (``1 / E[sigma]``), one-or-all (eq. (8), :func:`lambda_c_closed_form`), exponential
+    services (the QBD, :func:`~jaxqueue.mjqm.exact_lambda_c`, when it fits in memory).
+    Otherwise :func:`pile_growth` with ``key`` in float32 (renormalised), 32 replications, at
+    most ``max_jobs`` jobs each (the interval is reported either way). Memoised by the value of
+    every argument (module docstring).
+
+    Raises:
+        ValueError: no exact form applies and ``key`` is ``None``.
     """
-    fp = (_fingerprint(workload), rel_tol, max_jobs)
+    from ._exact import exact_lambda_c_or_none
+
+    kd = None if key is None else jax.random.key_data(key).tobytes()
+    fp = (_fingerprint(workload), kd, rel_tol, max_jobs)
     if fp in _CACHE:
         return _CACHE[fp]
     s, cores, probs, laws, means = _moments(workload)
-    lid = float(s / np.sum(probs * cores * means))
+    lid = float(workload.lambda_ideal())
     llo = float(1.0 / np.sum(probs * means))
-    exact = None
     if np.all(cores == 1):
         exact, method = lid, "closed-form: one-core jobs"
     elif np.all(cores == s):
         exact, method = llo, "closed-form: all-core jobs"
     else:
-        try:
-            exact, method = lambda_c_one_or_all(workload), "closed-form: eq. (8)"
-        except ValueError:
-            exact = None
+        exact, method = lambda_c_closed_form(workload), "closed-form: eq. (8)"
+        if exact is None:
+            exact, method = exact_lambda_c_or_none(workload), "exact (QBD)"
     if exact is not None:
         res = StabilityResult(
             lambda_c=exact,
@@ -397,27 +421,29 @@ def lambda_c_estimate(
             converged=True,
             method=method,
         )
-    else:
-        res = pile_growth(
-            workload,
-            key=jax.random.key(0x5AB1E),
-            rel_tol=rel_tol,
-            max_jobs=max_jobs,
-            dtype=jnp.float32,
+    elif key is None:
+        raise ValueError(
+            "lambda_c_estimate: no exact stability limit for this workload (services not all "
+            "exponential, or the QBD too large); pass key= for the pile-growth estimate"
         )
+    else:
+        res = pile_growth(workload, key=key, rel_tol=rel_tol, max_jobs=max_jobs, dtype=jnp.float32)
     _CACHE[fp] = res
     return res
 
 
-def require_stable(workload, lam: float, *, override: bool = False) -> StabilityResult | None:
+def require_stable(
+    workload, lam: float, *, key=None, override: bool = False
+) -> StabilityResult | None:
     """Refuse ``lam`` at or beyond the stability limit.
 
     ``lam < 1 / E[sigma]`` is always stable (the pile grows by at most ``sigma`` per job);
-    ``lam >= lambda_ideal`` never is. In between, :func:`lambda_c_estimate` is run with
-    growing budgets (2^14, 2^17, 2^20 jobs per pile, each cached) until its interval lies
-    clearly on one side of ``lam``: accepted when ``lam`` is below the lower end, refused when
-    it is above the upper end, and refused when it still lies inside the interval at the last
-    budget (within about 1% of ``lambda_c``).
+    ``lam >= lambda_ideal`` never is. In between, :func:`lambda_c_estimate` (exact where it
+    can be, else pile growth with ``key``) is run with growing budgets (2^14, 2^17, 2^20 jobs
+    per pile, each memoised) until its interval lies clearly on one side of ``lam``: accepted
+    when ``lam`` is below the lower end, refused when it is above the upper end, and refused
+    when it still lies inside the interval at the last budget (within about 1% of
+    ``lambda_c``). Without ``key`` and without an exact limit, nothing is checked (``None``).
 
     Raises:
         UnstableLoadError: (a ``ValueError``) with the estimate and its interval.
@@ -430,7 +456,10 @@ def require_stable(workload, lam: float, *, override: bool = False) -> Stability
         return None
     budgets = (1 << 14, 1 << 17, 1 << 20)
     for b in budgets:
-        res = lambda_c_estimate(workload, max_jobs=b)
+        try:
+            res = lambda_c_estimate(workload, key=key, max_jobs=b)
+        except ValueError:
+            return None  # no key, no exact limit: the caller did not ask for a Monte Carlo
         lo, hi = res.lambda_c_ci
         if lam < lo:
             return res

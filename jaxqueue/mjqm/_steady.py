@@ -114,7 +114,7 @@ def simulate_steady(
         raise ValueError(f"start must be 'backward' or 'empty', got {start!r}")
     if not max_seconds > 0:
         raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
-    lam = check_load(workload, lam, override=override)
+    lam = check_load(workload, lam, key=key, override=override)
     t0 = time.perf_counter()
     k_start, k_run = jax.random.split(key)
     init, start_bias = None, math.inf

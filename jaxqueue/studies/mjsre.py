@@ -40,7 +40,7 @@ from tqdm import tqdm
 from ..mjqm import (
     exact,
     exact_lambda_c,
-    lambda_c_one_or_all,
+    lambda_c_closed_form,
     palm_metrics,
     pile_growth,
     sample_backward,
@@ -357,7 +357,7 @@ def _table1(out, fast, key, plt, files):
     wl = get("two-class-256")
     ks = [2, 5, 8] if fast else list(range(1, 10))
     lmax, exact_w, exact_t, exact_compile = _exact_column(wl, ks)
-    lmax_eq8 = lambda_c_one_or_all(wl)
+    lmax_eq8 = lambda_c_closed_form(wl)
     n = 64 if fast else 4096
     # Forward runs: on average 50 big jobs per replication (Section 7.4).
     n_jobs = 10_000 if fast else 50_000

@@ -11,7 +11,6 @@ and Section 4, "Large system with random assignment"):
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import equinox as eqx
@@ -130,7 +129,8 @@ def check_stability(pool, lam) -> None:
     """Raise ``ValueError`` naming the bottleneck if the load is not stable.
 
     Class pools: ``sum_{i in A} lam_i < mu(A)`` for every non-empty set of classes A
-    (``bf-clusters`` Theorem 1, eq. (5)), checked over all subsets (N <= 20 classes).
+    (``bf-clusters`` Theorem 1, eq. (5)), by the linear program of
+    :func:`jaxqueue.pools.stability` (polynomial in the pool's size).
     Random assignment (total rate ``lam``): every set of l servers, of capacity at least the sum
     of the l smallest capacities, must serve the jobs drawn inside it,
     ``lam C(l, d) / C(S, d) < mu(l smallest)``.
@@ -153,15 +153,6 @@ def check_stability(pool, lam) -> None:
     N = pool.n_classes
     if lam.shape != (N,):
         raise ValueError(f"lam must have one rate per class ({N}), got shape {lam.shape}")
-    if N > 20:
-        raise ValueError(f"stability check over class subsets supports N <= 20 classes, got {N}")
-    for size in range(1, N + 1):
-        for A in itertools.combinations(range(N), size):
-            servers = set().union(*(pool.server_sets[i] for i in A))
-            cap = float(np.sum(pool.mu[list(servers)]))
-            load = float(np.sum(lam[list(A)]))
-            if not load < cap:
-                raise ValueError(
-                    f"unstable load: classes {list(A)} bring {load:.6g} >= capacity "
-                    f"{cap:.6g} of their servers {sorted(servers)}"
-                )
+    from ..pools import Pool, check_stable
+
+    check_stable(Pool(pool.server_sets, pool.mu), lam)

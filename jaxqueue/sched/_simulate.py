@@ -17,6 +17,7 @@ not much longer than its own correlation time, too short to tell), ``unconverged
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import time as _time
@@ -129,12 +130,16 @@ def _run_batch(spec: KernelSpec, params: KernelParams, keys, n_warm, n_chunks):
     )
 
 
-_COMPILED: dict = {}
+_COMPILED: collections.OrderedDict = collections.OrderedDict()
+"""Memo of ahead-of-time compiled ``_run_batch`` executables, keyed by everything the
+compilation depends on (the static spec, the shapes and dtypes of the parameters, the key
+array's shape and sharding); the 16 most recently used are kept."""
+_COMPILED_MAX = 16
 
 
 def _compiled(spec, params, keys, counts):
-    """Ahead-of-time compilation, cached on the static spec and the argument shapes (so that
-    the timed call excludes compilation)."""
+    """Ahead-of-time compilation through ``_COMPILED`` (so that the timed call excludes
+    compilation). Returns ``(executable, seconds spent compiling or looking up)``."""
     sig = (
         spec,
         tuple((x.shape, str(x.dtype)) for x in jax.tree_util.tree_leaves(params)),
@@ -144,6 +149,9 @@ def _compiled(spec, params, keys, counts):
     t0 = _time.perf_counter()
     if sig not in _COMPILED:
         _COMPILED[sig] = _run_batch.lower(spec, params, keys, *counts).compile()
+        while len(_COMPILED) > _COMPILED_MAX:
+            _COMPILED.popitem(last=False)
+    _COMPILED.move_to_end(sig)
     return _COMPILED[sig], _time.perf_counter() - t0
 
 

@@ -20,8 +20,11 @@ Inputs (``_inputs.py``), counter-based: a pure function of ``(key, rep, job)``
     Chunking, batching and device count never change the numbers; doubling a backward horizon
     reuses the same past.
 Step (``_step.py``), W ascending, ``alpha`` = number of servers (1-based)
-    ``mjsre_step(W, alpha, sigma, tau)`` eq. (2) in O(s); ``mjsre_merge(W, alpha, sigma)`` the
-    pile step of eq. (7) (no tau, no clipping); ``wait_time(W, alpha) = W[alpha-1]``;
+    ``mjsre_advance(W, alpha, sigma, tau) -> (X, wait, hol)`` eq. (2) before the positive
+    part (the FCFS step every driver builds on; ``mmjsre_advance`` eq. (15), ``smjsre_advance``
+    eq. (14)); ``mjsre_step(W, alpha, sigma, tau)`` eq. (2) in O(s);
+    ``mjsre_merge(W, alpha, sigma)`` the pile step of eq. (7) (no tau, no clipping);
+    ``wait_time(W, alpha) = W[alpha-1]``;
     ``mjsre_step_info`` also returns ``StepInfo(wait, hol, free)``; variants
     ``mmjsre_step[_info](Ws, alphas, sigma, tau)`` eq. (15), ``smjsre_step[_info](W, alpha,
     beta, sigma, tau, u)`` eq. (14), ``ra_step[_info](W, alpha, sigma, tau, u)`` Appendix A.
@@ -52,14 +55,17 @@ from ._inputs import n_uniforms as n_uniforms
 from ._inputs import replication_key as replication_key
 from ._steady import simulate_steady as simulate_steady
 from ._step import StepInfo as StepInfo
+from ._step import mjsre_advance as mjsre_advance
 from ._step import mjsre_merge as mjsre_merge
 from ._step import mjsre_step as mjsre_step
 from ._step import mjsre_step_info as mjsre_step_info
+from ._step import mmjsre_advance as mmjsre_advance
 from ._step import mmjsre_step as mmjsre_step
 from ._step import mmjsre_step_info as mmjsre_step_info
 from ._step import ra_step as ra_step
 from ._step import ra_step_info as ra_step_info
 from ._step import random_subset as random_subset
+from ._step import smjsre_advance as smjsre_advance
 from ._step import smjsre_step as smjsre_step
 from ._step import smjsre_step_info as smjsre_step_info
 from ._step import wait_time as wait_time

@@ -29,9 +29,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int
+from numpy import cumsum as np_cumsum
 
 __all__ = [
     "StepInfo",
+    "mjsre_advance",
+    "mmjsre_advance",
+    "smjsre_advance",
     "mjsre_merge",
     "mjsre_step",
     "mjsre_step_info",
@@ -107,22 +111,55 @@ def mjsre_step(
     return jnp.maximum(mjsre_merge(W, alpha, sigma) - tau, 0)
 
 
+def mjsre_advance(W, alpha, sigma, tau):
+    """Eq. (2) before the positive part, with the job's wait and HOL vector: ``(X, w, hol)``,
+    ``X = R(S(alpha, W) + sigma L(alpha)) - tau`` (``W_{n+1} = X^+``, free idle time
+    ``sum (-X)^+``), ``w = W^alpha``, ``hol^i = (W^alpha - W^i) 1{i <= alpha} = (w - W^i)^+``
+    (``W`` ascending). The one FCFS step every driver builds on."""
+    w = wait_time(W, alpha)
+    hol = jnp.maximum(w - W, 0)
+    X = jnp.minimum(_shift_left(W, alpha), jnp.maximum(w + sigma, W)) - tau
+    return X, w, hol
+
+
+def _info(X, w, hol) -> tuple[Float[Array, " s"], StepInfo]:
+    return jnp.maximum(X, 0), StepInfo(w, jnp.sum(hol), jnp.sum(jnp.maximum(-X, 0)))
+
+
 def mjsre_step_info(W, alpha, sigma, tau) -> tuple[Float[Array, " s"], StepInfo]:
     """:func:`mjsre_step` plus the job's :class:`StepInfo` (wait, HOL and free idle time)."""
-    w = wait_time(W, alpha)
-    idx = jnp.arange(W.shape[0])
-    hol = jnp.sum(jnp.where(idx < alpha, w - W, 0))
-    X = jnp.minimum(_shift_left(W, alpha), jnp.maximum(w + sigma, W)) - tau
-    free = jnp.sum(jnp.maximum(-X, 0))
-    return jnp.maximum(X, 0), StepInfo(w, hol, free)
+    return _info(*mjsre_advance(W, alpha, sigma, tau))
 
 
 # ---------------------------------------------------------------- multiple resource types
-def mmjsre_step_info(Ws: tuple, alphas, sigma, tau) -> tuple[tuple, StepInfo]:
-    """Multi-resource step, eq. (15), with per-type HOL and free idle time.
+def mmjsre_advance(W, alphas, sigma, tau, sizes: tuple[int, ...]):
+    """Eq. (15) before the positive part on the concatenation ``W`` of ``T`` ascending vectors
+    of lengths ``sizes``: ``(X, w, hol)`` as :func:`mjsre_advance` (``X`` and ``hol``
+    concatenated over the types).
 
-    The job waits ``start = max_t W_t^{alpha_t}`` (types with ``alpha_t = 0`` ignored), then
-    takes the ``alpha_t`` least loaded servers of every type until ``start + sigma``.
+    The job waits ``w = max_t W_t^{alpha_t}`` (types with ``alpha_t = 0`` ignored), then takes
+    the ``alpha_t`` least loaded servers of every type until ``w + sigma``.
+    """
+    alphas = jnp.asarray(alphas)
+    parts = jnp.split(W, tuple(np_cumsum(sizes)[:-1]))
+    w = jnp.zeros((), W.dtype)
+    for t, Wt in enumerate(parts):
+        w = jnp.maximum(w, jnp.where(alphas[t] > 0, wait_time(Wt, jnp.maximum(alphas[t], 1)), 0))
+    hol = jnp.concatenate(
+        [jnp.where(jnp.arange(Wt.shape[0]) < alphas[t], w - Wt, 0) for t, Wt in enumerate(parts)]
+    )
+    X = jnp.concatenate(
+        [
+            jnp.minimum(_shift_left(Wt, alphas[t]), jnp.maximum(w + sigma, Wt))
+            for t, Wt in enumerate(parts)
+        ]
+    )
+    return X - tau, w, hol
+
+
+def mmjsre_step_info(Ws: tuple, alphas, sigma, tau) -> tuple[tuple, StepInfo]:
+    """Multi-resource step, eq. (15) (:func:`mmjsre_advance`), with per-type HOL and free idle
+    time.
 
     Args:
         Ws: tuple of ``T`` ascending vectors (lengths ``s_t``).
@@ -132,23 +169,13 @@ def mmjsre_step_info(Ws: tuple, alphas, sigma, tau) -> tuple[tuple, StepInfo]:
     Returns:
         ``(Ws_next, StepInfo(wait, hol (T,), free (T,)))``.
     """
-    alphas = jnp.asarray(alphas)
-    starts = [
-        jnp.where(alphas[t] > 0, wait_time(W, jnp.maximum(alphas[t], 1)), 0)
-        for t, W in enumerate(Ws)
-    ]
-    start = starts[0]
-    for st in starts[1:]:
-        start = jnp.maximum(start, st)
-    v = start + sigma
-    out, hols, frees = [], [], []
-    for t, W in enumerate(Ws):
-        idx = jnp.arange(W.shape[0])
-        hols.append(jnp.sum(jnp.where(idx < alphas[t], start - W, 0)))
-        X = jnp.minimum(_shift_left(W, alphas[t]), jnp.maximum(v, W)) - tau
-        frees.append(jnp.sum(jnp.maximum(-X, 0)))
-        out.append(jnp.maximum(X, 0))
-    return tuple(out), StepInfo(start, jnp.stack(hols), jnp.stack(frees))
+    sizes = tuple(int(W.shape[0]) for W in Ws)
+    X, w, hol = mmjsre_advance(jnp.concatenate(Ws), alphas, sigma, tau, sizes)
+    cut = tuple(np_cumsum(sizes)[:-1])
+    Xs, hols = jnp.split(X, cut), jnp.split(hol, cut)
+    out = tuple(jnp.maximum(x, 0) for x in Xs)
+    frees = jnp.stack([jnp.sum(jnp.maximum(-x, 0)) for x in Xs])
+    return out, StepInfo(w, jnp.stack([jnp.sum(h) for h in hols]), frees)
 
 
 def mmjsre_step(Ws: tuple, alphas, sigma, tau) -> tuple:
@@ -166,14 +193,26 @@ def random_subset(u: Float[Array, " s"], beta: Int[ArrayLike, ""]) -> Array:
     return rank < beta
 
 
-def smjsre_step_info(W, alpha, beta, sigma, tau, u) -> tuple[Float[Array, " s"], StepInfo]:
-    """Specific-server step, eq. (14), with the job's :class:`StepInfo`.
+def smjsre_advance(W, alpha, beta, sigma, tau, u):
+    """Eq. (14) before the positive part: ``(X, w, hol)`` as :func:`mjsre_advance`.
 
     The job asks ``alpha`` arbitrary servers plus ``beta`` specific ones, the specific set
     ``S`` being uniformly random (drawn from the ``s`` uniforms ``u``): it takes ``S`` and the
     ``alpha`` least loaded servers outside ``S``, waits ``W-hat = max(max_S W, W^{i*})`` and
     holds all of them until ``W-hat + sigma``. The vector is re-sorted (O(s log s); this variant
     is not on the fast path).
+    """
+    spec = random_subset(u, beta)
+    k = jnp.cumsum(~spec)
+    chosen = spec | (~spec & (k <= alpha))
+    w = jnp.max(jnp.where(chosen, W, 0))
+    hol = jnp.where(chosen, w - W, 0)
+    return jnp.sort(jnp.where(chosen, w + sigma, W)) - tau, w, hol
+
+
+def smjsre_step_info(W, alpha, beta, sigma, tau, u) -> tuple[Float[Array, " s"], StepInfo]:
+    """Specific-server step, eq. (14) (:func:`smjsre_advance`), with the job's
+    :class:`StepInfo`.
 
     Args:
         W: ascending workload vector.
@@ -185,14 +224,7 @@ def smjsre_step_info(W, alpha, beta, sigma, tau, u) -> tuple[Float[Array, " s"],
     Returns:
         ``(W_next, StepInfo)``.
     """
-    spec = random_subset(u, beta)
-    k = jnp.cumsum(~spec)
-    chosen = spec | (~spec & (k <= alpha))
-    w = jnp.max(jnp.where(chosen, W, 0))
-    hol = jnp.sum(jnp.where(chosen, w - W, 0))
-    X = jnp.sort(jnp.where(chosen, w + sigma, W)) - tau
-    free = jnp.sum(jnp.maximum(-X, 0))
-    return jnp.maximum(X, 0), StepInfo(w, hol, free)
+    return _info(*smjsre_advance(W, alpha, beta, sigma, tau, u))
 
 
 def smjsre_step(W, alpha, beta, sigma, tau, u) -> Float[Array, " s"]:

@@ -145,3 +145,44 @@ def test_random_subset_size_and_uniformity(beta):
     p = beta / 8
     sd = np.sqrt(p * (1 - p) / 4000)
     assert np.all(np.abs(masks.mean(axis=0) - p) <= 3.3 * sd + 1e-12)
+
+
+def test_policies_are_the_steps():
+    """The policy layer adds no formula: each policy's ``step`` / ``merge`` equals the step
+    function it stands for (those are checked against sorting and the event simulator above),
+    and ``policy_for`` picks the policy of the workload."""
+    from jaxqueue.dist import Exponential
+    from jaxqueue.mjqm import (
+        FCFS,
+        RandomServers,
+        SpecificServers,
+        Workload,
+        mjsre_merge,
+        mjsre_step,
+        mmjsre_step,
+        policy_for,
+        ra_step,
+        smjsre_step,
+    )
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        W = jnp.asarray(np.sort(rng.exponential(1.0, 8)))
+        a = int(rng.integers(1, 9))
+        sg, t = float(rng.exponential()), float(rng.exponential(0.5))
+        u = jnp.asarray(rng.uniform(size=8))
+        np.testing.assert_array_equal(FCFS((8,)).step(W, a, sg, t), mjsre_step(W, a, sg, t))
+        np.testing.assert_array_equal(FCFS((8,)).merge(W, a, sg), mjsre_merge(W, a, sg))
+        np.testing.assert_array_equal(RandomServers().step(W, a, sg, t, u), ra_step(W, a, sg, t, u))
+        b = int(rng.integers(0, 9 - a))
+        np.testing.assert_array_equal(
+            SpecificServers().step(W, (a, b), sg, t, u), smjsre_step(W, a, b, sg, t, u)
+        )
+        Ws = (W[:5], jnp.sort(W[5:] + 0.3))
+        al = jnp.asarray([int(rng.integers(0, 6)), int(rng.integers(1, 4))])
+        got = FCFS((5, 3)).step(jnp.concatenate(Ws), al, sg, t)
+        np.testing.assert_array_equal(got, jnp.concatenate(mmjsre_step(Ws, al, sg, t)))
+    w1 = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2)
+    assert policy_for(w1) == FCFS((4,)) and isinstance(policy_for(w1, "random"), RandomServers)
+    w2 = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2, specific=[0, 1])
+    assert isinstance(policy_for(w2), SpecificServers)

@@ -19,6 +19,10 @@ Inputs (``_inputs.py``), counter-based: a pure function of ``(key, rep, job)``
     ``jobs_from_uniforms(workload, lam, u, *, dtype)``, ``n_uniforms(workload, n_extra)``.
     Chunking, batching and device count never change the numbers; doubling a backward horizon
     reuses the same past.
+Policies (``_policy.py``)
+    ``Policy`` (``advance(W, alpha, sigma, tau, u) -> (X, wait, hol)``, ``step``, ``merge``):
+    ``FCFS(sizes)``, ``SpecificServers()``, ``RandomServers()``; ``policy_for(workload,
+    variant)``. Every driver (forward, backward, pile growth, optimisation sampler) calls one.
 Step (``_step.py``), W ascending, ``alpha`` = number of servers (1-based)
     ``mjsre_advance(W, alpha, sigma, tau) -> (X, wait, hol)`` eq. (2) before the positive
     part (the FCFS step every driver builds on; ``mmjsre_advance`` eq. (15), ``smjsre_advance``
@@ -53,6 +57,11 @@ from ._inputs import job_uniforms_block as job_uniforms_block
 from ._inputs import jobs_from_uniforms as jobs_from_uniforms
 from ._inputs import n_uniforms as n_uniforms
 from ._inputs import replication_key as replication_key
+from ._policy import FCFS as FCFS
+from ._policy import Policy as Policy
+from ._policy import RandomServers as RandomServers
+from ._policy import SpecificServers as SpecificServers
+from ._policy import policy_for as policy_for
 from ._steady import simulate_steady as simulate_steady
 from ._step import StepInfo as StepInfo
 from ._step import mjsre_advance as mjsre_advance

@@ -77,7 +77,7 @@ Implementation:
 * ``ell`` is capped at ``max_ell``; samples that did not converge are reported in
   ``BackwardSamples.converged`` and ``status`` (their state is the last lower bound).
 
-The one-job update is :func:`~jaxqueue.mjqm.mjsre_step` (eq. (2), an O(s) merge).
+The one-job update is the FCFS policy's step (``_policy.py``: eq. (2), an O(s) merge).
 """
 
 from __future__ import annotations
@@ -99,8 +99,8 @@ from jax import lax
 from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._guard import check_load
+from ._policy import FCFS
 from ._stability import guard_key, lambda_c_estimate
-from ._step import mjsre_step
 from ._workload import Workload
 
 __all__ = [
@@ -160,7 +160,7 @@ def _chunk(workload: Workload, W, hit, steps, key, i, c, lam, track):
 
     def step(carry, x):
         W, hit, steps = carry
-        W = jax.vmap(mjsre_step)(W, *x)
+        W = jax.vmap(FCFS((W.shape[-1],)).step)(W, *x)
         if not track:
             return (W, hit, steps), None
         steps = steps + jnp.where(hit, 0, 1).astype(steps.dtype)

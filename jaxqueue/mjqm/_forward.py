@@ -50,7 +50,7 @@ from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import drift, mean_ci, t_quantile
 from ._guard import check_load
 from ._inputs import draw_jobs_block_reps
-from ._step import mjsre_advance, mmjsre_advance, smjsre_advance
+from ._policy import SpecificServers, policy_for
 from ._workload import Workload
 
 __all__ = ["ForwardResult", "simulate"]
@@ -93,14 +93,13 @@ def _run_impl(
 
     splits = tuple(np.cumsum(sizes)[:-1])
 
+    # the policy: FCFS (eq. (2) or (15)); specific servers and random assignment both as
+    # eq. (14) with inputs alpha = (arbitrary, specific) built in chunk_inputs
+    policy = SpecificServers() if special else policy_for(workload)
+
     def advance(W, alpha, sigma, tau, extra):
-        """One step (``_step.py``): (wait, HOL vector of the job, new state)."""
-        if special:
-            X, w, hol = smjsre_advance(W, alpha[0], alpha[1], sigma, tau, extra)
-        elif T == 1:  # alpha is a scalar here (see scan_xs)
-            X, w, hol = mjsre_advance(W, alpha, sigma, tau)
-        else:
-            X, w, hol = mmjsre_advance(W, alpha, sigma, tau, tuple(sizes))
+        """One step: (wait, HOL vector of the job, new state)."""
+        X, w, hol = policy.advance(W, alpha, sigma, tau, extra)
         return w, hol, jnp.maximum(X, 0)
 
     def chunk_inputs(start, stop, masked):

@@ -43,7 +43,7 @@ from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ..dist import Deterministic, Exponential
 from ..stats import t_quantile
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
-from ._step import mjsre_merge, ra_step
+from ._policy import FCFS, RandomServers
 from ._workload import Workload
 
 __all__ = [
@@ -124,21 +124,12 @@ def _pile_chunks(workload: Workload, H, key, i, c0, n_chunks, random_assignment:
         c = c0 + j
         n_extra = s if random_assignment else 0
         alpha, sigma, _, extra = chunk_inputs(workload, key, i, c, 1.0, dtype, n_extra=n_extra)
-        zero = jnp.zeros((), dtype)
-        if random_assignment:
+        policy = RandomServers() if random_assignment else FCFS((s,))
 
-            def step(H, x):
-                a, sg, u = x
-                return ra_step(H, a, sg, zero, u), None
+        def step(H, x):
+            return policy.merge(H, *x), None
 
-            H, _ = lax.scan(step, H, (alpha, sigma, extra))
-        else:
-
-            def step(H, x):
-                a, sg = x
-                return mjsre_merge(H, a, sg), None
-
-            H, _ = lax.scan(step, H, (alpha, sigma))
+        H, _ = lax.scan(step, H, (alpha, sigma, extra) if random_assignment else (alpha, sigma))
         off = H[0]
         return H - off, acc + off
 

@@ -87,7 +87,12 @@ def mjsre_merge(
     Returns:
         The ascending vector after the job took the ``alpha`` least loaded servers.
     """
-    v = wait_time(W, alpha) + sigma
+    return _merge(W, alpha, wait_time(W, alpha) + sigma)
+
+
+def _merge(W, alpha, v):
+    """``min(X, max(v, W))`` (module docstring): the ``alpha`` least loaded servers of the
+    ascending ``W`` all become ``v`` (``v >= W^alpha``), the result ascending, in O(s)."""
     return jnp.minimum(_shift_left(W, alpha), jnp.maximum(v, W))
 
 
@@ -117,9 +122,7 @@ def mjsre_advance(W, alpha, sigma, tau):
     ``sum (-X)^+``), ``w = W^alpha``, ``hol^i = (W^alpha - W^i) 1{i <= alpha} = (w - W^i)^+``
     (``W`` ascending). The one FCFS step every driver builds on."""
     w = wait_time(W, alpha)
-    hol = jnp.maximum(w - W, 0)
-    X = jnp.minimum(_shift_left(W, alpha), jnp.maximum(w + sigma, W)) - tau
-    return X, w, hol
+    return mjsre_merge(W, alpha, sigma) - tau, w, jnp.maximum(w - W, 0)
 
 
 def _info(X, w, hol) -> tuple[Float[Array, " s"], StepInfo]:
@@ -148,12 +151,7 @@ def mmjsre_advance(W, alphas, sigma, tau, sizes: tuple[int, ...]):
     hol = jnp.concatenate(
         [jnp.where(jnp.arange(Wt.shape[0]) < alphas[t], w - Wt, 0) for t, Wt in enumerate(parts)]
     )
-    X = jnp.concatenate(
-        [
-            jnp.minimum(_shift_left(Wt, alphas[t]), jnp.maximum(w + sigma, Wt))
-            for t, Wt in enumerate(parts)
-        ]
-    )
+    X = jnp.concatenate([_merge(Wt, alphas[t], w + sigma) for t, Wt in enumerate(parts)])
     return X - tau, w, hol
 
 

@@ -30,8 +30,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxqueue.mjqm import Workload, job_uniforms, mjsre_step, n_uniforms, wait_time
+from jaxqueue.mjqm import Workload, job_uniforms, n_uniforms
 from jaxqueue.mjqm._inputs import service_from_uniforms
+from jaxqueue.mjqm._policy import policy_for
 from jaxqueue.stats import mean_ci
 
 __all__ = [
@@ -129,12 +130,14 @@ class MJQMSampler:
         params = self.full_params(params)
         s = self.workload.s
 
+        policy = policy_for(self.workload)
+
         def one(rep):
             cls, alpha, sigma, tau = self._inputs(params, rep)
 
             def step(W, x):
-                a, sg, t = x
-                return mjsre_step(W, a, sg, t), wait_time(W, a)
+                X, wait, _ = policy.advance(W, *x)
+                return jnp.maximum(X, 0), wait
 
             _, w = jax.lax.scan(step, jnp.zeros((s,), self.dtype), (alpha, sigma, tau))
             return w, cls

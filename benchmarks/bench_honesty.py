@@ -79,7 +79,7 @@ def _limit_and_ref(name: str, frac: float):
     wl = get(name)
     if all(isinstance(x, Exponential) for x in wl.services):
         return float(exact_lambda_c(wl)), None
-    lc = lambda_c_estimate(wl).lambda_c
+    lc = lambda_c_estimate(wl, key=jax.random.key(0)).lambda_c
     r = simulate_steady(
         wl,
         frac * lc,

@@ -384,3 +384,25 @@ def test_population_sums_both_lattices_against_balance_function(dense, monkeypat
         )
         np.testing.assert_allclose(np.exp(np.asarray(log_idle[2])), sub, rtol=1e-10)
         assert float(slack) > 0
+
+
+@pytest.mark.parametrize(
+    "K, population, truncate, match",
+    [
+        (40, None, None, "2\\^40"),  # open, each pool by jaxqueue.pools: 2^40 subsets
+        (28, None, None, "18.6 GB"),  # took 34 s and 5.8 GB before it was refused
+        (40, None, 1_000_000, "N = 1000000"),  # the convolutions: (N + 1)^2 terms
+        (20, 1_000_000, None, "N = 1000000|cells"),  # a closed population of 1e6
+    ],
+)
+def test_oversize_networks_refused_before_allocating(K, population, truncate, match):
+    """Exact engines refuse oversize problems in under 5 s, before anything is allocated."""
+    servers = list(range(K))
+    if population is None:
+        net = Network([[servers]], mu=[1.0] * K, routing=[[0.0]], nu=[1.0])
+    else:
+        net = Network([[servers]], mu=[1.0] * K, routing=[[1.0]], population=population)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=match):
+        solve_truncated(net, truncate) if truncate else solve(net)
+    assert time.perf_counter() - t0 < 5.0

@@ -228,6 +228,15 @@ def test_stability_margin_matches_enumeration(seed):
     assert_close(st.margin, mu[list(servers)].sum() / w[list(st.bottleneck_classes)].sum())
 
 
+@pytest.mark.parametrize("scale", [1e-12, 1e-200, 1e12])
+def test_stability_margin_at_any_scale(scale):
+    """The margin scales as 1 / scale (the LP runs on relative rates: ``--rho 1e-12`` was
+    refused as 'LP infeasible')."""
+    pool, w = random_pool(6, 7, seed=3)
+    st = stability(pool, w * scale)
+    assert_close(st.margin, brute_margin(pool, w) / scale, rtol=1e-9)
+
+
 def test_stability_thousands_of_classes():
     rng = np.random.default_rng(0)
     K, I = 300, 2000

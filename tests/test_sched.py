@@ -263,6 +263,15 @@ def test_validation():
         simulate(ClassAssignment([[0]], [1.0]), [0.5], law, m=-1.0, key=key)
     with pytest.raises(ValueError, match="phases"):
         simulate(ClassAssignment([[0]], [1.0]), [0.5], get_law("det"), key=key)
+    for kw, match in (
+        ({"queue_size": 0}, "queue_size must be an integer >= 1"),
+        ({"queue_size": 64, "max_queue_size": 32}, "max_queue_size"),
+    ):
+        with pytest.raises(ValueError, match=match):  # was a traceback from inside the kernel
+            simulate(ClassAssignment([[0]], [1.0]), [0.5], law, key=key, **kw)
+    # the stability check is the pools LP: a bottleneck of several classes is named
+    with pytest.raises(ValueError, match=r"bottleneck classes \[0, 1\]"):
+        simulate(ClassAssignment([[0], [0]], [1.0]), [0.6, 0.6], law, key=key)
 
 
 def test_float32_keeps_dtype_and_agrees():

@@ -117,16 +117,8 @@ def solve_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
     st = stability(pool, lam)
     res = solve(pool, lam, class_idle=class_idle or None)
     return {
-        "psi": res.psi,
-        "L": res.L,
-        "T": res.T,
-        "psi_server": res.psi_server,
-        "L_total": res.L_total,
-        "T_mean": res.T_mean,
+        **res.metrics(),
         "lam": lam,
-        "gamma": res.gamma,
-        "psi_class": res.psi_class,
-        "busy_servers": res.busy_servers,
         "stability_margin": st.margin,
         "load": st.load,
         "bottleneck_classes": list(st.bottleneck_classes),
@@ -190,15 +182,7 @@ def run_solve(args: argparse.Namespace) -> int:
     if args.server_sets is None and not os.path.isfile(spec) and ":" in spec:
         res, info = _structured(args)
         out = {
-            "psi": res.psi,
-            "L": res.L,
-            "T": res.T,
-            "psi_server": res.psi_server,
-            "L_total": res.L_total,
-            "T_mean": res.T_mean,
-            "gamma": res.gamma,
-            "psi_class": res.psi_class,
-            "busy_servers": res.busy_servers,
+            **res.metrics(),
             "stability_margin": res.stability_margin,
             "structure": spec,
         }

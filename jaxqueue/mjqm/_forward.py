@@ -554,15 +554,7 @@ def simulate(
         ValueError: bad sizes, dtype, variant, init, or an unstable ``lam``.
     """
     lam_f = check_load(workload, lam, key=key, override=override)
-    for name, v, lo in (("n_jobs", n_jobs, 1), ("n_replications", n_replications, 2)):
-        if not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
-    if variant not in _VARIANTS:
-        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
-    if variant == "random" and workload.n_types != 1:
-        raise ValueError("variant='random' needs a single resource type")
+    _check_sizes(workload, n_jobs, n_replications, chunk, variant)
     dtype = jnp.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise ValueError(f"dtype must be a float dtype, got {dtype}")
@@ -573,26 +565,8 @@ def simulate(
     if not isinstance(job_offset, (int, np.integer)) or job_offset < 0:
         raise ValueError(f"job_offset must be an integer >= 0, got {job_offset!r}")
     chunk = int(min(chunk, n_jobs))
-    s = workload.s
-    if init is None:
-        W0 = np.zeros((n_replications, s))
-    else:
-        W0 = np.asarray(init, dtype=float)
-        if W0.ndim == 1:
-            W0 = np.broadcast_to(W0, (n_replications, W0.shape[0]))
-        if W0.shape != (n_replications, s):
-            raise ValueError(f"init must have shape ({s},) or ({n_replications}, {s})")
-        if not np.all(np.isfinite(W0)) or np.any(W0 < 0):
-            raise ValueError("init must be finite and >= 0")
-        parts = np.split(W0, np.cumsum(workload.servers)[:-1], axis=1)
-        W0 = np.concatenate([np.sort(p, axis=1) for p in parts], axis=1)
-    mean_service = float(np.sum(np.asarray(workload.probs) * np.asarray(workload.mean_service())))
-    lo, hi = hist_range if hist_range is not None else (1e-4 * mean_service, 1e6 * mean_service)
-    if not (0 < lo < hi and math.isfinite(hi)):
-        raise ValueError(f"hist_range must satisfy 0 < low < high, got {hist_range!r}")
-    if bins_per_octave not in (1, 2, 4, 8, 16, 32, 64):
-        raise ValueError(f"bins_per_octave must be a power of 2 <= 64, got {bins_per_octave!r}")
-    n_bins, shift, lo_code, edges = _hist_layout(lo, hi, bins_per_octave)
+    W0 = _initial_states(workload, init, n_replications)
+    n_bins, shift, lo_code, edges = _histogram(workload, hist_range, bins_per_octave)
 
     mesh = batch_mesh(batch_devices(n_replications, devices))
     reps, W0 = shard_batch(
@@ -630,6 +604,45 @@ def simulate(
         stationary_start=bool(stationary_start and init is not None),
     )
     return res if init is None else dataclasses.replace(res, start="init")
+
+
+def _check_sizes(workload, n_jobs, n_replications, chunk, variant) -> None:
+    for name, v, lo in (("n_jobs", n_jobs, 1), ("n_replications", n_replications, 2)):
+        if not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
+    if variant == "random" and workload.n_types != 1:
+        raise ValueError("variant='random' needs a single resource type")
+
+
+def _initial_states(workload, init, n_replications: int) -> np.ndarray:
+    """``(replications, s)`` initial states: empty, or ``init`` checked and sorted per type."""
+    s = workload.s
+    if init is None:
+        return np.zeros((n_replications, s))
+    W0 = np.asarray(init, dtype=float)
+    if W0.ndim == 1:
+        W0 = np.broadcast_to(W0, (n_replications, W0.shape[0]))
+    if W0.shape != (n_replications, s):
+        raise ValueError(f"init must have shape ({s},) or ({n_replications}, {s})")
+    if not np.all(np.isfinite(W0)) or np.any(W0 < 0):
+        raise ValueError("init must be finite and >= 0")
+    parts = np.split(W0, np.cumsum(workload.servers)[:-1], axis=1)
+    return np.concatenate([np.sort(p, axis=1) for p in parts], axis=1)
+
+
+def _histogram(workload, hist_range, bins_per_octave):
+    """The log-spaced waiting-time histogram layout (:func:`_hist_layout`) of ``simulate``."""
+    mean_service = float(np.sum(np.asarray(workload.probs) * np.asarray(workload.mean_service())))
+    lo, hi = hist_range if hist_range is not None else (1e-4 * mean_service, 1e6 * mean_service)
+    if not (0 < lo < hi and math.isfinite(hi)):
+        raise ValueError(f"hist_range must satisfy 0 < low < high, got {hist_range!r}")
+    if bins_per_octave not in (1, 2, 4, 8, 16, 32, 64):
+        raise ValueError(f"bins_per_octave must be a power of 2 <= 64, got {bins_per_octave!r}")
+    return _hist_layout(lo, hi, bins_per_octave)
 
 
 def _stationarity(wait_sum, n, wait_sum2, n2, level=0.999):

@@ -88,6 +88,38 @@ def wait_density(
     return dens, np.mean(w == 0, axis=0)
 
 
+def _class_row(x, law, cores: int, prob: float, lam: float, bias: float, level, key) -> dict:
+    """The metrics of one class from its waits ``x`` (one per sample): mean (its interval
+    raised by the bias bound ``bias``), variance, quantiles, P(no wait), response time (job
+    0's service time drawn with ``key``) and ``L`` (Little)."""
+    mean_s, var_s = float(law.mean()), float(law.var())
+    m, mci = _mean_ci(x, level)
+    mci = _widen(mci, bias)
+    v, vci = _var_ci(x, level)
+    r = x + np.asarray(law.sample(key, (x.shape[0],)), dtype=np.float64)
+    row = {
+        "cores": cores,
+        "prob": prob,
+        "wait_mean": m,
+        "wait_mean_ci": mci,
+        "wait_mean_bias_bound": bias,
+        "wait_var": v,
+        "wait_var_ci": vci,
+        "p_wait_zero": float(np.mean(x == 0)),
+        "response_mean": m + mean_s,
+        "response_mean_ci": [mci[0] + mean_s, mci[1] + mean_s],
+        "response_var": v + var_s,
+        "response_p90": float(np.quantile(r, 0.9)),
+        "L": lam * prob * (m + mean_s),
+        "L_ci": [lam * prob * (mci[0] + mean_s), lam * prob * (mci[1] + mean_s)],
+    }
+    for q in (0.5, 0.9, 0.99):
+        qv, qci = _quantile_ci(x, q, level)
+        row[f"wait_p{int(round(q * 100))}"] = qv
+        row[f"wait_p{int(round(q * 100))}_ci"] = qci
+    return row
+
+
 def palm_metrics(
     workload,
     samples: BackwardSamples,
@@ -142,43 +174,26 @@ def palm_metrics(
         else np.asarray(samples.bias_bound_class, dtype=np.float64)
     )
     means = np.array([float(law.mean()) for law in laws])
-    vars_ = np.array([float(law.var()) for law in laws])
-    classes = []
-    for c in range(len(cores)):
-        x = w[:, c]
-        m, mci = _mean_ci(x, level)
-        mci = _widen(mci, float(bias_c[c]))
-        v, vci = _var_ci(x, level)
-        sig = np.asarray(laws[c].sample(jax.random.fold_in(key, c), (n,)), dtype=np.float64)
-        r = x + sig
-        row = {
-            "cores": int(cores[c]),
-            "prob": float(probs[c]),
-            "wait_mean": m,
-            "wait_mean_ci": mci,
-            "wait_mean_bias_bound": float(bias_c[c]),
-            "wait_var": v,
-            "wait_var_ci": vci,
-            "p_wait_zero": float(np.mean(x == 0)),
-            "response_mean": m + means[c],
-            "response_mean_ci": [mci[0] + means[c], mci[1] + means[c]],
-            "response_var": v + vars_[c],
-            "response_p90": float(np.quantile(r, 0.9)),
-            "L": lam * probs[c] * (m + means[c]),
-            "L_ci": [lam * probs[c] * (mci[0] + means[c]), lam * probs[c] * (mci[1] + means[c])],
-        }
-        for q in (0.5, 0.9, 0.99):
-            qv, qci = _quantile_ci(x, q, level)
-            row[f"wait_p{int(round(q * 100))}"] = qv
-            row[f"wait_p{int(round(q * 100))}_ci"] = qci
-        classes.append(row)
+    classes = [
+        _class_row(
+            w[:, c],
+            laws[c],
+            int(cores[c]),
+            float(probs[c]),
+            lam,
+            float(bias_c[c]),
+            level,
+            jax.random.fold_in(key, c),
+        )
+        for c in range(len(cores))
+    ]
     wbar = w @ probs
     wm, wci = _mean_ci(wbar, level)
     wci = _widen(wci, bias)
     csum = np.cumsum(W, axis=1)[:, cores - 1]
     hol = lam * ((cores[None, :] * w - csum) @ probs)
     hm, hci = _mean_ci(hol, level)
-    busy = lam * float(np.sum(probs * cores * means))
+    busy = lam * float(np.sum(probs * cores * means))  # lam E[alpha sigma], in float64
     es = float(np.sum(probs * means))
     return {
         "lam": lam,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +41,8 @@ NEG = -1e30
 # Largest lattice handled (2^E subsets times N + 1 coefficients must also fit in memory).
 MAX_LATTICE_BITS = 18
 MAX_LATTICE_CELLS = 40_000_000
+# Largest convolution of the pools' series, pools x (servers + 1) x (N + 1)^2 terms (800 MB).
+MAX_CONVOLUTION_CELLS = 100_000_000
 # Above this many (subsets x (N + 1)^2) cells per layer, the division by (d - z c) runs as a scan.
 DENSE_CELLS = 4_000_000
 
@@ -59,6 +62,40 @@ def _popcount(m: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
+def lattice_elements(n_classes: int, n_servers: int) -> int:
+    """Elements of a pool's lattice (its classes or its servers, the fewer), refused above
+    ``MAX_LATTICE_BITS`` before anything is allocated."""
+    E = min(n_classes, n_servers)
+    if E > MAX_LATTICE_BITS:
+        raise ValueError(
+            f"queues: a pool with {n_classes} classes over {n_servers} servers needs a lattice "
+            f"of 2^{E} subsets; at most 2^{MAX_LATTICE_BITS} is supported for closed or mixed "
+            "networks (and by --engine lattice)"
+        )
+    return E
+
+
+def check_cells(E: int, n_pools: int, n_max: int, n_servers: int = 0) -> None:
+    """Refuse, before anything is allocated, a recursion of more than ``MAX_LATTICE_CELLS``
+    cells (layers x pools x largest layer x (N + 1)), or convolutions of the pools' series
+    (``pools x (servers + 1) x (N + 1)^2`` terms for the per-server idle probabilities) of
+    more than ``MAX_CONVOLUTION_CELLS``."""
+    cells = (E + 1) * n_pools * math.comb(E, E // 2) * (n_max + 1)
+    if cells > MAX_LATTICE_CELLS:
+        raise ValueError(
+            f"population: the recursion needs {cells:.3g} cells (layers x pools x subsets x "
+            f"(N + 1)), more than {MAX_LATTICE_CELLS:.3g}; reduce the population (or --truncate) "
+            "or the number of classes per pool"
+        )
+    conv = n_pools * (n_servers + 1) * (n_max + 1) ** 2
+    if conv > MAX_CONVOLUTION_CELLS:
+        raise ValueError(
+            f"population: N = {n_max} needs convolutions of {conv:.3g} terms (pools x (servers "
+            f"+ 1) x (N + 1)^2, about {8 * conv / 1e9:.3g} GB), more than "
+            f"{MAX_CONVOLUTION_CELLS:.3g}; reduce the population (or --truncate)"
+        )
+
+
 def lattice_tables(server_sets: tuple[tuple[int, ...], ...], n_servers: int) -> _Tables:
     """Static index tables of the recursion for one pool (server indices local, ``0..K-1``).
 
@@ -70,12 +107,7 @@ def lattice_tables(server_sets: tuple[tuple[int, ...], ...], n_servers: int) -> 
     """
     C, K = len(server_sets), n_servers
     kind = "class" if C <= K else "server"
-    E = C if kind == "class" else K
-    if E > MAX_LATTICE_BITS:
-        raise ValueError(
-            f"queues: a pool with {C} classes over {K} servers needs a lattice of 2^{E} subsets; "
-            f"at most 2^{MAX_LATTICE_BITS} is supported for closed or mixed networks"
-        )
+    E = lattice_elements(C, K)
     masks = np.arange(2**E, dtype=np.int64)
     pc = _popcount(masks)
     order = np.lexsort((masks, pc))
@@ -183,36 +215,14 @@ def population_sums(tables: tuple[_Tables, ...], lams, mus, markeds, n_max: int)
         ``mu(S_A) - lam_open(A)`` over nonempty subsets (``<= 0``: pool ``k`` is unstable).
     """
     dtype = jnp.result_type(*lams, *mus)
+    check_cells(max(t.n_elems for t in tables), len(tables), n_max)
     E, S, K, elem, pred, sub, valid, total_sel, idle_sel = _stack_layout(tuple(tables))
     N1 = n_max + 1
-    cells = (E + 1) * len(tables) * S * N1
-    if cells > MAX_LATTICE_CELLS:
-        raise ValueError(
-            f"population: the recursion needs {cells:.3g} cells (layers x pools x subsets x "
-            f"(N + 1)), more than {MAX_LATTICE_CELLS:.3g}; reduce the population or the number "
-            "of classes per pool"
-        )
-    log_ws, shifts, log_ds, log_rs, slacks = [], [], [], [], []
-    for t, lam, mu, marked in zip(tables, lams, mus, markeds, strict=True):
-        marked = np.asarray(marked, bool)
-        nm = jnp.asarray(marked, dtype)
-        mu_sum = jnp.asarray(t.mu_ind, dtype) @ mu
-        lam_open = jnp.asarray(t.lam_ind, dtype) @ (lam * (1 - nm))
-        lam_mark = jnp.asarray(t.lam_ind, dtype) @ (lam * nm)
-        d = mu_sum - lam_open
-        slacks.append(jnp.min(d[1:]))
-        log_d = jnp.log(jnp.where(d > 0, d, 1.0))
-        log_r = _safe_log(lam_mark) - log_d
-        pad = jnp.zeros(1, dtype)
-        log_ds.append(jnp.concatenate([log_d, pad]))
-        log_rs.append(jnp.concatenate([log_r, pad + NEG]))
-        if t.kind == "class":
-            lw, sh = _safe_log(lam), marked.astype(np.int64)
-        else:
-            lw, sh = jnp.log(mu), np.zeros(t.n_elems, np.int64)
-        fill = E + 1 - t.n_elems
-        log_ws.append(jnp.concatenate([lw, jnp.full(fill, NEG, dtype)]))
-        shifts.append(np.concatenate([sh, np.zeros(fill, np.int64)]))
+    per_pool = [
+        _pool_terms(t, lam, mu, marked, E, dtype)
+        for t, lam, mu, marked in zip(tables, lams, mus, markeds, strict=True)
+    ]
+    log_ws, shifts, log_ds, log_rs, slacks = (list(x) for x in zip(*per_pool, strict=True))
     log_w = jnp.stack(log_ws)  # (P, E + 1)
     shift = np.stack(shifts)  # (P, E + 1)
     n_sub = max(ld.shape[0] for ld in log_ds)
@@ -224,10 +234,11 @@ def population_sums(tables: tuple[_Tables, ...], lams, mus, markeds, n_max: int)
     lr_layers = log_r[pidx, sub]
     sh_layers = shift[np.arange(P)[None, :, None, None], elem]  # (E, P, S, E)
     f0 = jnp.full((P, S, N1), NEG, dtype).at[:, 0, 0].set(0.0)
-    nn = np.arange(N1)
-    lag = jnp.asarray(np.maximum(nn[:, None] - nn[None, :], 0), dtype)
-    lower = jnp.asarray(nn[:, None] >= nn[None, :])
     dense = S * N1 * N1 <= DENSE_CELLS  # dense division is faster to compile and differentiate
+    if dense:
+        nn = np.arange(N1)
+        lag = jnp.asarray(np.maximum(nn[:, None] - nn[None, :], 0), dtype)
+        lower = jnp.asarray(nn[:, None] >= nn[None, :])
 
     def one_pool(prev, el, pr, sh, lw, ld, lr):
         prev_shift = jnp.concatenate([jnp.full((S, 1), NEG, dtype), prev[:, :-1]], axis=1)
@@ -256,15 +267,49 @@ def population_sums(tables: tuple[_Tables, ...], lams, mus, markeds, n_max: int)
         allf = jnp.concatenate([f0[None], fs], axis=0)  # (E + 1, P, S, N1)
     else:
         allf = f0[None]
+    log_g, log_g_idle = _totals(allf, valid, total_sel, idle_sel, dtype)
+    return log_g, log_g_idle, jnp.stack(slacks)
+
+
+def _pool_terms(t: _Tables, lam, mu, marked, E: int, dtype):
+    """One pool's inputs to the recursion: element log-weights (class rates or server rates,
+    padded to ``E + 1``), their shifts in ``n`` (marked classes), the subset terms ``log d_A``
+    and ``log r_A`` (``d_A = mu(S_A) - lam_open(A)``, ``r_A = lam_marked(A) / d_A``) and the
+    smallest slack ``min_A d_A``."""
+    marked = np.asarray(marked, bool)
+    nm = jnp.asarray(marked, dtype)
+    mu_sum = jnp.asarray(t.mu_ind, dtype) @ mu
+    lam_open = jnp.asarray(t.lam_ind, dtype) @ (lam * (1 - nm))
+    lam_mark = jnp.asarray(t.lam_ind, dtype) @ (lam * nm)
+    d = mu_sum - lam_open
+    log_d = jnp.log(jnp.where(d > 0, d, 1.0))
+    log_r = _safe_log(lam_mark) - log_d
+    pad = jnp.zeros(1, dtype)
+    if t.kind == "class":
+        lw, sh = _safe_log(lam), marked.astype(np.int64)
+    else:
+        lw, sh = jnp.log(mu), np.zeros(t.n_elems, np.int64)
+    fill = E + 1 - t.n_elems
+    return (
+        jnp.concatenate([lw, jnp.full(fill, NEG, dtype)]),
+        np.concatenate([sh, np.zeros(fill, np.int64)]),
+        jnp.concatenate([log_d, pad]),
+        jnp.concatenate([log_r, pad + NEG]),
+        jnp.min(d[1:]),
+    )
+
+
+def _totals(allf, valid, total_sel, idle_sel, dtype):
+    """``(log G, log G_idle)`` from the layers ``allf`` ``(E + 1, P, S, N + 1)``: the sum over
+    the subsets that make up the whole pool, and per server the sum over those where it is
+    idle (a matrix product of scaled exponentials: no ``(layers, P, S, K, N + 1)`` array)."""
     allf = jnp.where(jnp.asarray(valid)[..., None], allf, NEG)
     tot = jnp.where(jnp.asarray(total_sel)[..., None], allf, NEG)
     log_g = jax.nn.logsumexp(tot, axis=(0, 2))  # (P, N1)
-    # Idle sums as a matrix product of scaled exponentials (no (layers, P, S, K, N1) array).
     m = jax.lax.stop_gradient(jnp.max(allf, axis=(0, 2)))  # (P, N1)
     scaled = jnp.exp(allf - m[None, :, None, :])
     idle = jnp.einsum("lpsk,lpsn->pkn", jnp.asarray(idle_sel, dtype), scaled)
-    log_g_idle = _safe_log(idle) + m[:, None, :]  # (P, K, N1)
-    return log_g, log_g_idle, jnp.stack(slacks)
+    return log_g, _safe_log(idle) + m[:, None, :]  # (P, N1), (P, K, N1)
 
 
 def pool_population_sums(tables: _Tables, lam, mu, marked, n_max: int):

@@ -24,7 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._lattice import lattice_tables, log_convolve, population_sums
+from ._lattice import (
+    check_cells,
+    lattice_elements,
+    lattice_tables,
+    log_convolve,
+    population_sums,
+)
 from ._model import Network, _is_concrete
 from ._traffic import check_stability, traffic
 
@@ -244,6 +250,7 @@ def solve(net: Network, *, engine: str = "auto") -> NetworkResult:
         raise ValueError("engine: 'pools' solves open networks only (use 'lattice' or 'auto')")
     if engine == "auto":
         engine = "pools" if net.is_open else "lattice"
+    _check_size(net, engine, net.population or 0)
     if _concrete(net) and not all(net.closed):
         check_stability(net)
     return _solve_jit(net, engine)
@@ -271,4 +278,20 @@ def solve_truncated(net: Network, n_max: int) -> NetworkResult:
         raise ValueError("solve_truncated: the network has a closed chain; use solve")
     if isinstance(n_max, bool) or not isinstance(n_max, (int, np.integer)) or n_max < 1:
         raise ValueError(f"n_max: expected an integer >= 1, got {n_max!r}")
+    _check_size(net, "lattice", int(n_max))
     return _solve_truncated_jit(net, int(n_max))
+
+
+def _check_size(net: Network, engine: str, n_max: int) -> None:
+    """Refuse, before anything is allocated, a network whose pools or lattice do not fit:
+    each pool's subset recursion for the ``"pools"`` engine (``jaxqueue.pools`` limits),
+    else the lattice (``MAX_LATTICE_BITS`` elements per pool, ``MAX_LATTICE_CELLS`` cells)."""
+    from jaxqueue.pools._recursion import check_size
+
+    sizes = [tuple(len(x) for x in _local_sets(net, k)) for k in range(net.n_pools)]
+    if engine == "pools":
+        for C, K in sizes:
+            check_size(K, C, 8, None)
+        return
+    E = max(lattice_elements(C, K) for C, K in sizes)
+    check_cells(E, net.n_pools, n_max, max(K for _, K in sizes))

@@ -95,6 +95,33 @@ def minimize(
         ValueError: the initial parameters are unstable or give a non-finite cost.
     """
     evaluate = problem.evaluate or jax.jit(problem.metrics)
+    z0, cscale = _start(problem)
+    parts = _loss(problem, cscale)
+    vg = _value_and_grad(parts, grad_mode)
+
+    def make_opt():
+        sched = optax.cosine_decay_schedule(learning_rate, steps, alpha=0.02)
+        if optimizer is not None:
+            return optimizer(sched)
+        return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sched))
+
+    run_round = _round(parts, vg, make_opt(), steps)
+    z, history = _lagrangian_rounds(
+        run_round, z0, len(problem.targets), rounds, penalty, penalty_growth, barrier, progress
+    )
+    relaxed = problem.to_params(z)
+    s_best = 1.0
+    if problem.candidates is not None:
+        params = _best_candidate(problem, evaluate, relaxed)
+    elif problem.polish is not None and problem.targets:
+        params, s_best = _polish(problem, evaluate, relaxed, -safety, polish_range, polish_iters)
+    else:
+        params = relaxed
+    return _result(problem, evaluate, params, relaxed, s_best, history)
+
+
+def _start(problem: Problem):
+    """``(z0, |cost(p0)|)``; refuses an unstable start or a non-finite cost."""
     z0 = problem.to_z(problem.params0)
     p0 = problem.to_params(z0)
     m0 = problem.metrics(p0)
@@ -103,16 +130,13 @@ def minimize(
     c0 = float(np.asarray(problem.cost(p0)))
     if not np.isfinite(c0):
         raise ValueError("params0: non-finite initial cost")
-    cscale = max(abs(c0), 1e-12)
+    return z0, max(abs(c0), 1e-12)
+
+
+def _loss(problem: Problem, cscale: float):
+    """``parts(z, nu, rho, tau) -> (loss, (cost, max violation, violations))``: the loss of
+    :func:`minimize`'s docstring (scaled cost, augmented Lagrangian, log-barrier)."""
     n_t = len(problem.targets)
-
-    def make_opt():
-        sched = optax.cosine_decay_schedule(learning_rate, steps, alpha=0.02)
-        if optimizer is not None:
-            return optimizer(sched)
-        return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sched))
-
-    opt = make_opt()
 
     def parts(z, nu, rho, tau):
         p = problem.to_params(z)
@@ -127,23 +151,33 @@ def minimize(
         gmax = jnp.max(g) if n_t else jnp.zeros(())
         return loss, (c, gmax, g)
 
+    return parts
+
+
+def _value_and_grad(parts, grad_mode: str):
+    """``(loss, aux), grad`` of ``parts`` by reverse mode or by ``jax.jacfwd``."""
+    if grad_mode == "reverse":
+        return jax.value_and_grad(parts, has_aux=True)
+    if grad_mode != "forward":
+        raise ValueError(f"grad_mode: expected 'reverse' or 'forward', got {grad_mode!r}")
+
+    def vg(z, nu, rho, tau):
+        def f(z):
+            loss, aux = parts(z, nu, rho, tau)
+            return loss, (loss, aux)
+
+        grad, (loss, aux) = jax.jacfwd(f, has_aux=True)(z)
+        return (loss, aux), grad
+
+    return vg
+
+
+def _round(parts, vg, opt, steps: int):
+    """One jitted round: ``steps`` optax updates in a ``lax.scan``, each step halved while it
+    would leave the stability region (non-finite loss). Returns ``(z, violations, history)``."""
+
     def loss_only(z, nu, rho, tau):
         return parts(z, nu, rho, tau)[0]
-
-    if grad_mode == "reverse":
-        vg = jax.value_and_grad(parts, has_aux=True)
-    elif grad_mode == "forward":
-
-        def vg(z, nu, rho, tau):
-            def f(z):
-                loss, aux = parts(z, nu, rho, tau)
-                return loss, (loss, aux)
-
-            grad, (loss, aux) = jax.jacfwd(f, has_aux=True)(z)
-            return (loss, aux), grad
-
-    else:
-        raise ValueError(f"grad_mode: expected 'reverse' or 'forward', got {grad_mode!r}")
 
     @jax.jit
     def run_round(z, nu, rho, tau):
@@ -171,6 +205,13 @@ def minimize(
         loss, (c, gmax, g) = parts(z, nu, rho, tau)
         return z, g, hist
 
+    return run_round
+
+
+def _lagrangian_rounds(run_round, z0, n_t, rounds, penalty, penalty_growth, barrier, progress):
+    """The augmented-Lagrangian outer loop: ``nu <- max(0, nu + rho g)``, ``rho`` times
+    ``penalty_growth``, the barrier weight divided by 10 after each round. Returns ``(z,
+    history)``."""
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(z0))
     nu = jnp.zeros((n_t,), dtype)
     rho = jnp.asarray(penalty, dtype)
@@ -186,33 +227,26 @@ def minimize(
         rho = rho * penalty_growth
         tau = tau * 0.1
         if progress is not None:
-            progress(
-                r,
-                {
-                    "round": r + 1,
-                    "rounds": rounds,
-                    "cost": float(hc[-1]),
-                    "violation": float(hg[-1]),
-                },
-            )
-    history = {k: np.concatenate(v) for k, v in hist.items()}
-    relaxed = problem.to_params(z)
+            info = {"round": r + 1, "rounds": rounds, "cost": float(hc[-1])}
+            progress(r, {**info, "violation": float(hg[-1])})
+    return z, {k: np.concatenate(v) for k, v in hist.items()}
 
-    s_best = 1.0
-    if problem.candidates is not None:
-        best = None
-        for cand in problem.candidates(relaxed):
-            m = evaluate(cand)
-            if _feasible(problem, m, 0.0):
-                c = float(np.asarray(problem.cost(cand)))
-                if best is None or c < best[0]:
-                    best = (c, cand)
-        params = best[1] if best is not None else relaxed
-    elif problem.polish is not None and n_t:
-        params, s_best = _polish(problem, evaluate, relaxed, -safety, polish_range, polish_iters)
-    else:
-        params = relaxed
 
+def _best_candidate(problem: Problem, evaluate, relaxed):
+    """The cheapest of ``problem.candidates(relaxed)`` that meets every target when
+    re-evaluated, else ``relaxed``."""
+    best = None
+    for cand in problem.candidates(relaxed):
+        m = evaluate(cand)
+        if _feasible(problem, m, 0.0):
+            c = float(np.asarray(problem.cost(cand)))
+            if best is None or c < best[0]:
+                best = (c, cand)
+    return best[1] if best is not None else relaxed
+
+
+def _result(problem: Problem, evaluate, params, relaxed, s_best, history) -> OptimizeResult:
+    """Re-evaluate ``params`` and build the :class:`OptimizeResult`."""
     metrics = evaluate(params)
     stable = float(np.asarray(metrics["margin"])) > 0
     met = _feasible(problem, metrics, 0.0)

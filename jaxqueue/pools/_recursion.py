@@ -78,7 +78,7 @@ def memory_estimate(
     raise ValueError(f"kind must be 'solve', 'autodiff' or 'theorem2', got {kind!r}")
 
 
-def _check_size(
+def check_size(
     K: int, I: int, itemsize: int, max_bytes: float | None, kind: str = "solve", batch: int = 1
 ):
     est = memory_estimate(K, I, itemsize, kind=kind, batch=batch)
@@ -282,6 +282,8 @@ def _margin(cap, lsub):
     return jnp.min(jnp.where(pos, cap / jnp.where(pos, lsub, 1.0), jnp.inf), axis=0)
 
 
+_RATES_MSG = "lam must be finite and >= 0 (one rate per class)"
+_MU_MSG = "mu must be finite and > 0 (one capacity per server)"
 _UNSTABLE_MSG = (
     "unstable arrival rates: some set of servers L has Lambda(L) >= M(L) (eq. (5) of "
     "bf-recursive); call jaxqueue.pools.stability(pool, lam) for the bottleneck classes/servers"
@@ -371,8 +373,16 @@ def _solve_impl(masks, mu, lamB, layers, *, class_idle: bool, runtime_check: boo
         lip_minus = Fm[full].reshape(I, B).T  # (B, I); the I columns are a batch
         out["psi_class"] = jnp.exp(lip_minus - lip[:, None])
     if runtime_check:
+        out = check_traced(out, lamB, mu)
         out = eqx.error_if(out, jnp.any(~(margin > 1)), _UNSTABLE_MSG)
     return out
+
+
+def check_traced(out, lam, mu):
+    """The eager checks of ``Pool.rates`` and of ``mu``, for traced values (``eqx.error_if``:
+    under ``jit`` the call raises at run time with this one line)."""
+    out = eqx.error_if(out, jnp.any(~(jnp.isfinite(lam) & (lam >= 0))), _RATES_MSG)
+    return eqx.error_if(out, jnp.any(~(jnp.isfinite(mu) & (mu > 0))), _MU_MSG)
 
 
 @functools.lru_cache(maxsize=8)
@@ -401,7 +411,7 @@ def _solve_kernel(class_idle: bool, runtime_check: bool, max_bytes: float | None
         else:
             # the folded batch is checked against the memory budget like a direct call's
             B = axis_size * lamB.shape[1]
-            _check_size(mu.shape[0], masks.shape[0], lamB.dtype.itemsize, max_bytes, batch=B)
+            check_size(mu.shape[0], masks.shape[0], lamB.dtype.itemsize, max_bytes, batch=B)
             out = impl(masks, mu, lamB.reshape((-1,) + lamB.shape[2:]), layers)
             out = jax.tree_util.tree_map(lambda a: a.reshape((axis_size, -1) + a.shape[1:]), out)
         return out, jax.tree_util.tree_map(lambda _: True, out)
@@ -470,7 +480,7 @@ def _prepare(pool: Pool, lam, mu, check: bool, max_bytes, kind: str = "solve"):
                 f"{np.asarray(mu)[bad].tolist()}"
             )
     batch = math.prod(lam.shape[:-1]) if kind == "solve" else 1
-    _check_size(
+    check_size(
         pool.num_servers, pool.num_classes, jnp.dtype(dtype).itemsize, max_bytes, kind, batch
     )
     concrete = _is_concrete(lam) and _is_concrete(mu)

@@ -38,3 +38,9 @@ class BFResult(eqx.Module):
     psi_class: Float[Array, " n"] | None = None
     busy_servers: Float[Array, ""] | None = None
     stability_margin: Float[Array, ""] | None = None
+
+    def metrics(self) -> dict:
+        """The metrics as a dict (the keys of ``jaxqueue bf solve --json``; arrays as they
+        are)."""
+        names = ("psi", "L", "T", "psi_server", "L_total", "T_mean", "gamma", "psi_class")
+        return {k: getattr(self, k) for k in names} | {"busy_servers": self.busy_servers}

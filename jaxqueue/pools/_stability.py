@@ -86,8 +86,11 @@ def stability(pool: Pool, lam) -> Stability:
             r += 1
     A_ub = scipy.sparse.csr_matrix((vals, (rows, cols)), shape=(r, n + K))
     b_ub = np.zeros(r)
+    # the LP in rates relative to their sum (the margin scales as 1 / sum): rates of 1e-12
+    # would otherwise make the equality row too small for the solver's tolerances
     A_eq = scipy.sparse.csr_matrix(
-        (lam[active], (np.zeros(n, dtype=int), np.arange(n))), shape=(1, n + K)
+        (lam[active] / lam[active].sum(), (np.zeros(n, dtype=int), np.arange(n))),
+        shape=(1, n + K),
     )
     c = np.concatenate([np.zeros(n), mu])
     res = scipy.optimize.linprog(

@@ -142,6 +142,8 @@ def _step(spec: KernelSpec, params: KernelParams, state, u):
     that list s, so the rate of server s goes to its job: the event is drawn among the
     arrivals and the busy servers (server s triggers its job's next event at rate
     ``mu_s (nu + alpha)``, which sums to ``r_k (nu_k + alpha)`` over the job's servers).
+    Kept in one piece: it is one jump of Algorithm 1 (the event drawn, then the job event and
+    the arrival, both applied with masks), and it is the hot loop of the scheduler.
     """
     jobs, stamp, owner, free, n, next_stamp, count = state
     Q, S, N, D = spec.queue_size, spec.n_servers, spec.n_classes, spec.width

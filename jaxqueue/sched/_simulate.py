@@ -210,9 +210,40 @@ def simulate_sweep(
     """
     pool = as_assignment(pool)
     mix, sigma = _law_arrays(law)
-    random_pool = isinstance(pool, RandomAssignment)
+    lam, m = _check_sweep(pool, lam, m, replications, jumps, warmup, chunk)
+    for name, v, lo in (("queue_size", queue_size, 1), ("max_queue_size", max_queue_size, 1)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if max_queue_size < queue_size:
+        raise ValueError(f"max_queue_size ({max_queue_size}) < queue_size ({queue_size})")
+    dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+    params, shape = _kernel_params(pool, lam, m / sigma, mix, dtype)
+    chunk = int(min(chunk, jumps))
+    n_chunks = math.ceil(jumps / chunk)
+    n_warm = math.ceil(warmup / chunk)
+    keys = _replication_keys(key, replications)
+    counts = (jnp.asarray(n_warm, jnp.int32), jnp.asarray(n_chunks, jnp.int32))
+    stats, q_used, compile_s, elapsed, runs = _run_points(
+        params, shape, chunk, keys, counts, replications, queue_size, max_queue_size
+    )
+    return _summary(
+        stats,
+        lam,
+        sigma,
+        level=level,
+        jumps=n_chunks * chunk,
+        warmup=n_warm * chunk,
+        jumps_per_s=runs * keys.shape[0] * (n_warm + n_chunks) * chunk / elapsed,
+        compile_s=compile_s,
+        queue_size=q_used,
+    )
+
+
+def _check_sweep(pool, lam, m, replications, jumps, warmup, chunk):
+    """``(lam (P, N), m (P,))`` checked: finite positive rates, one per class, a stable load
+    at every point (naming the bottleneck), ``m >= 0``, sizes in range."""
     lam = np.asarray(lam, dtype=float)
-    if random_pool:
+    if isinstance(pool, RandomAssignment):
         lam = lam.reshape(-1, 1) if lam.ndim <= 1 else lam
     elif lam.ndim == 1:
         lam = lam[None, :]
@@ -232,11 +263,16 @@ def simulate_sweep(
         check_stability(pool, lam[p])
     if jumps + warmup + 2 * chunk >= 2**31 - 1:
         raise ValueError("jumps + warmup must stay below 2**31 (int32 queue-order stamps)")
+    return lam, m
 
-    dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
+
+def _kernel_params(pool, lam, alpha, mix, dtype):
+    """The kernel's per-point arrays (``KernelParams``, leading axis P) and its static shape
+    ``(servers, width of a server list, classes, d of random assignment or 0)``."""
+    P, N = lam.shape
     S = pool.n_servers
     mu_ext = np.concatenate([pool.mu, [0.0]])
-    if random_pool:
+    if isinstance(pool, RandomAssignment):
         width, random_d = pool.d, pool.d
         class_servers = np.full((1, width), S, np.int32)
     else:
@@ -245,41 +281,44 @@ def simulate_sweep(
         for i, ss in enumerate(pool.server_sets):
             class_servers[i, : len(ss)] = ss
     rate_table, rate_idx = np.unique(np.asarray(mix.rates, dtype=float), return_inverse=True)
-    chunk = int(min(chunk, jumps))
-    n_chunks = math.ceil(jumps / chunk)
-    n_warm = math.ceil(warmup / chunk)
+
+    def per_point(x, dt):
+        x = jnp.asarray(x, dt)
+        return jnp.broadcast_to(x, (P, *x.shape))
+
     params = KernelParams(
         lam=jnp.asarray(lam, dtype),
-        mu_ext=jnp.broadcast_to(jnp.asarray(mu_ext, dtype), (P, S + 1)),
-        class_servers=jnp.broadcast_to(jnp.asarray(class_servers), (P, *class_servers.shape)),
-        alpha=jnp.asarray(m / sigma, dtype),
-        comp_counts=jnp.broadcast_to(jnp.asarray(mix.counts, jnp.int32), (P, len(mix.counts))),
-        comp_rate_idx=jnp.broadcast_to(jnp.asarray(rate_idx, jnp.int32), (P, len(rate_idx))),
-        rate_table=jnp.broadcast_to(jnp.asarray(rate_table, dtype), (P, len(rate_table))),
-        comp_cdf=jnp.broadcast_to(
-            jnp.asarray(np.cumsum(mix.probs) / np.sum(mix.probs), dtype), (P, len(mix.probs))
-        ),
+        mu_ext=per_point(mu_ext, dtype),
+        class_servers=per_point(class_servers, jnp.int32),
+        alpha=jnp.asarray(alpha, dtype),
+        comp_counts=per_point(mix.counts, jnp.int32),
+        comp_rate_idx=per_point(rate_idx, jnp.int32),
+        rate_table=per_point(rate_table, dtype),
+        comp_cdf=per_point(np.cumsum(mix.probs) / np.sum(mix.probs), dtype),
     )
-    keys = _replication_keys(key, replications)
+    return params, (S, width, N, random_d)
 
-    # Run every point at the initial buffer size; rerun only the points whose buffer overflowed
-    # with a doubled size (same keys: a run that does not overflow does not depend on the size).
-    counts = (jnp.asarray(n_warm, jnp.int32), jnp.asarray(n_chunks, jnp.int32))
+
+def _run_points(params, shape, chunk, keys, counts, replications, queue_size, max_queue_size):
+    """Run every point at the initial buffer size; rerun only the points whose buffer
+    overflowed with a doubled size (same keys: a run that does not overflow does not depend
+    on the size). Returns ``(stats (P, R, ...), buffer size used per point, compile s, run
+    s, points run)``."""
+    P = params.lam.shape[0]
     pending = np.arange(P)
     q = int(queue_size)
     merged = None
     q_used = np.zeros(P, dtype=int)
     compile_s = elapsed = 0.0
-    simulated = 0
+    runs = 0
     while pending.size:
         sub = jax.tree_util.tree_map(lambda x, idx=pending: x[idx], params)
-        spec = KernelSpec(q, S, width, N, random_d, chunk)
-        compiled, c_s = _compiled(spec, sub, keys, counts)
+        compiled, c_s = _compiled(KernelSpec(q, *shape, chunk), sub, keys, counts)
         t0 = _time.perf_counter()
         part = jax.block_until_ready(compiled(sub, keys, *counts))
         elapsed += _time.perf_counter() - t0
         compile_s += c_s
-        simulated += pending.size * keys.shape[0] * (n_warm + n_chunks) * chunk
+        runs += pending.size
         part = jax.tree_util.tree_map(lambda x: to_host(x)[:, :replications], part)
         if merged is None:
             merged = jax.tree_util.tree_map(lambda x: np.zeros((P, *x.shape[1:]), x.dtype), part)
@@ -293,9 +332,13 @@ def simulate_sweep(
             break
         pending = pending[over]
         q = min(2 * q, int(max_queue_size))
-    stats = merged
-    overflow = stats.overflow.sum(axis=1)
+    return merged, q_used, compile_s, elapsed, runs
 
+
+def _summary(stats, lam, sigma, *, level, jumps, warmup, jumps_per_s, compile_s, queue_size):
+    """The :class:`SchedResult` of the per-replication statistics ``stats`` (P, R, ...)."""
+    replications = stats.time.shape[1]
+    overflow = stats.overflow.sum(axis=1)
     time = np.asarray(stats.time)  # (P, R)
     L_reps = np.asarray(stats.area) / time[..., None]  # (P, R, N)
     delay_reps = L_reps / lam[:, None, :]
@@ -306,7 +349,6 @@ def simulate_sweep(
     drift, no_growth = _drift(stats)
     n_eff = _effective_observations(stats)
     stationary = no_growth & (n_eff >= MIN_EFFECTIVE)
-    status = _status(overflow, stationary, replications)
     return SchedResult(
         delay=delay,
         delay_low=lo,
@@ -321,19 +363,19 @@ def simulate_sweep(
         L_reps=L_reps,
         busy=(np.asarray(stats.busy) / time).mean(axis=1),
         interruptions_per_job=np.asarray(stats.interruptions).sum(axis=1) / np.maximum(deps, 1),
-        jumps_per_s=simulated / elapsed,
+        jumps_per_s=jumps_per_s,
         compile_s=compile_s,
         overflow=overflow,
         n_max=np.asarray(stats.n_max).max(axis=1),
-        queue_size=q_used,
+        queue_size=queue_size,
         replications=int(replications),
-        jumps=n_chunks * chunk,
-        warmup=n_warm * chunk,
+        jumps=jumps,
+        warmup=warmup,
         level=float(level),
         drift=drift,
         n_eff=n_eff,
         stationary=stationary,
-        status=status,
+        status=_status(overflow, stationary, replications),
     )
 
 

@@ -19,11 +19,12 @@ protocol, for a GPU): 100 replications of 10^6 jumps after 10^6 warm-up, loads 0
 
 from __future__ import annotations
 
-import csv
 import pathlib
 import time
 
 import numpy as np
+
+from ._io import save_figure, write_csv
 
 LAWS = ("bimodal", "hyperexp", "zipf")
 POLICIES = (("FCFS", 0.0), ("m = 1", 1.0), ("m = 5", 5.0))
@@ -121,6 +122,32 @@ def simulate_panel(kind, arg, law_name, sizes, *, key):
     return out
 
 
+def _panel(ax_g, ax_d, rhos, exact, sim, fig_no, law_name, rows) -> list[float]:
+    """Plot one panel (service rate above, delay below: balanced fairness and each policy with
+    its interval), append its CSV rows; returns the largest relative gap of m = 5 to BF per
+    class."""
+    gaps = []
+    n_cls = exact.shape[1]
+    for i in range(n_cls):
+        style = "-" if i == 0 else "--"
+        lab = "" if n_cls == 1 else f" class {i + 1}"
+        ax_d.plot(rhos, exact[:, i], "k" + style, label=f"BF{lab}")
+        ax_g.plot(rhos, 1.0 / exact[:, i], "k" + style, label=f"BF{lab}")
+        for j, (name, _) in enumerate(POLICIES):
+            d, lo, hi = (v[:, i] for v in sim[name])
+            color = f"C{j}"
+            ax_d.plot(rhos, d, style, color=color, marker="o", ms=3, label=f"{name}{lab}")
+            ax_d.fill_between(rhos, lo, hi, color=color, alpha=0.25)
+            ax_g.plot(rhos, 1.0 / d, style, color=color, marker="o", ms=3, label=f"{name}{lab}")
+            ax_g.fill_between(rhos, 1.0 / hi, 1.0 / lo, color=color, alpha=0.25)
+            for p, rho in enumerate(rhos):
+                rows.append([fig_no, law_name, name, rho, i + 1, 1.0 / d[p], 1.0 / hi[p],
+                             1.0 / lo[p], d[p], lo[p], hi[p], exact[p, i]])  # fmt: skip
+            if name == "m = 5":
+                gaps.append(float(np.max(np.abs(d / exact[:, i] - 1.0))))
+    return gaps
+
+
 def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     """Simulate and plot Figures 1-4; write ``figure{1..4}.png`` and ``bf_clusters.csv``.
 
@@ -149,7 +176,6 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     bar = tqdm(total=len(FIGURES) * len(LAWS), desc="bf-clusters", unit="panel")
     for fig_no, (title, kind, arg) in FIGURES.items():
         exact = _exact(kind, arg, rhos)
-        n_cls = exact.shape[1]
         fig, axes = plt.subplots(2, len(LAWS), figsize=(4.2 * len(LAWS), 7), squeeze=False)
         gaps, overflow, nonstationary, statuses = [], False, False, set()
         for col, law_name in enumerate(LAWS):
@@ -159,39 +185,7 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
             nonstationary |= sim["_result"].status == "nonstationary"
             statuses.add(sim["_result"].status)
             ax_g, ax_d = axes[0, col], axes[1, col]
-            for i in range(n_cls):
-                style = "-" if i == 0 else "--"
-                lab = "" if n_cls == 1 else f" class {i + 1}"
-                ax_d.plot(rhos, exact[:, i], "k" + style, label=f"BF{lab}")
-                ax_g.plot(rhos, 1.0 / exact[:, i], "k" + style, label=f"BF{lab}")
-                for j, (name, _) in enumerate(POLICIES):
-                    d, lo, hi = (v[:, i] for v in sim[name])
-                    color = f"C{j}"
-                    ax_d.plot(rhos, d, style, color=color, marker="o", ms=3, label=f"{name}{lab}")
-                    ax_d.fill_between(rhos, lo, hi, color=color, alpha=0.25)
-                    ax_g.plot(
-                        rhos, 1.0 / d, style, color=color, marker="o", ms=3, label=f"{name}{lab}"
-                    )
-                    ax_g.fill_between(rhos, 1.0 / hi, 1.0 / lo, color=color, alpha=0.25)
-                    for p, rho in enumerate(rhos):
-                        rows.append(
-                            [
-                                fig_no,
-                                law_name,
-                                name,
-                                rho,
-                                i + 1,
-                                1.0 / d[p],
-                                1.0 / hi[p],
-                                1.0 / lo[p],
-                                d[p],
-                                lo[p],
-                                hi[p],
-                                exact[p, i],
-                            ]
-                        )
-                    if name == "m = 5":
-                        gaps.append(float(np.max(np.abs(d / exact[:, i] - 1.0))))
+            gaps += _panel(ax_g, ax_d, rhos, exact, sim, fig_no, law_name, rows)
             ax_g.set_title(f"{law_name}")
             ax_g.set_ylabel("mean service rate")
             ax_d.set_ylabel("mean delay")
@@ -200,10 +194,8 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
             bar.update(1)
         axes[1, 0].legend(fontsize=7)
         fig.suptitle(f"Figure {fig_no}: {title}")
-        fig.tight_layout()
         path = out_dir / f"figure{fig_no}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path, 110)
         files.append(str(path))
         summary_fig[str(fig_no)] = {
             "title": title,
@@ -214,25 +206,12 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
         }
     bar.close()
     csv_path = out_dir / "bf_clusters.csv"
-    with open(csv_path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(
-            [
-                "figure",
-                "law",
-                "policy",
-                "rho",
-                "class",
-                "service_rate",
-                "service_rate_lo",
-                "service_rate_hi",
-                "delay",
-                "delay_lo",
-                "delay_hi",
-                "delay_bf",
-            ]
-        )
-        w.writerows(rows)
+    write_csv(
+        csv_path,
+        ["figure", "law", "policy", "rho", "class", "service_rate", "service_rate_lo",
+         "service_rate_hi", "delay", "delay_lo", "delay_hi", "delay_bf"],
+        rows,
+    )  # fmt: skip
     files.append(str(csv_path))
     return {
         "files": files,

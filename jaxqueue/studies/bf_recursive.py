@@ -16,20 +16,13 @@ grids.
 
 from __future__ import annotations
 
-import csv
 import pathlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-
-def _write_csv(path: pathlib.Path, header: list[str], rows) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        for r in rows:
-            w.writerow([f"{x:.10g}" if isinstance(x, float) else x for x in r])
+from ._io import save_figure, write_csv
 
 
 def differentiation_vs_load(rhos, *, K: int = 100, degrees=(6, 12)) -> dict:
@@ -124,34 +117,11 @@ def line_per_class(rho: float, *, K: int = 100, d: int = 10) -> np.ndarray:
     return np.asarray(HomogeneousLine(K, d).solve_per_class(rho).gamma)
 
 
-def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
-    """Write the Figure 9-12 PNGs and CSVs (and the bf-clusters Figure 3-4 BF curves).
+def _figure9(plt, out_dir, rhos, fast: bool, summary: dict) -> list[str]:
+    """Figure 9: service differentiation against the load (K = 100, degrees 6 / 12).
 
-    Args:
-        out_dir: output folder. fast: thinner grids. seed: unused (all curves are exact).
-
-    Returns:
-        JSON-able summary with ``files`` and the headline numbers of the qualitative findings.
+    Writes its PNG and CSVs, adds its headline numbers to ``summary``; returns the file names.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from tqdm import tqdm
-
-    from jaxqueue.pools.structured import random_assignment_bf_curve
-
-    del seed
-    jax.config.update("jax_enable_x64", True)
-    out_dir = pathlib.Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: list[str] = []
-    summary: dict = {}
-    n = 60 if fast else 400
-    rhos = np.linspace(0.0025, 0.9975, n)
-    bar = tqdm(total=6, desc="bf-recursive", unit="figure", leave=False)
-
-    # ---- Figure 9
     f9 = differentiation_vs_load(rhos)
     fig, axes = plt.subplots(2, 1, figsize=(6, 6), sharex=True)
     for name, (greg, gprem) in f9.items():
@@ -166,26 +136,28 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
         a.legend()
         a.grid(alpha=0.3)
     fig.suptitle("Fig. 9: service differentiation, K=100, degrees 6 / 12")
-    fig.tight_layout()
-    fig.savefig(out_dir / "fig9_differentiation_vs_load.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out_dir / "fig9_differentiation_vs_load.png", 110)
     rows = [
         [float(r), name, float(f9[name][0][i]), float(f9[name][1][i])]
         for name in f9
         for i, r in enumerate(rhos)
     ]
-    _write_csv(
+    write_csv(
         out_dir / "fig9_differentiation_vs_load.csv",
         ["rho", "population", "gamma_regular", "gamma_premium"],
         rows,
     )
-    files += ["fig9_differentiation_vs_load.png", "fig9_differentiation_vs_load.csv"]
     greg, gprem = f9["mixed"]
     summary["premium_over_regular_low_load"] = float(gprem[0] / greg[0])
     summary["premium_over_regular_rho_0.9975"] = float(gprem[-1] / greg[-1])
-    bar.update()
+    return ["fig9_differentiation_vs_load.png", "fig9_differentiation_vs_load.csv"]
 
-    # ---- Figure 10
+
+def _figure10(plt, out_dir, rhos, fast: bool, summary: dict) -> list[str]:
+    """Figure 10: the impact of the population mix at rho = 0.9 and 0.99.
+
+    Writes its PNG and CSVs, adds its headline numbers to ``summary``; returns the file names.
+    """
     mix = np.logspace(-2, 2, 41 if fast else 161)
     fig, axes = plt.subplots(2, 1, figsize=(6, 6), sharex=True)
     rows = []
@@ -207,18 +179,20 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
         summary[f"regular_loss_rho_{rho}"] = float(1 - worst[0][0] / best[0][0])
     axes[1].set_xlabel("arrival rate of regular jobs / arrival rate of premium jobs")
     fig.suptitle("Fig. 10: impact of the population mix, K=100")
-    fig.tight_layout()
-    fig.savefig(out_dir / "fig10_differentiation_vs_mix.png", dpi=110)
-    plt.close(fig)
-    _write_csv(
+    save_figure(fig, out_dir / "fig10_differentiation_vs_mix.png", 110)
+    write_csv(
         out_dir / "fig10_differentiation_vs_mix.csv",
         ["rho", "regular_over_premium", "gamma_regular", "gamma_premium"],
         rows,
     )
-    files += ["fig10_differentiation_vs_mix.png", "fig10_differentiation_vs_mix.csv"]
-    bar.update()
+    return ["fig10_differentiation_vs_mix.png", "fig10_differentiation_vs_mix.csv"]
 
-    # ---- Figure 11
+
+def _figure11(plt, out_dir, rhos, fast: bool, summary: dict) -> list[str]:
+    """Figure 11: per-class service rates of the line pool against the global and ring pools.
+
+    Writes its PNG and CSVs, adds its headline numbers to ``summary``; returns the file names.
+    """
     loads11 = (0.5, 0.9, 0.99)
     overall = locality_vs_load(np.asarray(loads11))
     fig, axes = plt.subplots(1, len(loads11), figsize=(13, 4), sharey=False)
@@ -236,14 +210,16 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     axes[0].set_ylabel("mean service rate")
     axes[0].legend(fontsize=8)
     fig.suptitle("Fig. 11: impact of locality (K = 100, d = 10)")
-    fig.tight_layout()
-    fig.savefig(out_dir / "fig11_line_per_class.png", dpi=110)
-    plt.close(fig)
-    _write_csv(out_dir / "fig11_line_per_class.csv", ["rho", "class", "gamma"], rows)
-    files += ["fig11_line_per_class.png", "fig11_line_per_class.csv"]
-    bar.update()
+    save_figure(fig, out_dir / "fig11_line_per_class.png", 110)
+    write_csv(out_dir / "fig11_line_per_class.csv", ["rho", "class", "gamma"], rows)
+    return ["fig11_line_per_class.png", "fig11_line_per_class.csv"]
 
-    # ---- Figure 12
+
+def _figure12(plt, out_dir, rhos, fast: bool, summary: dict) -> list[str]:
+    """Figure 12: global / ring / line pools against the load, the degree and the size.
+
+    Writes its PNG and CSVs, adds its headline numbers to ``summary``; returns the file names.
+    """
     a = locality_vs_load(rhos)
     degrees = np.arange(1, 41 if fast else 61)
     b = locality_vs_degree(degrees)
@@ -267,15 +243,14 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     axes[0].set_ylabel("mean service rate")
     axes[0].legend()
     fig.suptitle("Fig. 12: global / ring / line (defaults K = 100, d = 10, rho = 0.9)")
-    fig.tight_layout()
-    fig.savefig(out_dir / "fig12_locality_parameters.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out_dir / "fig12_locality_parameters.png", 110)
+    files = ["fig12_locality_parameters.png"]
     for tag, xs, data, xn in (
         ("a_load", rhos, a, "rho"),
         ("b_degree", degrees, b, "d"),
         ("c_size", sizes, c, "K"),
     ):
-        _write_csv(
+        write_csv(
             out_dir / f"fig12{tag}.csv",
             [xn, "global", "ring", "line"],
             [
@@ -287,8 +262,6 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
             ],
         )
         files.append(f"fig12{tag}.csv")
-    files.append("fig12_locality_parameters.png")
-    bar.update()
 
     def hierarchy(data, skip_equal=False):
         g, r, l = (np.asarray(data[k]) for k in ("global", "ring", "line"))
@@ -300,9 +273,16 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     summary["hierarchy_global_ring_line_vs_size"] = hierarchy(c)
     i9 = int(np.argmin(np.abs(rhos - 0.9)))
     summary["rate_at_rho_0.9"] = {k: float(v[i9]) for k, v in a.items()}
-    bar.update()
+    return files
 
-    # ---- bf-clusters Figures 3-4 reference curves
+
+def _bf_clusters_curves(plt, out_dir, rhos, fast: bool, summary: dict) -> list[str]:
+    """bf-clusters Figures 3-4: balanced fairness with d random servers among S = 100.
+
+    Writes its PNG and CSVs, adds its headline numbers to ``summary``; returns the file names.
+    """
+    from jaxqueue.pools.structured import random_assignment_bf_curve
+
     rows = []
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for d in (2, 3):
@@ -319,14 +299,41 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
         ax.legend()
         ax.grid(alpha=0.3)
     fig.suptitle("bf-clusters Figs. 3-4: balanced fairness, d random servers among S = 100")
-    fig.tight_layout()
-    fig.savefig(out_dir / "bfclusters_fig3_4_bf_curves.png", dpi=110)
-    plt.close(fig)
-    _write_csv(
+    save_figure(fig, out_dir / "bfclusters_fig3_4_bf_curves.png", 110)
+    write_csv(
         out_dir / "bfclusters_fig3_4_bf_curves.csv", ["d", "rho", "delay", "service_rate"], rows
     )
-    files += ["bfclusters_fig3_4_bf_curves.png", "bfclusters_fig3_4_bf_curves.csv"]
-    bar.update()
+    return ["bfclusters_fig3_4_bf_curves.png", "bfclusters_fig3_4_bf_curves.csv"]
+
+
+def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
+    """Write the Figure 9-12 PNGs and CSVs (and the bf-clusters Figure 3-4 BF curves).
+
+    Args:
+        out_dir: output folder. fast: thinner grids. seed: unused (all curves are exact).
+
+    Returns:
+        JSON-able summary with ``files`` and the headline numbers of the qualitative findings.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from tqdm import tqdm
+
+    del seed
+    jax.config.update("jax_enable_x64", True)
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: list[str] = []
+    summary: dict = {}
+    n = 60 if fast else 400
+    rhos = np.linspace(0.0025, 0.9975, n)
+    bar = tqdm(total=6, desc="bf-recursive", unit="figure", leave=False)
+
+    for figure in (_figure9, _figure10, _figure11, _figure12, _bf_clusters_curves):
+        files += figure(plt, out_dir, rhos, fast, summary)
+        bar.update()
     bar.close()
     summary["files"] = [str(out_dir / f) for f in files]
     return summary

@@ -28,7 +28,6 @@ Fast mode (CPU, a few minutes) uses few loads and samples; full mode is sized fo
 
 from __future__ import annotations
 
-import csv
 import pathlib
 import time
 
@@ -48,15 +47,9 @@ from ..mjqm import (
     wait_density,
 )
 from ..scenarios import get
+from ._io import save_figure, write_csv
 
 LAWS = ["exp", "erlang3", "hyperexp", "bpareto"]
-
-
-def _write_csv(path: pathlib.Path, header: list[str], rows: list[list]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
 
 
 def _fig2a(out, fast, key, plt, files):
@@ -76,7 +69,7 @@ def _fig2a(out, fast, key, plt, files):
         lo, hi = 200 - r.lambda_c_ci[1] * work, 200 - r.lambda_c_ci[0] * work
         rows.append([m, r.lambda_c, r.lambda_c_ci[0], r.lambda_c_ci[1], waste, lo, hi])
     a = np.array(rows)
-    _write_csv(
+    write_csv(
         out / "fig2a_waste_two_class.csv",
         ["big_mean", "lambda_c", "lambda_c_lo", "lambda_c_hi", "waste", "waste_lo", "waste_hi"],
         rows,
@@ -87,14 +80,15 @@ def _fig2a(out, fast, key, plt, files):
     ax.set_xlabel("mean service time of 100-core jobs")
     ax.set_ylabel("wasted servers at saturation")
     ax.set_title("Fig. 2(a): s = 200, 1- and 100-core jobs")
-    fig.tight_layout()
-    fig.savefig(out / "fig2a_waste_two_class.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig2a_waste_two_class.png", 120)
     files += ["fig2a_waste_two_class.png", "fig2a_waste_two_class.csv"]
     return {"fig2a_points": len(rows)}
 
 
-def _five_class(out, fast, key, plt, files):
+def _five_class_sweep(out, fast, key, files):
+    """Stability limits (pile growth) and backward-sampling sweeps of the four five-class
+    workloads (Figures 2-6 data), written as CSVs. Returns ``(limits, sweep rows, the
+    bounded-Pareto samples at the highest load)``."""
     fracs = [0.3, 0.6, 0.85] if fast else [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
     n = 256 if fast else 10000
     stab, sweep, samples_bp = {}, [], None
@@ -138,7 +132,7 @@ def _five_class(out, fast, key, plt, files):
                 )
             if law == "bpareto" and fi == len(fracs) - 1:
                 samples_bp = (wl, S)
-    _write_csv(
+    write_csv(
         out / "stability_five_class.csv", ["law", "lambda_c", "lo", "hi", "lambda_ideal"], srows
     )
     head = [
@@ -156,20 +150,24 @@ def _five_class(out, fast, key, plt, files):
         "hol_hi",
         "n_unconverged",
     ]
-    _write_csv(out / "five_class_sweep.csv", head, sweep)
+    write_csv(out / "five_class_sweep.csv", head, sweep)
     files += ["stability_five_class.csv", "five_class_sweep.csv"]
-    rec = np.array(sweep, dtype=object)
+    return stab, sweep, samples_bp
 
-    def sel(law, cores=None):
-        m = rec[:, 0] == law
-        if cores is not None:
-            m &= rec[:, 3] == cores
-        return rec[m][:, 1:].astype(float)
 
-    # Fig 2(b): HOL waste vs lambda.
+def _select(rec, law, cores=None):
+    """Rows of the five-class sweep for ``law`` (and one class), columns after the law."""
+    m = rec[:, 0] == law
+    if cores is not None:
+        m &= rec[:, 3] == cores
+    return rec[m][:, 1:].astype(float)
+
+
+def _fig2(out, plt, rec, samples_bp, files) -> None:
+    """Figure 2(b) (HOL waste against lambda) and 2(c) (density of waits, bounded Pareto)."""
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for law in LAWS:
-        d = sel(law, 1)
+        d = _select(rec, law, 1)
         ax.errorbar(
             d[:, 1], d[:, 8], yerr=[d[:, 8] - d[:, 9], d[:, 10] - d[:, 8]], marker="o", label=law
         )
@@ -177,9 +175,7 @@ def _five_class(out, fast, key, plt, files):
     ax.set_ylabel("servers idle by HOL blocking")
     ax.set_title("Fig. 2(b): five classes, s = 20")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig2b_hol_waste.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig2b_hol_waste.png", 120)
     # Fig 2(c): density of waits, bounded Pareto.
     wl, S = samples_bp
     w = np.asarray(S.W)
@@ -194,15 +190,17 @@ def _five_class(out, fast, key, plt, files):
     ax.set_ylabel("density")
     ax.set_title(f"Fig. 2(c): bounded Pareto, lambda = {S.lam:.3g}")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig2c_wait_pdf_bpareto.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig2c_wait_pdf_bpareto.png", 120)
     files += ["fig2b_hol_waste.png", "fig2c_wait_pdf_bpareto.png"]
+
+
+def _figs3_6(out, plt, rec, stab, cores, files) -> None:
+    """Figures 3-4 (per class, one law) and 5-6 (one class, four laws)."""
     # Figs 3-4: per class, one law.
     for name, law in (("fig3_exp.png", "exp"), ("fig4_hyperexp.png", "hyperexp")):
         fig, axs = plt.subplots(1, 3, figsize=(13, 3.5))
         for c in cores:
-            d = sel(law, c)
+            d = _select(rec, law, c)
             axs[0].errorbar(
                 d[:, 1],
                 d[:, 3],
@@ -220,15 +218,13 @@ def _five_class(out, fast, key, plt, files):
             ax.set_title(t)
         axs[0].legend()
         fig.suptitle(f"five classes, {law} service")
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
+        save_figure(fig, out / name, 120)
         files.append(name)
     # Figs 5-6: one class, four laws.
     for name, c in (("fig5_class1.png", 1), ("fig6_class15.png", 15)):
         fig, axs = plt.subplots(1, 3, figsize=(13, 3.5))
         for law in LAWS:
-            d = sel(law, c)
+            d = _select(rec, law, c)
             axs[0].errorbar(
                 d[:, 1], d[:, 3], yerr=[d[:, 3] - d[:, 4], d[:, 5] - d[:, 3]], marker="o", label=law
             )
@@ -240,10 +236,17 @@ def _five_class(out, fast, key, plt, files):
             ax.set_xlabel("lambda")
             ax.set_title(f"{c}-core jobs: {t}")
         axs[0].legend()
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=120)
-        plt.close(fig)
+        save_figure(fig, out / name, 120)
         files.append(name)
+
+
+def _five_class(out, fast, key, plt, files):
+    """Figures 2-6 of ``mjsre.md`` Section 8.2; returns the stability limits."""
+    stab, sweep, samples_bp = _five_class_sweep(out, fast, key, files)
+    rec = np.array(sweep, dtype=object)
+    _fig2(out, plt, rec, samples_bp, files)
+    cores = [int(c) for c in np.asarray(samples_bp[0].cores_array)[:, 0]]
+    _figs3_6(out, plt, rec, stab, cores, files)
     return {f"lambda_c_{law}": [stab[law].lambda_c, list(stab[law].lambda_c_ci)] for law in LAWS}
 
 
@@ -291,7 +294,7 @@ def _fig7b(out, fast, key, plt, files):
                 m["n_unconverged"],
             ]
         )
-    _write_csv(
+    write_csv(
         out / "fig7b_borg.csv",
         ["frac", "lam", "backward", "b_lo", "b_hi", "forward", "f_lo", "f_hi", "unconv"],
         rows,
@@ -317,9 +320,7 @@ def _fig7b(out, fast, key, plt, files):
     ax.set_ylabel("mean waiting time")
     ax.set_title("Fig. 7(b): borg-cell-b (s = 2048, 26 classes)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig7b_borg.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "fig7b_borg.png", 120)
     files += ["fig7b_borg.png", "fig7b_borg.csv"]
     return {"lambda_c_borg": [r.lambda_c, list(r.lambda_c_ci)]}
 
@@ -353,82 +354,61 @@ def _exact_column(wl, ks: list[int]) -> tuple[float, list[float], list[float], f
     return lmax, waits, times, t_compile
 
 
-def _table1(out, fast, key, plt, files):
-    wl = get("two-class-256")
-    ks = [2, 5, 8] if fast else list(range(1, 10))
-    lmax, exact_w, exact_t, exact_compile = _exact_column(wl, ks)
-    lmax_eq8 = lambda_c_closed_form(wl)
-    n = 64 if fast else 4096
-    # Forward runs: on average 50 big jobs per replication (Section 7.4).
-    n_jobs = 10_000 if fast else 50_000
-    rows = []
-    for i, k in enumerate(tqdm(ks, desc="two-class-256", leave=False)):
-        lam = 0.1 * k * lmax
-        t0 = time.perf_counter()
-        S = sample_backward(
-            wl,
-            lam,
-            n,
-            key=jax.random.fold_in(key, 900 + k),
-            dtype=jnp.float32,
-            ell0=1024 if fast else 10240,
-        )
-        m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
-        tb = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        fw = simulate(
-            wl,
-            lam,
-            key=jax.random.fold_in(key, 950 + k),
-            n_jobs=n_jobs,
-            n_replications=16 if fast else 256,
-            level=0.99,
-        )
-        tf = time.perf_counter() - t0
-        b_lo, b_hi = m["wait_mean_ci"]
-        f_lo, f_hi = np.asarray(fw.wait_mean_all_ci).tolist()
-        ex = exact_w[i]
-        rows.append(
-            [
-                k / 10,
-                lam,
-                ex,
-                exact_t[i],
-                m["wait_mean"],
-                b_lo,
-                b_hi,
-                tb,
-                int(b_lo <= ex <= b_hi),
-                fw.wait_mean_all,
-                f_lo,
-                f_hi,
-                tf,
-                int(f_lo <= ex <= f_hi),
-                m["n_unconverged"],
-            ]
-        )
-    _write_csv(
-        out / "table1_two_class_256.csv",
-        [
-            "load",
-            "lam",
-            "exact",
-            "e_time_s",
-            "backward",
-            "b_lo",
-            "b_hi",
-            "b_time_s",
-            "b_covers",
-            "forward",
-            "f_lo",
-            "f_hi",
-            "f_time_s",
-            "f_covers",
-            "unconv",
-        ],
-        rows,
+_TABLE1_COLUMNS = [
+    "load",
+    "lam",
+    "exact",
+    "e_time_s",
+    "backward",
+    "b_lo",
+    "b_hi",
+    "b_time_s",
+    "b_covers",
+    "forward",
+    "f_lo",
+    "f_hi",
+    "f_time_s",
+    "f_covers",
+    "unconv",
+    "b_status",
+    "f_status",
+]
+
+
+def _table1_row(wl, k, lam, exact_w, exact_t, key, fast: bool) -> list:
+    """One load of Table 1: backward sampling and a forward run from empty (Section 7.4: on
+    average 50 big jobs per replication), timed, against the exact value, with their
+    statuses."""
+    t0 = time.perf_counter()
+    S = sample_backward(
+        wl,
+        lam,
+        64 if fast else 4096,
+        key=jax.random.fold_in(key, 900 + k),
+        dtype=jnp.float32,
+        ell0=1024 if fast else 10240,
     )
-    a = np.array(rows, dtype=float)
+    m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+    tb = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fw = simulate(
+        wl,
+        lam,
+        key=jax.random.fold_in(key, 950 + k),
+        n_jobs=10_000 if fast else 50_000,
+        n_replications=16 if fast else 256,
+        level=0.99,
+    )
+    tf = time.perf_counter() - t0
+    b_lo, b_hi = m["wait_mean_ci"]
+    f_lo, f_hi = np.asarray(fw.wait_mean_all_ci).tolist()
+    backward = [m["wait_mean"], b_lo, b_hi, tb, int(b_lo <= exact_w <= b_hi)]
+    forward = [fw.wait_mean_all, f_lo, f_hi, tf, int(f_lo <= exact_w <= f_hi)]
+    return [k / 10, lam, exact_w, exact_t, *backward, *forward, m["n_unconverged"],
+            m["status"], fw.status]  # fmt: skip
+
+
+def _table1_plot(out, plt, a) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.errorbar(
         a[:, 0], a[:, 4], yerr=[a[:, 4] - a[:, 5], a[:, 6] - a[:, 4]], marker="o", label="B-MJSRE"
@@ -446,14 +426,26 @@ def _table1(out, fast, key, plt, files):
     ax.set_ylabel("mean waiting time (99% CI)")
     ax.set_title("Section 7.4: two-class-256")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "table1_two_class_256.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "table1_two_class_256.png", 120)
+
+
+def _table1(out, fast, key, plt, files):
+    """Table 1 of ``mjsre.md`` (Section 7.4) with the exact column, coverage and statuses."""
+    wl = get("two-class-256")
+    ks = [2, 5, 8] if fast else list(range(1, 10))
+    lmax, exact_w, exact_t, exact_compile = _exact_column(wl, ks)
+    rows = [
+        _table1_row(wl, k, 0.1 * k * lmax, exact_w[i], exact_t[i], key, fast)
+        for i, k in enumerate(tqdm(ks, desc="two-class-256", leave=False))
+    ]
+    write_csv(out / "table1_two_class_256.csv", _TABLE1_COLUMNS, rows)
+    a = np.array([r[:-2] for r in rows], dtype=float)
+    _table1_plot(out, plt, a)
     files += ["table1_two_class_256.csv", "table1_two_class_256.png"]
     b_cov, f_cov = a[:, 8].astype(bool), a[:, 13].astype(bool)
     return {
         "lambda_max_two_class_256": lmax,
-        "lambda_max_two_class_256_eq8": lmax_eq8,
+        "lambda_max_two_class_256_eq8": lambda_c_closed_form(wl),
         "table1_exact_wait": exact_w,
         "table1_coverage": {
             "level": 0.99,
@@ -461,6 +453,10 @@ def _table1(out, fast, key, plt, files):
             "forward": f"{int(f_cov.sum())}/{len(ks)}",
             "backward_misses": [k / 10 for k, c in zip(ks, b_cov, strict=True) if not c],
             "forward_misses": [k / 10 for k, c in zip(ks, f_cov, strict=True) if not c],
+        },
+        "table1_statuses": {
+            "backward": [r[-2] for r in rows],
+            "forward": [r[-1] for r in rows],
         },
         "table1_exact_time_s": {"compile": exact_compile, "solves": float(np.sum(exact_t))},
     }

@@ -45,8 +45,8 @@ def assemble(
     T: jax.Array,
     lam: jax.Array,
     L_total: jax.Array,
-    T_mean: jax.Array,
     max_load: jax.Array,
+    T_mean: jax.Array | None = None,
     psi_server: jax.Array | None = None,
 ) -> BFResult:
     """Build a :class:`BFResult`; unstable points get ``psi = 0``, ``L = T = inf``, ``gamma = 0``.
@@ -55,8 +55,13 @@ def assemble(
     by the arrival rate (so a class of zero rate still gets its limit ``d log(1/psi) / d lam_i``);
     ``L = lam * T`` (Little) and ``gamma = 1 / T``. ``max_load`` is the largest load
     ``Lambda(L) / M(L)`` over the server sets ``L`` (the pool is stable iff it is ``< 1``);
-    ``stability_margin = 1 / max_load``.
+    ``stability_margin = 1 / max_load``. ``T_mean`` defaults to ``L_total / sum(lam)``
+    (Little), the mean of ``T`` when every rate is 0.
     """
+    if T_mean is None:
+        lam_tot = jnp.sum(lam)
+        pos = lam_tot > 0
+        T_mean = jnp.where(pos, L_total / jnp.where(pos, lam_tot, 1.0), jnp.mean(T))
     inf = jnp.asarray(jnp.inf, T.dtype)
     T = jnp.where(stable, T, inf)
     L = jnp.where(stable, lam * T, inf)

@@ -259,15 +259,12 @@ def interval_pool_kernel(
 
     (A_full, (psi_server, stable, max_load)), T = jax.value_and_grad(f, has_aux=True)(lam)
     L_total = jnp.sum(lam * T)
-    lam_tot = jnp.sum(lam)
-    T_mean = jnp.where(lam_tot > 0, L_total / jnp.where(lam_tot > 0, lam_tot, 1.0), jnp.mean(T))
     res = assemble(
         stable=stable,
         log_inv_psi=A_full,
         T=T,
         lam=lam,
         L_total=L_total,
-        T_mean=T_mean,
         max_load=max_load,
         psi_server=psi_server,
     )
@@ -665,8 +662,6 @@ def nested_pool_kernel(
     g = 1.0 / (Mi - le) - 1.0 / (Mi - lt)
     T = 1.0 / (Mi - le) + sub @ g
     L_total = lam_s @ T
-    lam_tot = jnp.sum(lam)
-    T_mean = jnp.where(lam_tot > 0, L_total / jnp.where(lam_tot > 0, lam_tot, 1.0), jnp.mean(T))
     psi_server = jnp.exp(inc.T @ (jnp.log(Mi - le) - jnp.log(Mi - lt)))
     res = assemble(
         stable=stable,
@@ -674,7 +669,6 @@ def nested_pool_kernel(
         T=T,
         lam=lam,
         L_total=L_total,
-        T_mean=T_mean,
         max_load=max_load,
         psi_server=psi_server,
     )

@@ -406,3 +406,28 @@ def test_oversize_networks_refused_before_allocating(K, population, truncate, ma
     with pytest.raises(ValueError, match=match):
         solve_truncated(net, truncate) if truncate else solve(net)
     assert time.perf_counter() - t0 < 5.0
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (None, "no such file"),
+        ("dir", "is a directory, not a file"),
+        ("[1, 2]", "must be a table"),
+        ("{bad", "invalid JSON: .* line 1, column 2"),
+    ],
+)
+def test_cli_network_bad_files_one_line(tmp_path, capsys, content, match):
+    """``network solve --spec``: a missing file, a directory, a list, bad syntax: exit 2 and
+    one line naming the file (they were tracebacks)."""
+    path = tmp_path / "net.json"
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_text(content)
+    assert main(["network", "solve", "--spec", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0], err
+    import re
+
+    assert re.search(match, err[0]), err

@@ -144,17 +144,8 @@ def log(msg: str) -> None:
 
 
 def read_spec(path: str) -> dict:
-    """Read a JSON or TOML file into a dict."""
-    import tomllib
+    """Read a JSON or TOML file into a dict (one-line errors naming the file:
+    ``jaxqueue.scenarios._files.read_document``)."""
+    from ..scenarios._files import read_document
 
-    with open(path, "rb") as f:
-        data = f.read()
-    if path.endswith(".toml"):
-        return tomllib.loads(data.decode())
-    try:
-        return json.loads(data)
-    except json.JSONDecodeError:
-        try:
-            return tomllib.loads(data.decode())
-        except tomllib.TOMLDecodeError as err:
-            raise ValueError(f"{path}: neither valid JSON nor TOML ({err})") from None
+    return read_document(path)

@@ -104,7 +104,7 @@ def _read_text(path: pathlib.Path) -> str:
     if not path.exists():
         raise ValueError("no such file")
     if path.is_dir():
-        raise ValueError("is a directory, not a workload file")
+        raise ValueError("is a directory, not a file")
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -335,6 +335,22 @@ def workload_from_dict(spec, default_name: str = "") -> Workload:
     cores, probs, services = map(list, zip(*parsed, strict=True))
     _sums_to_one(probs, "classes[*].prob")
     return Workload(servers, cores, np.array(probs), services, name=name)
+
+
+def read_document(path) -> dict:
+    """The JSON or TOML document in the file ``path`` (by suffix; else JSON, then TOML): the
+    one reader of every spec and workload file. Raises a one-line ``ValueError`` ``"PATH:
+    what is wrong"`` (no such file, a directory, not UTF-8, invalid JSON / TOML with line and
+    column, a document that is not a table)."""
+    label = os.fspath(path)
+    path = pathlib.Path(path)
+    try:
+        doc = _parse(path, _read_text(path))
+    except ValueError as err:
+        raise ValueError(_one_line(f"{label}: {err}")) from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{label}: the document must be a table (an object), got a list")
+    return doc
 
 
 def load(path) -> Workload:

@@ -450,6 +450,8 @@ def require_stable(
         try:
             res = lambda_c_estimate(workload, key=key, max_jobs=b)
         except ValueError:
+            if key is not None:
+                raise
             return None  # no key, no exact limit: the caller did not ask for a Monte Carlo
         lo, hi = res.lambda_c_ci
         if lam < lo:

@@ -211,11 +211,7 @@ def simulate_sweep(
     pool = as_assignment(pool)
     mix, sigma = _law_arrays(law)
     lam, m = _check_sweep(pool, lam, m, replications, jumps, warmup, chunk)
-    for name, v, lo in (("queue_size", queue_size, 1), ("max_queue_size", max_queue_size, 1)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    if max_queue_size < queue_size:
-        raise ValueError(f"max_queue_size ({max_queue_size}) < queue_size ({queue_size})")
+    _check_queue_sizes(queue_size, max_queue_size)
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
     params, shape = _kernel_params(pool, lam, m / sigma, mix, dtype)
     chunk = int(min(chunk, jumps))
@@ -264,6 +260,14 @@ def _check_sweep(pool, lam, m, replications, jumps, warmup, chunk):
     if jumps + warmup + 2 * chunk >= 2**31 - 1:
         raise ValueError("jumps + warmup must stay below 2**31 (int32 queue-order stamps)")
     return lam, m
+
+
+def _check_queue_sizes(queue_size, max_queue_size) -> None:
+    for name, v in (("queue_size", queue_size), ("max_queue_size", max_queue_size)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    if max_queue_size < queue_size:
+        raise ValueError(f"max_queue_size ({max_queue_size}) < queue_size ({queue_size})")
 
 
 def _kernel_params(pool, lam, alpha, mix, dtype):

@@ -109,3 +109,11 @@ from ._exact import ExactResult as ExactResult
 from ._exact import exact as exact
 from ._exact import exact_lambda_c as exact_lambda_c
 from ._exact import exact_size as exact_size
+
+# ---------------------------------------------------------------------------------------------
+# Scheduling policies beyond FCFS (issue #17): the event engine and the policies/ folder.
+# ---------------------------------------------------------------------------------------------
+# isort: split
+from ._events import PolicyResult as PolicyResult
+from ._events import saturated_throughput as saturated_throughput
+from ._events import simulate_policy as simulate_policy

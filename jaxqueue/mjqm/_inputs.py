@@ -331,3 +331,20 @@ def draw_jobs_block_reps(workload, lam, key, reps, start, length, *, dtype, n_ex
     jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
     rows = _uniform_rows(key, reps, jobs, n_uniforms(workload, n_extra), dtype)
     return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
+
+
+def replication_keypairs(key: PRNGKeyArray, reps: Int[ArrayLike, " R"]):
+    """The cipher keys ``(k0, k1)`` of replications ``reps``, for :func:`draw_jobs_each`."""
+    return jnp.vectorize(_rep_keypair, excluded={0})(key, jnp.asarray(reps))
+
+
+def draw_jobs_each(workload: Workload, lam, keypairs, jobs, *, dtype) -> JobInputs:
+    """Job ``jobs[r]`` of replication ``r`` for every ``r`` at once (``keypairs`` from
+    :func:`replication_keypairs`): the same jobs as :func:`draw_jobs`, each replication at its
+    own job index (the event engine, where replications advance at their own pace)."""
+    k0, k1 = keypairs
+    n = n_uniforms(workload)
+    x0 = jnp.asarray(jobs).astype(jnp.uint32)
+    words = [threefry2x32(k0, k1, x0, jnp.full_like(x0, c)) for c in range((n + 1) // 2)]
+    bits = jnp.stack([w[0] for w in words] + [w[1] for w in words])[:n]
+    return _jobs_from_rows(workload, lam, _bits_to_uniform(bits, dtype), dtype=dtype)

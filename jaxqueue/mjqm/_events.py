@@ -1,0 +1,400 @@
+"""The event engine: batched event simulation of the MJQM under any job-list policy.
+
+One replication is a ``lax.while_loop`` over events (an arrival or a completion, whichever
+comes first); replications run side by side under ``vmap`` (sharded over devices like the
+forward scan). The state is a fixed buffer of ``B`` job slots in arrival order
+(:class:`~jaxqueue.mjqm.policies.Jobs`): class, need, remaining work, age, age at the first
+start. At every event the clock moves by ``dt``, the remaining work of the jobs in service and
+the ages of all jobs advance, the event is applied (a completion leaves and the later slots
+shift down; an arrival fills the next slot, drawn from the counter-based inputs of
+``_inputs.py``, so job ``n`` of replication ``r`` is the same job as in the MJSRE simulators),
+and the policy chooses the jobs in service (``policy.select``). Times are kept relative (ages
+and remaining work), so float32 runs do not lose digits as the clock grows.
+
+Measured: the jobs ``warmup .. n_jobs - 1`` of each replication, until every one of them has
+left (arrivals go on meanwhile); time averages over the arrivals of those jobs. An arrival that
+finds the buffer full is an overflow (the run is reported, never used silently); the engine
+retries with a buffer twice as large up to ``max_buffer``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jaxtyping import Array, PRNGKeyArray
+
+from ..stats import Estimate, drift
+from ._forward import _ratio_ci
+from ._inputs import draw_jobs_each, replication_keypairs
+from ._workload import Workload
+from .policies import EventPolicy, Jobs, parse_policy
+from .policies._base import at_slot, first_slot, positions
+
+__all__ = ["PolicyResult", "simulate_policy", "saturated_throughput"]
+
+
+class _Acc(NamedTuple):
+    """Per-replication sums: per class ``(K,)`` response, response^2, wait, wait^2, count;
+    second-half response and count (drift check); time integrals of jobs, idle servers, idle
+    servers while someone waits, and the window length; departures (saturated runs)."""
+
+    resp: Array
+    resp2: Array
+    wait: Array
+    wait2: Array
+    cnt: Array
+    late_resp: Array
+    late_cnt: Array
+    area_jobs: Array
+    area_idle: Array
+    area_hol: Array
+    time: Array
+    done: Array
+
+
+class _State(NamedTuple):
+    jobs: Jobs  # the buffers, (B, R), in arrival order
+    code: Array  # (B, R) 0: not measured (warm-up, or after n_jobs), 1: first half, 2: second
+    to_arrival: Array  # (R,) time until the next arrival
+    n_next: Array  # (R,) index of the next arriving job
+    acc: _Acc
+    overflow: Array  # (R,)
+    events: Array  # (R,)
+
+
+def _empty(B: int, R: int, K: int, dt) -> _State:
+    z = jnp.zeros((B, R), dt)
+    zi = jnp.zeros((B, R), jnp.int32)
+    zb = jnp.zeros((B, R), bool)
+    i0 = jnp.zeros(R, jnp.int32)
+    jobs = Jobs(cls=zi, need=zi, rem=z, age=z, wait=z, started=zb, run=zb, count=i0)
+    zk = jnp.zeros((K, R), dt)
+    z0 = jnp.zeros(R, dt)
+    acc = _Acc(zk, zk, zk, zk, zk, z0, z0, z0, z0, z0, z0, z0)
+    return _State(jobs, zi, z0, i0, acc, jnp.zeros(R, bool), i0)
+
+
+def _record(acc: _Acc, jobs: Jobs, code, j, leaves) -> _Acc:
+    """Add the response and wait of the job leaving slot ``j`` where it is a measured one."""
+    c = at_slot(code, j)
+    dt = acc.resp.dtype
+    K = acc.resp.shape[0]
+    one = ((jnp.arange(K)[:, None] == at_slot(jobs.cls, j)) & (c > 0) & leaves).astype(dt)
+    r, w = at_slot(jobs.age, j), at_slot(jobs.wait, j)
+    late = leaves & (c == 2)
+    return acc._replace(
+        resp=acc.resp + one * r,
+        resp2=acc.resp2 + one * r * r,
+        wait=acc.wait + one * w,
+        wait2=acc.wait2 + one * w * w,
+        cnt=acc.cnt + one,
+        late_resp=acc.late_resp + jnp.where(late, r, 0),
+        late_cnt=acc.late_cnt + late,
+        done=acc.done + leaves,
+    )
+
+
+def _integrate(acc: _Acc, jobs: Jobs, s, dt, inside) -> _Acc:
+    """Time integrals over ``dt`` where ``inside`` the measuring window."""
+    d = jnp.where(inside, dt, 0)
+    idle = jobs.free(s).astype(dt.dtype)
+    someone_waits = jnp.any(jobs.waiting, axis=0)
+    return acc._replace(
+        area_jobs=acc.area_jobs + d * jobs.count,
+        area_idle=acc.area_idle + d * idle,
+        area_hol=acc.area_hol + d * idle * someone_waits,
+        time=acc.time + d,
+    )
+
+
+def _shift(x, after):
+    """Slots at and after a leaving job take the next slot's value (a static slice)."""
+    return jnp.where(after, jnp.concatenate([x[1:], x[-1:]]), x)
+
+
+def _put(x, at, v):
+    return jnp.where(at, jnp.asarray(v).astype(x.dtype), x)
+
+
+def _event(policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs, active, st):
+    """One event of every ``active`` replication: its next completion or arrival, then the
+    policy; the others stand still."""
+    jobs, code, count = st.jobs, st.code, st.jobs.count
+    B = code.shape[0]
+    pos = positions(code)
+    ends = jnp.where(jobs.run, jobs.rem, jnp.inf)
+    end = jnp.min(ends, axis=0)
+    j = first_slot(ends == end)
+    if saturated:  # topped up at once; measured over the departures warmup .. n_jobs
+        to_arrival = jnp.where(count >= B, jnp.inf, 0.0).astype(st.to_arrival.dtype)
+        inside = st.acc.done >= warmup
+    else:  # measured over the arrivals of the jobs warmup .. n_jobs - 1
+        to_arrival = st.to_arrival
+        inside = (st.n_next > warmup) & (st.n_next <= n_jobs)
+    leaves = active & (end <= to_arrival)
+    arrives = active & ~leaves
+    dt = jnp.where(active, jnp.minimum(end, to_arrival), 0)
+    acc = _integrate(st.acc, jobs, s, dt, inside)
+    jobs = jobs._replace(
+        rem=jnp.where(jobs.run, jobs.rem - dt, jobs.rem),
+        age=jnp.where(jobs.live, jobs.age + dt, jobs.age),
+    )
+    # a completion: slot j empties and the later slots shift down
+    acc = _record(acc, jobs, code, j, leaves)
+    after = leaves & (pos >= j)
+    jobs = Jobs(*(_shift(x, after) for x in jobs[:-1]), count=count - leaves)
+    code = _shift(code, after)
+    # an arrival: job n_next takes the slot after the last job
+    n = st.n_next
+    job = draw_jobs_each(workload, lam, keypairs, n, dtype=jobs.rem.dtype)
+    full = count >= B
+    enters = arrives & ~full
+    at = enters & (pos == count)
+    mid = (warmup + n_jobs) // 2
+    jobs = jobs._replace(
+        cls=_put(jobs.cls, at, job.cls),
+        need=_put(jobs.need, at, job.alpha[..., 0]),
+        rem=_put(jobs.rem, at, job.sigma),
+        age=_put(jobs.age, at, 0),
+        wait=_put(jobs.wait, at, 0),
+        started=_put(jobs.started, at, False),
+        count=jobs.count + enters,
+    )
+    code = _put(code, at, jnp.where((n >= warmup) & (n < n_jobs), 1 + (n >= mid), 0))
+    # the policy
+    run = policy.select(jobs, s, needs)
+    first = run & ~jobs.started
+    jobs = jobs._replace(
+        run=run, started=jobs.started | run, wait=jnp.where(first, jobs.age, jobs.wait)
+    )
+    gap = jnp.zeros_like(dt) if saturated else job.tau.astype(dt.dtype)
+    return _State(
+        jobs=jobs,
+        code=code,
+        to_arrival=jnp.where(leaves, to_arrival - dt, jnp.where(arrives, gap, st.to_arrival)),
+        n_next=n + arrives,
+        acc=acc,
+        overflow=st.overflow | (arrives & full & (not saturated)),
+        events=st.events + active,
+    )
+
+
+@eqx.filter_jit
+def _run(policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype):
+    """Every replication of ``reps`` until its measured jobs have left (or its overflow, or
+    ``max_events``), all replications side by side in ``(B, R)`` arrays (replications minor:
+    the reductions over the slots then run across SIMD lanes). ``saturated``: the queue is
+    topped up to ``B`` jobs at once (no arrival process), for the throughput of the saturated
+    system."""
+    s, K = workload.s, workload.n_classes
+    needs = tuple(sorted({int(a) for a in workload.cores_array[:, 0]}, reverse=True))
+    keypairs = replication_keypairs(key, reps)
+    target = n_jobs - warmup
+
+    def active(st):
+        done = st.acc.done >= n_jobs if saturated else jnp.sum(st.acc.cnt, axis=0) >= target
+        return ~done & ~st.overflow & (st.events < max_events)
+
+    def step(st):
+        return _event(
+            policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs, active(st), st
+        )
+
+    st = _empty(B, reps.shape[0], K, dtype)
+    return lax.while_loop(lambda st: jnp.any(active(st)), step, st)
+
+
+class PolicyResult(eqx.Module):
+    """Event simulation of the MJQM under one policy (:func:`simulate_policy`).
+
+    Attributes:
+        policy: the policy name. lam: arrival rate.
+        response_mean: mean response time (sojourn: wait plus service, preemptions included)
+            of all measured jobs, a :class:`~jaxqueue.stats.Estimate` (ratio estimator over
+            replications, delta-method t interval). response_mean_class: per class.
+        wait_mean, wait_mean_class: time from arrival to the first start (for a non-preemptive
+            policy the whole wait). wait_var_class: per class variance of that wait.
+        jobs_mean: mean number in system. idle_servers: mean idle servers.
+        hol_idle_servers: mean idle servers while someone waits (all waiting-time averages
+            over the measuring window, Estimates).
+        status: ``"ok"``, ``"overflow"`` (an arrival found the job buffer full at
+            ``max_buffer``), ``"nonstationary"`` (the second half of the measured jobs waits
+            significantly longer than the first, or the event cap was reached).
+        drift: relative increase of the mean response time from the first to the second half.
+        buffer: job slots per replication. n_jobs, warmup, replications: the run's size.
+        limit: ``(method, lambda_c)`` of the policy (``lambda_c`` ``None`` when unknown).
+    """
+
+    policy: str
+    lam: float
+    response_mean: Estimate
+    response_mean_class: Estimate
+    wait_mean: Estimate
+    wait_mean_class: Estimate
+    wait_var_class: np.ndarray
+    jobs_mean: Estimate
+    idle_servers: Estimate
+    hol_idle_servers: Estimate
+    status: str
+    drift: float
+    buffer: int
+    n_jobs: int
+    warmup: int
+    replications: int
+    limit: tuple
+
+
+def _estimate(num, den, level) -> Estimate:
+    m, ci = _ratio_ci(num, den, level)
+    return Estimate(
+        jnp.asarray(m), jnp.asarray(ci[..., 0]), jnp.asarray(ci[..., 1]), len(num), level
+    )
+
+
+def _summarise(policy, lam, acc, overflow, capped, B, n_jobs, warmup, level, limit) -> PolicyResult:
+    a = jax.tree.map(lambda x: np.asarray(x).T, acc)  # replications first
+    cnt = a.cnt.sum(1)
+    resp = a.resp.sum(1)
+    early = (resp - a.late_resp) / np.maximum(cnt - a.late_cnt, 1)
+    late = a.late_resp / np.maximum(a.late_cnt, 1)
+    scale = float(resp.sum() / max(cnt.sum(), 1))
+    inc, growing = drift(early, late, scale)
+    status = "overflow" if overflow else ("nonstationary" if (bool(growing) or capped) else "ok")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wm = a.wait.sum(0) / a.cnt.sum(0)
+        wvar = a.wait2.sum(0) / a.cnt.sum(0) - wm**2
+    return PolicyResult(
+        policy=policy,
+        lam=float(lam),
+        response_mean=_estimate(resp, cnt, level),
+        response_mean_class=_estimate(a.resp, a.cnt, level),
+        wait_mean=_estimate(a.wait.sum(1), cnt, level),
+        wait_mean_class=_estimate(a.wait, a.cnt, level),
+        wait_var_class=wvar,
+        jobs_mean=_estimate(a.area_jobs, a.time, level),
+        idle_servers=_estimate(a.area_idle, a.time, level),
+        hol_idle_servers=_estimate(a.area_hol, a.time, level),
+        status=status,
+        drift=float(inc) / scale if scale > 0 else float("nan"),
+        buffer=B,
+        n_jobs=n_jobs,
+        warmup=warmup,
+        replications=len(cnt),
+        limit=limit,
+    )
+
+
+def _check_workload(workload: Workload) -> None:
+    if workload.n_types != 1 or workload.specific is not None:
+        raise ValueError(
+            "simulate_policy: policies are defined for one pool of identical servers (no "
+            "resource vectors, no specific servers)"
+        )
+
+
+def _float(dtype):
+    return jnp.dtype(dtype or (jnp.float64 if jax.config.jax_enable_x64 else jnp.float32))
+
+
+def simulate_policy(
+    workload: Workload,
+    lam: float,
+    policy: str | EventPolicy = "fcfs",
+    *,
+    key: PRNGKeyArray,
+    n_jobs: int = 20_000,
+    n_replications: int = 64,
+    warmup: int | None = None,
+    buffer: int | None = None,
+    max_buffer: int = 4096,
+    level: float = 0.95,
+    dtype=None,
+    override: bool = False,
+) -> PolicyResult:
+    """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
+    independent queues started empty.
+
+    Args:
+        workload: one pool of ``s`` identical servers (any service and arrival laws).
+        lam: arrival rate; refused at or beyond the policy's known stability limit
+            (``policy.stability_limit``) unless ``override``.
+        policy: a name of :data:`~jaxqueue.mjqm.policies.POLICIES` (``"window:4"``) or a
+            policy object.
+        key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
+        n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
+        buffer: job slots per replication (default from the load: 4 x (lam E[sigma] + s)
+            rounded up to a power of 2, at least 32); doubled on overflow up to ``max_buffer``.
+        level: confidence level. dtype: float dtype (default float64 under x64).
+
+    Returns:
+        :class:`PolicyResult`.
+
+    Raises:
+        ValueError: a bad argument, a workload with several resource types or specific
+            servers, or (without ``override``) ``lam`` at or beyond a known limit.
+    """
+    pol = parse_policy(policy)
+    _check_workload(workload)
+    warmup = n_jobs // 5 if warmup is None else int(warmup)
+    if not (lam > 0 and math.isfinite(lam)):
+        raise ValueError(f"simulate_policy: lam must be positive and finite, got {lam!r}")
+    if n_replications < 2:
+        raise ValueError(f"simulate_policy: n_replications must be >= 2, got {n_replications}")
+    if not 0 <= warmup < n_jobs - 1:
+        raise ValueError(f"simulate_policy: need 0 <= warmup < n_jobs - 1, got {warmup}, {n_jobs}")
+    limit = pol.stability_limit(workload, key=jax.random.fold_in(key, 0x5AB1E))
+    if limit[1] is not None and lam >= limit[1] and not override:
+        raise ValueError(
+            f"simulate_policy: lam = {lam:.6g} is at or beyond the stability limit of "
+            f"{pol.name} ({limit[0]}: lambda_c = {limit[1]:.6g}); the queue grows without bound"
+        )
+    dt = _float(dtype)
+    load = float(lam * np.sum(np.asarray(workload.probs) * np.asarray(workload.mean_service())))
+    B = buffer or max(32, 1 << math.ceil(math.log2(4 * (load + workload.s))))
+    max_events = 4 * n_jobs + 64 * B
+    reps = jnp.arange(n_replications, dtype=jnp.int32)
+    args = (jnp.asarray(lam, dt), key, reps, jnp.int32(warmup), jnp.int32(n_jobs))
+    while True:
+        st = _run(pol, workload, *args, jnp.int32(max_events), B, False, dt)
+        overflow = bool(np.any(np.asarray(st.overflow)))
+        if not overflow or 2 * B > max_buffer:
+            break
+        B *= 2
+    capped = bool(np.any(np.asarray(st.events) >= max_events))
+    name = pol.name if pol.name != "window" else f"window:{pol.W}"
+    return _summarise(name, lam, st.acc, overflow, capped, B, n_jobs, warmup, level, limit)
+
+
+def saturated_throughput(
+    workload: Workload,
+    policy: str | EventPolicy,
+    *,
+    key: PRNGKeyArray,
+    n_jobs: int = 20_000,
+    n_replications: int = 32,
+    buffer: int | None = None,
+    level: float = 0.95,
+    dtype=None,
+) -> tuple[float, tuple[float, float]]:
+    """Departure rate of the saturated system (``buffer`` jobs always present, topped up at
+    every completion) with its interval over replications: the stability limit of policies
+    whose service depends only on the oldest ``buffer`` jobs (fcfs: ``lambda_c``; ``window:W``
+    with ``buffer >= W + s``). Default buffer ``W + s`` rounded up to a power of 2."""
+    pol = parse_policy(policy)
+    _check_workload(workload)
+    dt = _float(dtype)
+    W = getattr(pol, "W", 1)
+    B = buffer or max(8, 1 << math.ceil(math.log2(W + workload.s)))
+    warmup = n_jobs // 5
+    reps = jnp.arange(n_replications, dtype=jnp.int32)
+    args = (jnp.asarray(1.0, dt), key, reps, jnp.int32(warmup), jnp.int32(n_jobs))
+    st = _run(pol, workload, *args, jnp.int32(4 * n_jobs + 64 * B), B, True, dt)
+    done = np.full(n_replications, float(n_jobs - warmup))
+    m, ci = _ratio_ci(done, np.asarray(st.acc.time), level)
+    return float(m), (float(ci[0]), float(ci[1]))

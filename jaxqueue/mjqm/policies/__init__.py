@@ -1,0 +1,75 @@
+"""Scheduling policies of the multiserver-job queue on the event engine, one file each.
+
+``parse_policy("window:4")`` gives the policy object of a command-line name; ``POLICIES``
+lists the names. The engine is :func:`jaxqueue.mjqm.simulate_policy`.
+"""
+
+from __future__ import annotations
+
+from ._base import EventPolicy, Jobs, fcfs_start, first_fit
+from .easy_backfilling import EasyBackfilling
+from .fcfs import FCFS
+from .first_fit import FirstFit
+from .msf import MostServersFirst
+from .preemptive_first_fit import PreemptiveFirstFit
+from .server_filling import ServerFilling
+from .window import Window
+
+__all__ = [
+    "EventPolicy",
+    "Jobs",
+    "FCFS",
+    "FirstFit",
+    "Window",
+    "PreemptiveFirstFit",
+    "MostServersFirst",
+    "ServerFilling",
+    "EasyBackfilling",
+    "POLICIES",
+    "parse_policy",
+    "first_fit",
+    "fcfs_start",
+]
+
+_SIMPLE = {
+    cls.name: cls
+    for cls in (
+        FCFS,
+        FirstFit,
+        PreemptiveFirstFit,
+        MostServersFirst,
+        ServerFilling,
+        EasyBackfilling,
+    )
+}
+
+#: Policy names as on the command line (``window`` takes ``:W``).
+POLICIES = (
+    "fcfs",
+    "first-fit",
+    "window:W",
+    "preemptive-first-fit",
+    "msf",
+    "server-filling",
+    "easy-backfilling",
+)
+
+
+def parse_policy(name: str | EventPolicy) -> EventPolicy:
+    """The policy of a name ``NAME[:PARAM]`` (``POLICIES``); a policy object passes through.
+
+    Raises:
+        ValueError: an unknown name, a parameter where none is taken, or a bad ``W``.
+    """
+    if isinstance(name, EventPolicy):
+        return name
+    base, sep, param = str(name).strip().partition(":")
+    if base == "window":
+        if not param.strip().isdigit() or int(param) < 1:
+            raise ValueError(f"policy {name!r}: window needs an integer W >= 1, as window:4")
+        return Window(int(param))
+    if base in _SIMPLE and not sep:
+        return _SIMPLE[base]()
+    if base in _SIMPLE:
+        raise ValueError(f"policy {name!r}: {base} takes no parameter")
+    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")

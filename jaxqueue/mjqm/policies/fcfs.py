@@ -1,0 +1,25 @@
+"""``fcfs``: first come, first served (``papers/mjsre.md`` Section 2) on the job list.
+
+The MJSRE recurrence eq. (2) (``jaxqueue.mjqm.simulate``) is the fast path for FCFS; this file
+is its event-engine twin, tested to give the same waits job by job on the same inputs."""
+
+from __future__ import annotations
+
+from ._base import EventPolicy, Jobs, fcfs_start
+
+
+class FCFS(EventPolicy):
+    """Non-preemptive: waiting jobs start in arrival order while the oldest waiting one fits;
+    the first that does not fit blocks everyone behind it. Stability limit: ``lambda_c`` of
+    the FCFS MJQM (exact for exponential services, else pile growth)."""
+
+    name = "fcfs"
+
+    def select(self, jobs: Jobs, s: int, needs):
+        return fcfs_start(jobs, s)
+
+    def stability_limit(self, workload, key=None):
+        from .._stability import lambda_c_estimate
+
+        est = lambda_c_estimate(workload, key=key)
+        return est.method, float(est.lambda_c), tuple(est.lambda_c_ci)

@@ -1,0 +1,17 @@
+"""``msf``: preemptive most-servers-first."""
+
+from __future__ import annotations
+
+from ._base import EventPolicy, Jobs, first_fit
+
+
+class MostServersFirst(EventPolicy):
+    """Preemptive: order all jobs in the system by need, largest first (arrival order within a
+    need), and serve them first fit until the servers are full. No stability method is known
+    in general."""
+
+    name = "msf"
+    preemptive = True
+
+    def select(self, jobs: Jobs, s: int, needs):
+        return first_fit(jobs.live, jobs.need, s, by_need=needs)

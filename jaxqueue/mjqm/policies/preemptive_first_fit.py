@@ -1,0 +1,17 @@
+"""``preemptive-first-fit``: first fit over all jobs in arrival order, at every event."""
+
+from __future__ import annotations
+
+from ._base import EventPolicy, Jobs, first_fit
+
+
+class PreemptiveFirstFit(EventPolicy):
+    """Preemptive (preempt-resume): at every event, scan all jobs in the system in arrival
+    order and serve every one that fits, until the servers are full. No stability method is
+    known."""
+
+    name = "preemptive-first-fit"
+    preemptive = True
+
+    def select(self, jobs: Jobs, s: int, needs):
+        return first_fit(jobs.live, jobs.need, s)

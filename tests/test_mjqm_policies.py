@@ -1,0 +1,244 @@
+"""The event engine and its policies against independent references: the plain-Python heapq
+simulator (``ref_policy_events.py``, job by job on the same inputs), the MJSRE forward scan
+(fcfs), the exact QBD (fcfs), and a truncated CTMC over the ordered queue contents
+(``ref_policy_ctmc.py``)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import ref_policy_ctmc
+import ref_policy_events
+
+from jaxqueue import scenarios
+from jaxqueue.dist import BoundedPareto, Exponential, HyperExponential
+from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy
+from jaxqueue.mjqm._events import _run
+from jaxqueue.mjqm.policies import POLICIES, parse_policy
+
+ALL = (
+    "fcfs",
+    "first-fit",
+    "window:3",
+    "preemptive-first-fit",
+    "msf",
+    "server-filling",
+    "easy-backfilling",
+)
+
+
+def _workloads():
+    exp5 = scenarios.get("five-class-exp")
+    rare = Workload(
+        servers=8,
+        cores=(1, 8),
+        probs=(0.95, 0.05),
+        services=(Exponential(1.0), Exponential(4.0)),
+        name="rare-8",
+    )
+    heavy = Workload(
+        servers=6,
+        cores=(1, 2, 3, 6),
+        probs=(0.4, 0.3, 0.2, 0.1),
+        services=(
+            BoundedPareto(0.2, 50.0, 1.5),
+            HyperExponential(means=(0.5, 5.0), probs=(0.9, 0.1)),
+            Exponential(1.0),
+            BoundedPareto(0.5, 20.0, 1.2),
+        ),
+        name="heavy-6",
+    )
+    return {"five-class-exp": (exp5, 1.2), "rare-8": (rare, 1.8), "heavy-6": (heavy, 1.6)}
+
+
+def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=256):
+    st = _run(
+        parse_policy(policy),
+        wl,
+        jnp.asarray(lam, jnp.float64),
+        key,
+        jnp.arange(reps, dtype=jnp.int32),
+        jnp.int32(warmup),
+        jnp.int32(n_jobs),
+        jnp.int32(100 * n_jobs),
+        B,
+        False,
+        jnp.dtype(jnp.float64),
+    )
+    assert not np.any(np.asarray(st.overflow))
+    return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)
+
+
+def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
+    """The same jobs through the heapq simulator: enough extra arrivals that every measured job
+    has left before the trace ends."""
+    total = n_jobs + 400
+    jobs = draw_jobs(wl, lam, key, rep, jnp.arange(total), dtype=jnp.float64)
+    tau = np.asarray(jobs.tau)
+    arrivals = np.concatenate([[0.0], np.cumsum(tau[:-1])])
+    needs = np.asarray(jobs.alpha)[:, 0].tolist()
+    start, dep = ref_policy_events.run_trace(
+        policy, wl.s, needs, arrivals.tolist(), np.asarray(jobs.sigma).tolist()
+    )
+    start, dep = np.asarray(start), np.asarray(dep)
+    m = slice(warmup, n_jobs)
+    assert dep[m].max() < arrivals[-1]  # the measured jobs never saw the end of the trace
+    cls = np.asarray(jobs.cls)[m]
+    K = wl.n_classes
+    resp = np.bincount(cls, dep[m] - arrivals[m], minlength=K)
+    wait = np.bincount(cls, start[m] - arrivals[m], minlength=K)
+    return resp, wait, np.bincount(cls, minlength=K)
+
+
+@pytest.mark.parametrize("policy", ALL)
+@pytest.mark.parametrize("name", ["five-class-exp", "rare-8", "heavy-6"])
+def test_policy_equals_heapq_simulator_job_by_job(name, policy):
+    """Same jobs (counter-based inputs), same responses and waits: every policy on three
+    workloads (exponential; a rare all-server class; heavy tails) against the heapq
+    simulator written separately, to 1e-9."""
+    wl, lam = _workloads()[name]
+    key = jax.random.key(11)
+    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 3, 100, 1500)
+    for r in range(3):
+        ref = _reference_sums(wl, lam, policy, key, r, 100, 1500)
+        np.testing.assert_array_equal(cnt[:, r], ref[2])
+        np.testing.assert_allclose(resp[:, r], ref[0], rtol=1e-9)
+        np.testing.assert_allclose(wait[:, r], ref[1], rtol=1e-9, atol=1e-9)
+
+
+def test_window_one_is_fcfs_and_a_wide_window_first_fit():
+    wl, lam = _workloads()["five-class-exp"]
+    key = jax.random.key(3)
+    fcfs = _engine_sums(wl, lam, "fcfs", key, 4, 100, 2000)
+    np.testing.assert_allclose(_engine_sums(wl, lam, "window:1", key, 4, 100, 2000), fcfs)
+    ff = _engine_sums(wl, lam, "first-fit", key, 4, 100, 2000)
+    np.testing.assert_allclose(_engine_sums(wl, lam, "window:64", key, 4, 100, 2000), ff)
+    assert not np.allclose(fcfs[0], ff[0])
+
+
+def test_fcfs_event_engine_equals_the_mjsre_forward_scan():
+    """fcfs on the event engine and eq. (2) on the same jobs: the same mean wait per class."""
+    wl = scenarios.get("five-class-exp")
+    key = jax.random.key(5)
+    ev = simulate_policy(wl, 1.4, "fcfs", key=key, n_jobs=4000, warmup=800, n_replications=16)
+    fw = simulate(wl, 1.4, key=key, n_jobs=4000, warmup=800, n_replications=16, dtype=jnp.float64)
+    np.testing.assert_allclose(np.asarray(ev.wait_mean_class.mean), fw.wait_mean, rtol=1e-9)
+    mean = np.asarray(wl.mean_service())
+    np.testing.assert_allclose(
+        np.asarray(ev.response_mean_class.mean), fw.wait_mean + mean, rtol=0.05
+    )
+
+
+def test_fcfs_event_engine_covers_the_exact_solver():
+    wl = scenarios.get("five-class-exp")
+    lam = 0.5 * 1.8008553591
+    ex = exact(wl, lam)
+    res = simulate_policy(wl, lam, "fcfs", key=jax.random.key(2), n_jobs=20_000, n_replications=32)
+    assert res.status == "ok"
+    truth = float(ex.wait_mean) + float(np.dot(wl.probs, wl.mean_service()))
+    assert res.response_mean.low <= truth <= res.response_mean.high
+
+
+# a small exponential system (s = 3, needs 1 and 2, fcfs lambda_c = 1.585) at a load where the
+# CTMC truncated at 16 jobs loses less than 1e-6 of its mass
+CTMC_CASE = dict(s=3, cores=(1, 2), probs=(0.6, 0.4), mus=(1.0, 0.8))
+CTMC_LAM, CTMC_MAX = 0.5, 16
+
+
+def _ctmc_workload():
+    c = CTMC_CASE
+    return Workload(
+        servers=c["s"],
+        cores=c["cores"],
+        probs=c["probs"],
+        services=tuple(Exponential(1.0 / m) for m in c["mus"]),
+        name="ctmc-3",
+    )
+
+
+@pytest.mark.parametrize("policy", [p for p in ALL if p != "easy-backfilling"])
+def test_policy_against_the_truncated_ctmc(policy):
+    """Mean response time against the CTMC over the ordered queue contents, within 4
+    standard errors (fast version; the slow one asks 1e-3 relative)."""
+    ref = ref_policy_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
+    assert ref["p_full"] < 1e-6
+    res = simulate_policy(
+        _ctmc_workload(), CTMC_LAM, policy, key=jax.random.key(7), n_jobs=20_000, n_replications=16
+    )
+    assert res.status == "ok"
+    se = float(res.response_mean.half_width) / 2.0
+    assert abs(float(res.response_mean.mean) - ref["response_mean"]) < 4 * se
+    np.testing.assert_allclose(float(res.jobs_mean.mean), ref["jobs_mean"], rtol=0.05)
+    np.testing.assert_allclose(float(res.idle_servers.mean), ref["idle_servers_mean"], rtol=0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [p for p in ALL if p != "easy-backfilling"])
+def test_policy_against_the_truncated_ctmc_to_1e3(policy):
+    ref = ref_policy_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
+    res = simulate_policy(
+        _ctmc_workload(),
+        CTMC_LAM,
+        policy,
+        key=jax.random.key(8),
+        n_jobs=400_000,
+        n_replications=64,
+        buffer=64,
+    )
+    assert res.status == "ok"
+    np.testing.assert_allclose(float(res.response_mean.mean), ref["response_mean"], rtol=1e-3)
+
+
+def test_saturated_throughput_is_lambda_c_for_fcfs_and_window_one():
+    from jaxqueue.mjqm._events import saturated_throughput
+
+    wl = _ctmc_workload()
+    exact_limit = ref_policy_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
+    for pol in ("fcfs", "window:1"):
+        m, (lo, hi) = saturated_throughput(wl, pol, key=jax.random.key(4), n_jobs=20_000)
+        assert lo <= exact_limit <= hi
+    m4, _ = saturated_throughput(wl, "window:4", key=jax.random.key(4), n_jobs=20_000)
+    assert m4 > exact_limit
+
+
+def test_server_filling_limit_is_lambda_ideal_when_needs_divide_s():
+    wl = Workload(
+        servers=4, cores=(1, 2, 4), probs=(0.5, 0.3, 0.2), services=(Exponential(1.0),) * 3
+    )
+    method, lim, _ = parse_policy("server-filling").stability_limit(wl)
+    assert method == "ideal" and lim == pytest.approx(float(wl.lambda_ideal()))
+    wl3 = _ctmc_workload()  # need 2 does not divide s = 3
+    assert parse_policy("server-filling").stability_limit(wl3)[1] is None
+    # and the saturated system does reach lambda_ideal: simulated below it, stationary
+    res = simulate_policy(
+        wl, 0.9 * lim, "server-filling", key=jax.random.key(1), n_jobs=20_000, n_replications=8
+    )
+    assert res.status == "ok"
+
+
+def test_overload_is_refused_or_flagged():
+    wl = _ctmc_workload()
+    lim = ref_policy_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
+    with pytest.raises(ValueError, match="stability limit"):
+        simulate_policy(wl, 1.05 * lim, "fcfs", key=jax.random.key(0), n_jobs=2000)
+    res = simulate_policy(
+        wl,
+        1.3 * float(wl.lambda_ideal()),
+        "msf",
+        key=jax.random.key(0),
+        n_jobs=4000,
+        n_replications=8,
+        max_buffer=64,
+    )
+    assert res.status in ("overflow", "nonstationary")
+
+
+@pytest.mark.parametrize("bad", ["fifo", "window", "window:0", "window:x", "msf:2", ""])
+def test_bad_policy_names(bad):
+    with pytest.raises(ValueError, match="policy"):
+        parse_policy(bad)
+
+
+def test_policy_names_listed():
+    for name in POLICIES:
+        parse_policy(name.replace(":W", ":2"))

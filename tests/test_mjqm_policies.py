@@ -242,3 +242,136 @@ def test_bad_policy_names(bad):
 def test_policy_names_listed():
     for name in POLICIES:
         parse_policy(name.replace(":W", ":2"))
+
+
+# ----------------------------------------------------------------------------- command line
+SMALL = """
+servers = 3
+[[classes]]
+cores = 1
+prob = 0.6
+law = "exponential"
+mean = 1.0
+[[classes]]
+cores = 2
+prob = 0.4
+law = "exponential"
+mean = 1.25
+"""
+
+
+def _cli(argv, capsys):
+    from jaxqueue.cli import main
+
+    status = main(argv)
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_cli_simulate_policy_json(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL)
+    argv = [
+        "mjqm",
+        "simulate",
+        "--scenario",
+        str(path),
+        "--lam",
+        "0.5",
+        "--jobs",
+        "4000",
+        "--replications",
+        "8",
+        "--json",
+    ]
+    status, out, _ = _cli(argv + ["--policy", "first-fit"], capsys)
+    assert status == 0
+    res = json.loads(out)
+    ref = ref_policy_ctmc.ctmc_policy("first-fit", lam=0.5, max_jobs=16, **CTMC_CASE)
+    assert res["policy"] == "first-fit" and res["status"] == "ok"
+    lo, hi = res["response_mean_ci"]
+    assert lo < res["response_mean"] < hi
+    assert abs(res["response_mean"] - ref["response_mean"]) < 2 * (hi - lo)
+    for c in res["classes"]:
+        assert {
+            "cores",
+            "prob",
+            "wait_mean",
+            "wait_mean_ci",
+            "response_mean",
+            "response_mean_ci",
+        } <= set(c)
+    assert {"idle_servers", "hol_idle_servers", "stability", "lam"} <= set(res)
+    # fcfs stays the MJSRE path, with the response keys added
+    status, out, _ = _cli(argv + ["--start", "empty"], capsys)
+    res = json.loads(out)
+    assert status == 0 and res["policy"] == "fcfs"
+    assert res["response_mean_ci"][0] < res["response_mean"] < res["response_mean_ci"][1]
+    assert all("response_mean" in c for c in res["classes"])
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--policy", "lifo"], "unknown policy 'lifo'"),
+        (["--policy", "window:0"], "window needs an integer W >= 1"),
+        (["--policy", "msf", "--lam", "-1"], "lam must be positive"),
+        (["--policy", "window:1", "--lam", "5"], "beyond the stability limit"),
+    ],
+)
+def test_cli_policy_bad_input_one_line(extra, message, tmp_path, capsys):
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL)
+    argv = [
+        "mjqm",
+        "simulate",
+        "--scenario",
+        str(path),
+        "--lam",
+        "0.5",
+        "--jobs",
+        "2000",
+        "--replications",
+        "4",
+    ]
+    status, out, err = _cli(argv + extra, capsys)
+    assert status == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_compare_table_json_and_plot(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL)
+    fig = tmp_path / "cmp.png"
+    status, out, _ = _cli(
+        [
+            "mjqm",
+            "compare",
+            "--scenario",
+            str(path),
+            "--policies",
+            "fcfs,msf",
+            "--loads",
+            "0.5,1.1",
+            "--jobs",
+            "3000",
+            "--replications",
+            "8",
+            "--plot",
+            str(fig),
+            "--json",
+        ],
+        capsys,
+    )
+    res = json.loads(out)
+    assert status == 0 and fig.stat().st_size > 0
+    assert [p["policy"] for p in res["policies"]] == ["fcfs", "msf"]
+    fcfs = res["policies"][0]
+    assert fcfs["stability"]["lambda_c"] == pytest.approx(res["lambda_c"])
+    assert fcfs["rows"][1]["status"] == "unstable" and "response_mean" not in fcfs["rows"][1]
+    assert res["status"] == "unstable"
+    assert "response_mean_ci" in res["policies"][1]["rows"][0]

@@ -18,6 +18,7 @@ _MODULES = (
     "_mjqm",
     "_mjqm_backward",
     "_mjqm_exact",
+    "_mjqm_policies",
     "_sched",
     "_network",
     "_optimize",

@@ -249,6 +249,66 @@ class PolicyResult(eqx.Module):
     replications: int
     limit: tuple
 
+    def as_dict(self, workload: Workload) -> dict:
+        """The JSON object of ``jaxqueue mjqm simulate --policy NAME --json``: the keys of
+        ``mjqm simulate`` (DESIGN.md contract) that the event engine measures, plus
+        ``response_mean``, ``response_mean_ci`` (overall and per class) and the policy's
+        stability limit. ``wait_p90`` is ``None`` (no per-job histogram in the engine)."""
+        cores = np.asarray(workload.cores_array)[:, 0]
+
+        def pair(e: Estimate, i=None):
+            m, lo, hi = (np.asarray(x) for x in (e.mean, e.low, e.high))
+            if i is not None:
+                m, lo, hi = m[i], lo[i], hi[i]
+            return float(m), [float(lo), float(hi)]
+
+        classes = []
+        for c in range(workload.n_classes):
+            r, r_ci = pair(self.response_mean_class, c)
+            w, w_ci = pair(self.wait_mean_class, c)
+            classes.append(
+                {
+                    "cores": int(cores[c]),
+                    "prob": float(workload.probs[c]),
+                    "response_mean": r,
+                    "response_mean_ci": r_ci,
+                    "wait_mean": w,
+                    "wait_mean_ci": w_ci,
+                    "wait_var": float(self.wait_var_class[c]),
+                    "wait_p90": None,
+                }
+            )
+        r, r_ci = pair(self.response_mean)
+        w, w_ci = pair(self.wait_mean)
+        method, lam_c, lam_c_ci = self.limit
+        return {
+            "scenario": workload.name,
+            "policy": self.policy,
+            "lam": self.lam,
+            "lambda_ideal": float(workload.lambda_ideal()),
+            "servers": list(workload.servers),
+            "classes": classes,
+            "response_mean": r,
+            "response_mean_ci": r_ci,
+            "wait_mean": w,
+            "wait_mean_ci": w_ci,
+            "wait_var": None,
+            "wait_p90": None,
+            "number_in_system": pair(self.jobs_mean)[0],
+            "number_in_system_ci": pair(self.jobs_mean)[1],
+            "idle_servers": pair(self.idle_servers)[0],
+            "idle_servers_ci": pair(self.idle_servers)[1],
+            "hol_idle_servers": pair(self.hol_idle_servers)[0],
+            "hol_idle_servers_ci": pair(self.hol_idle_servers)[1],
+            "stability": {"method": method, "lambda_c": lam_c, "lambda_c_ci": lam_c_ci},
+            "drift": self.drift,
+            "buffer": self.buffer,
+            "jobs": self.n_jobs,
+            "warmup": self.warmup,
+            "replications": self.replications,
+            "status": self.status,
+        }
+
 
 def _estimate(num, den, level) -> Estimate:
     m, ci = _ratio_ci(num, den, level)
@@ -316,6 +376,7 @@ def simulate_policy(
     level: float = 0.95,
     dtype=None,
     override: bool = False,
+    progress=None,
 ) -> PolicyResult:
     """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
     independent queues started empty.
@@ -331,6 +392,7 @@ def simulate_policy(
         buffer: job slots per replication (default from the load: 4 x (lam E[sigma] + s)
             rounded up to a power of 2, at least 32); doubled on overflow up to ``max_buffer``.
         level: confidence level. dtype: float dtype (default float64 under x64).
+        progress: optional ``callable(str)`` told of each run once the arguments are checked.
 
     Returns:
         :class:`PolicyResult`.
@@ -352,7 +414,7 @@ def simulate_policy(
     if limit[1] is not None and lam >= limit[1] and not override:
         raise ValueError(
             f"simulate_policy: lam = {lam:.6g} is at or beyond the stability limit of "
-            f"{pol.name} ({limit[0]}: lambda_c = {limit[1]:.6g}); the queue grows without bound"
+            f"{pol.label} ({limit[0]}: lambda_c = {limit[1]:.6g}); the queue grows without bound"
         )
     dt = _float(dtype)
     load = float(lam * np.sum(np.asarray(workload.probs) * np.asarray(workload.mean_service())))
@@ -361,14 +423,15 @@ def simulate_policy(
     reps = jnp.arange(n_replications, dtype=jnp.int32)
     args = (jnp.asarray(lam, dt), key, reps, jnp.int32(warmup), jnp.int32(n_jobs))
     while True:
+        if progress is not None:
+            progress(f"{pol.label}: {n_replications} replications x {n_jobs} jobs, {B} slots")
         st = _run(pol, workload, *args, jnp.int32(max_events), B, False, dt)
         overflow = bool(np.any(np.asarray(st.overflow)))
         if not overflow or 2 * B > max_buffer:
             break
         B *= 2
     capped = bool(np.any(np.asarray(st.events) >= max_events))
-    name = pol.name if pol.name != "window" else f"window:{pol.W}"
-    return _summarise(name, lam, st.acc, overflow, capped, B, n_jobs, warmup, level, limit)
+    return _summarise(pol.label, lam, st.acc, overflow, capped, B, n_jobs, warmup, level, limit)
 
 
 def saturated_throughput(

@@ -104,6 +104,11 @@ class EventPolicy(eqx.Module):
     preemptive: ClassVar[bool] = False
     clairvoyant: ClassVar[bool] = False
 
+    @property
+    def label(self) -> str:
+        """The name with its parameter, as on the command line."""
+        return self.name
+
     @abc.abstractmethod
     def select(self, jobs: Jobs, s: int, needs: tuple[int, ...]) -> Bool[Array, " B"]:
         """The jobs in service after an event; ``needs``: the workload's distinct needs,

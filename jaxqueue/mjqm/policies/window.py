@@ -19,6 +19,10 @@ class Window(EventPolicy):
         if not (isinstance(self.W, int) and self.W >= 1):
             raise ValueError(f"policy window:W needs an integer W >= 1, got {self.W!r}")
 
+    @property
+    def label(self) -> str:
+        return f"window:{self.W}"
+
     def select(self, jobs: Jobs, s: int, needs):
         return jobs.run | first_fit(jobs.waiting, jobs.need, jobs.free(s), window=self.W)
 

@@ -1,0 +1,242 @@
+"""``jaxqueue mjqm simulate --policy NAME`` (the event engine) and ``jaxqueue mjqm compare``:
+the MJQM under the scheduling policies of ``jaxqueue.mjqm.policies``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ._common import add_common, emit, format_table, log
+
+STATUS_REASON = {
+    "overflow": "an arrival found the job buffer full at --max-buffer jobs: the load is too "
+    "high for this policy or the buffer too small (raise --max-buffer)",
+    "nonstationary": "the second half of the measured jobs waits significantly longer than the "
+    "first (or the event cap was reached): lam may be beyond this policy's stability limit, "
+    "or the run too short (raise --jobs)",
+}
+
+
+def _class_rows(out: dict) -> str:
+    rows = [
+        (
+            c["cores"],
+            c["prob"],
+            c["response_mean"],
+            f"[{c['response_mean_ci'][0]:.4g}, {c['response_mean_ci'][1]:.4g}]",
+            c["wait_mean"],
+        )
+        for c in out["classes"]
+    ]
+    return format_table(["cores", "prob", "response_mean", "CI", "wait_mean"], rows)
+
+
+def _table(out: dict) -> str:
+    st = out["stability"]
+    limit = "unknown" if st["lambda_c"] is None else f"{st['lambda_c']:.6g} ({st['method']})"
+    head = (
+        f"scenario {out['scenario']}  policy {out['policy']}  lam={out['lam']:.6g}  stability "
+        f"limit {limit}  {out['replications']} x {out['jobs']} jobs\n"
+    )
+    tail = (
+        f"\nall jobs: response_mean {out['response_mean']:.6g} "
+        f"[{out['response_mean_ci'][0]:.4g}, {out['response_mean_ci'][1]:.4g}], wait_mean "
+        f"{out['wait_mean']:.6g}\nidle servers {out['idle_servers']:.6g}, HOL idle servers "
+        f"{out['hol_idle_servers']:.6g}, mean number in system {out['number_in_system']:.6g}"
+        f"\nstatus {out['status']}"
+    )
+    return head + _class_rows(out) + tail
+
+
+def simulate_with_policy(args: argparse.Namespace, wl) -> int:
+    """``mjqm simulate --policy NAME`` for a policy other than fcfs: the event engine."""
+    import jax
+
+    from ..mjqm import simulate_policy
+
+    t0 = time.perf_counter()
+    res = simulate_policy(
+        wl,
+        args.lam,
+        args.policy,
+        key=jax.random.key(args.seed),
+        n_jobs=args.jobs,
+        n_replications=args.replications,
+        max_buffer=args.max_buffer,
+        level=args.level,
+        override=args.override,
+        progress=lambda msg: log(f"event simulation of {args.scenario} at lam={args.lam}: {msg}"),
+    )
+    out = res.as_dict(wl)
+    if res.status != "ok":
+        out["status_reason"] = f"mjqm simulate --policy {args.policy}: " + STATUS_REASON.get(
+            res.status, res.status
+        )
+    out["elapsed_s"] = time.perf_counter() - t0
+    out["seed"] = args.seed
+    return emit(args, out, _table)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import jax
+
+    from ..mjqm import lambda_c_estimate, simulate_policy
+    from ..mjqm.policies import parse_policy
+    from ..scenarios import get
+
+    wl = get(args.scenario)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    for p in policies:
+        parse_policy(p)
+    loads = _fractions(args.loads)
+    key = jax.random.key(args.seed)
+    lam_c = float(lambda_c_estimate(wl, key=jax.random.fold_in(key, 0x5AB1E)).lambda_c)
+    out = {
+        "scenario": wl.name,
+        "loads": loads,
+        "load_reference": "lambda_c of fcfs",
+        "lambda_c": lam_c,
+        "lambda_ideal": float(wl.lambda_ideal()),
+        "jobs": args.jobs,
+        "replications": args.replications,
+        "policies": [],
+    }
+    statuses = []
+    for name in policies:
+        pol = parse_policy(name)
+        limit = pol.stability_limit(wl, key=jax.random.fold_in(key, 0x5AB1E))
+        rows = []
+        for x in loads:
+            lam = x * lam_c
+            if limit[1] is not None and lam >= limit[1]:
+                rows.append({"load": x, "lam": lam, "status": "unstable"})
+                statuses.append("unstable")
+                continue
+            log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
+            res = simulate_policy(
+                wl, lam, pol, key=key, n_jobs=args.jobs, n_replications=args.replications
+            )
+            d = res.as_dict(wl)
+            rows.append(
+                {
+                    "load": x,
+                    "lam": lam,
+                    "response_mean": d["response_mean"],
+                    "response_mean_ci": d["response_mean_ci"],
+                    "wait_mean": d["wait_mean"],
+                    "idle_servers": d["idle_servers"],
+                    "status": res.status,
+                }
+            )
+            statuses.append(res.status)
+        out["policies"].append(
+            {
+                "policy": name,
+                "stability": {"method": limit[0], "lambda_c": limit[1], "lambda_c_ci": limit[2]},
+                "rows": rows,
+            }
+        )
+    bad = [s for s in statuses if s != "ok"]
+    out["status"] = "ok" if not bad else ("unstable" if "unstable" in bad else bad[0])
+    if bad:
+        out["status_reason"] = (
+            f"mjqm compare: {len(bad)} of {len(statuses)} runs are not ok ({', '.join(sorted(set(bad)))}); "
+            "their rows carry no figure or an untrusted one"
+        )
+    if args.plot:
+        _plot(out, args.plot)
+    return emit(args, out, _compare_table)
+
+
+def _fractions(text: str) -> list[float]:
+    try:
+        loads = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--loads must be comma-separated numbers, got {text!r}") from None
+    if not loads or any(not (0 < x) for x in loads):
+        raise ValueError(f"--loads must be positive fractions of lambda_c, got {text!r}")
+    return loads
+
+
+def _compare_table(out: dict) -> str:
+    rows = []
+    for p in out["policies"]:
+        st = p["stability"]
+        limit = "unknown" if st["lambda_c"] is None else f"{st['lambda_c']:.5g} ({st['method']})"
+        for r in p["rows"]:
+            if "response_mean" in r:
+                ci = f"[{r['response_mean_ci'][0]:.4g}, {r['response_mean_ci'][1]:.4g}]"
+                rows.append(
+                    (p["policy"], r["load"], r["lam"], r["response_mean"], ci, r["status"], limit)
+                )
+            else:
+                rows.append((p["policy"], r["load"], r["lam"], "-", "-", r["status"], limit))
+    head = (
+        f"scenario {out['scenario']}: mean response time by policy; loads are fractions of "
+        f"lambda_c (fcfs) = {out['lambda_c']:.6g}; lambda_ideal {out['lambda_ideal']:.6g}\n"
+    )
+    return head + format_table(
+        ["policy", "load", "lam", "response_mean", "CI", "status", "stability limit"], rows
+    )
+
+
+def _plot(out: dict, path: str) -> None:
+    import matplotlib
+
+    from ..studies._io import save_figure
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for p in out["policies"]:
+        pts = [r for r in p["rows"] if "response_mean" in r]
+        if not pts:
+            continue
+        x = [r["lam"] for r in pts]
+        y = [r["response_mean"] for r in pts]
+        err = [
+            [r["response_mean"] - r["response_mean_ci"][0] for r in pts],
+            [r["response_mean_ci"][1] - r["response_mean"] for r in pts],
+        ]
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=p["policy"])
+    ax.axvline(out["lambda_c"], color="grey", ls=":", label="lambda_c (fcfs)")
+    ax.set_xlabel("arrival rate lam")
+    ax.set_ylabel("mean response time")
+    ax.set_yscale("log")
+    ax.set_title(f"{out['scenario']}: policies")
+    ax.legend(fontsize=8)
+    save_figure(fig, path, dpi=120)
+
+
+def register(top, group) -> None:
+    """Add ``jaxqueue mjqm compare``."""
+    sub = group("mjqm", "multiserver-job queue (papers/mjsre.md)")
+    p = sub.add_parser(
+        "compare",
+        help="mean response time of several scheduling policies at several loads",
+        description=(
+            "Event simulation of the multiserver-job queue under each policy at each load (a "
+            "fraction of the FCFS stability limit lambda_c): one table of mean response times "
+            "with intervals and statuses, each policy's stability limit (where a method is "
+            "known), and optionally a figure."
+        ),
+    )
+    p.add_argument(
+        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
+    )
+    p.add_argument(
+        "--policies",
+        default="fcfs,first-fit,msf,server-filling",
+        help="comma-separated policies, NAME[:PARAM] (default: %(default)s)",
+    )
+    p.add_argument(
+        "--loads",
+        default="0.5,0.7,0.9",
+        help="comma-separated fractions of lambda_c of fcfs (default: %(default)s)",
+    )
+    p.add_argument("--jobs", type=int, default=20_000, help="jobs per replication")
+    p.add_argument("--replications", type=int, default=64, help="independent replications")
+    p.add_argument("--plot", metavar="FILE.png", help="write a figure of the table")
+    add_common(p, strict=True)
+    p.set_defaults(func=_compare)

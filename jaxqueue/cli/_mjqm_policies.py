@@ -140,8 +140,8 @@ def _compare(args: argparse.Namespace) -> int:
     out["status"] = "ok" if not bad else ("unstable" if "unstable" in bad else bad[0])
     if bad:
         out["status_reason"] = (
-            f"mjqm compare: {len(bad)} of {len(statuses)} runs are not ok ({', '.join(sorted(set(bad)))}); "
-            "their rows carry no figure or an untrusted one"
+            f"mjqm compare: {len(bad)} of {len(statuses)} runs are not ok "
+            f"({', '.join(sorted(set(bad)))}); their rows carry no figure or an untrusted one"
         )
     if args.plot:
         _plot(out, args.plot)

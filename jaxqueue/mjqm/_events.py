@@ -1,24 +1,27 @@
 """The event engine: batched event simulation of the MJQM under any job-list policy.
 
-One replication is a ``lax.while_loop`` over events (an arrival or a completion, whichever
-comes first); replications run side by side under ``vmap`` (sharded over devices like the
-forward scan). The state is a fixed buffer of ``B`` job slots in arrival order
-(:class:`~jaxqueue.mjqm.policies.Jobs`): class, need, remaining work, age, age at the first
-start. At every event the clock moves by ``dt``, the remaining work of the jobs in service and
-the ages of all jobs advance, the event is applied (a completion leaves and the later slots
-shift down; an arrival fills the next slot, drawn from the counter-based inputs of
-``_inputs.py``, so job ``n`` of replication ``r`` is the same job as in the MJSRE simulators),
-and the policy chooses the jobs in service (``policy.select``). Times are kept relative (ages
-and remaining work), so float32 runs do not lose digits as the clock grows.
+All replications advance together in one ``lax.while_loop``, one event each per round (an
+arrival or a completion, whichever comes first), in ``(slots, replications)`` arrays sharded
+over devices on the replication axis like the forward scan. The state is a fixed buffer of
+``B`` job slots in arrival order (:class:`~jaxqueue.mjqm.policies.Jobs`): class, need,
+remaining work, age, age at the first start. At every event the clock moves by ``dt``, the
+remaining work of the jobs in service and the ages of all jobs advance, the event is applied
+(a completion leaves and the later slots shift down; an arrival fills the next slot, drawn from
+the counter-based inputs of ``_inputs.py``, so job ``n`` of replication ``r`` is the same job
+as in the MJSRE simulators), and the policy chooses the jobs in service (``policy.select``).
+Times are kept relative (ages and remaining work), so float32 runs do not lose digits as the
+clock grows.
 
 Measured: the jobs ``warmup .. n_jobs - 1`` of each replication, until every one of them has
 left (arrivals go on meanwhile); time averages over the arrivals of those jobs. An arrival that
-finds the buffer full is an overflow (the run is reported, never used silently); the engine
-retries with a buffer twice as large up to ``max_buffer``.
+finds the buffer full is an overflow (never used silently): the replications that overflowed
+run again with twice the slots, up to ``max_buffer``, and beyond it the status is
+``overflow``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -29,6 +32,7 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, PRNGKeyArray
 
+from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Estimate, drift
 from ._forward import _ratio_ci
 from ._inputs import draw_jobs_each, replication_keypairs
@@ -377,6 +381,7 @@ def simulate_policy(
     dtype=None,
     override: bool = False,
     progress=None,
+    devices=None,
 ) -> PolicyResult:
     """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
     independent queues started empty.
@@ -389,10 +394,13 @@ def simulate_policy(
             policy object.
         key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
         n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
-        buffer: job slots per replication (default from the load: 4 x (lam E[sigma] + s)
-            rounded up to a power of 2, at least 32); doubled on overflow up to ``max_buffer``.
+        buffer: job slots per replication to start with (default: the most jobs in service
+            and 8 more, rounded up to a power of 2, at least 16); the replications that
+            overflow run again with twice the slots, up to ``max_buffer``.
         level: confidence level. dtype: float dtype (default float64 under x64).
         progress: optional ``callable(str)`` told of each run once the arguments are checked.
+        devices: devices to shard the replications over (default ``jax.devices()``; the
+            largest count dividing the replications run is used; results do not depend on it).
 
     Returns:
         :class:`PolicyResult`.
@@ -416,22 +424,87 @@ def simulate_policy(
             f"simulate_policy: lam = {lam:.6g} is at or beyond the stability limit of "
             f"{pol.label} ({limit[0]}: lambda_c = {limit[1]:.6g}); the queue grows without bound"
         )
-    dt = _float(dtype)
-    load = float(lam * np.sum(np.asarray(workload.probs) * np.asarray(workload.mean_service())))
-    B = buffer or max(32, 1 << math.ceil(math.log2(4 * (load + workload.s))))
-    max_events = 4 * n_jobs + 64 * B
-    reps = jnp.arange(n_replications, dtype=jnp.int32)
-    args = (jnp.asarray(lam, dt), key, reps, jnp.int32(warmup), jnp.int32(n_jobs))
+    acc, overflow, capped, B = _runs(
+        pol,
+        workload,
+        lam,
+        key,
+        n_replications,
+        warmup,
+        n_jobs,
+        buffer,
+        max_buffer,
+        _float(dtype),
+        devices,
+        progress,
+    )
+    return _summarise(pol.label, lam, acc, overflow, capped, B, n_jobs, warmup, level, limit)
+
+
+def _runs(
+    pol,
+    workload,
+    lam,
+    key,
+    n_replications,
+    warmup,
+    n_jobs,
+    buffer,
+    max_buffer,
+    dt,
+    devices=None,
+    progress=None,
+):
+    """The kernel over every replication; those that overflow run again with twice the slots
+    (a replication that never fills its buffer runs the same whatever the buffer). Returns
+    the per-replication sums, whether any overflowed at ``max_buffer``, whether any hit the
+    event cap, and the last buffer size."""
+    B = buffer or _first_buffer(workload)
+    args = (jnp.asarray(lam, dt), key)
+    todo = np.arange(n_replications)
+    acc, events, overflow = None, np.zeros(n_replications, int), np.zeros(n_replications, bool)
     while True:
         if progress is not None:
-            progress(f"{pol.label}: {n_replications} replications x {n_jobs} jobs, {B} slots")
-        st = _run(pol, workload, *args, jnp.int32(max_events), B, False, dt)
-        overflow = bool(np.any(np.asarray(st.overflow)))
-        if not overflow or 2 * B > max_buffer:
-            break
-        B *= 2
-    capped = bool(np.any(np.asarray(st.events) >= max_events))
-    return _summarise(pol.label, lam, st.acc, overflow, capped, B, n_jobs, warmup, level, limit)
+            progress(f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots")
+        max_events = 4 * n_jobs + 64 * B
+        (reps,) = shard_batch(
+            batch_mesh(batch_devices(len(todo), devices)), jnp.asarray(todo, jnp.int32)
+        )
+        st = _run(
+            pol,
+            workload,
+            *args,
+            reps,
+            jnp.int32(warmup),
+            jnp.int32(n_jobs),
+            jnp.int32(max_events),
+            B,
+            False,
+            dt,
+        )
+        part = jax.tree.map(to_host, st.acc)
+        acc = part if acc is None else jax.tree.map(functools.partial(_merge, rows=todo), acc, part)
+        events[todo] = to_host(st.events) >= max_events
+        over = to_host(st.overflow)
+        overflow[todo] = over
+        if not over.any() or 2 * B > max_buffer:
+            return acc, bool(overflow.any()), bool(events.any()), B
+        todo, B = todo[over], 2 * B
+
+
+def _first_buffer(workload: Workload) -> int:
+    """Job slots to start with: the most jobs in service and 8 more, rounded up to a power of
+    2, at least 16 (the cost of an event grows with the slots; the replications that overflow
+    run again with more)."""
+    most = workload.s // int(np.min(workload.cores_array[:, 0]))
+    return max(16, 1 << math.ceil(math.log2(most + 8)))
+
+
+def _merge(full, part, *, rows):
+    """Write the replications ``rows`` (the last axis) of ``part`` into ``full``."""
+    out = np.array(full, copy=True)
+    out[..., rows] = part
+    return out
 
 
 def saturated_throughput(

@@ -375,3 +375,26 @@ def test_cli_compare_table_json_and_plot(tmp_path, capsys):
     assert fcfs["rows"][1]["status"] == "unstable" and "response_mean" not in fcfs["rows"][1]
     assert res["status"] == "unstable"
     assert "response_mean_ci" in res["policies"][1]["rows"][0]
+
+
+def test_short_run_near_the_limit_is_not_ok():
+    """Issue 16 rule on the event engine: a run too short for its own checks is never ok."""
+    wl = scenarios.get("five-class-exp")
+    res = simulate_policy(wl, 0.97 * 1.8008553591, "fcfs", key=jax.random.key(0), n_jobs=200,
+                          warmup=0, n_replications=16)
+    assert res.status == "nonstationary" and res.n_eff < 5
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "msf", "easy-backfilling"])
+def test_a_small_buffer_goes_on_with_more_slots_to_the_same_result(policy):
+    """Replications whose buffer fills go on from where they stopped with twice the slots: the
+    same sums as a run with a large buffer from the start."""
+    wl, lam = _workloads()["rare-8"]
+    key = jax.random.key(21)
+    small = simulate_policy(wl, lam, policy, key=key, n_jobs=3000, n_replications=8, buffer=16)
+    large = simulate_policy(wl, lam, policy, key=key, n_jobs=3000, n_replications=8, buffer=512)
+    assert small.buffer > 16 and large.buffer == 512
+    for a, b in [(small.response_mean_class, large.response_mean_class),
+                 (small.wait_mean_class, large.wait_mean_class),
+                 (small.jobs_mean, large.jobs_mean)]:
+        np.testing.assert_allclose(np.asarray(a.mean), np.asarray(b.mean), rtol=1e-12)

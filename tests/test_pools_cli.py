@@ -86,3 +86,12 @@ def test_cli_persistent_compilation_cache(tmp_path):
     assert a.pop("elapsed_s") > 0 and b.pop("elapsed_s") > 0
     assert a == b
     assert set(entries) <= {p.name for p in (tmp_path / "xla").iterdir()}
+
+
+def test_lam_with_the_wrong_length_is_refused_not_broadcast(capsys):
+    """Issue 16: one --lam value for a two-class pool is refused with one line (it used to
+    be copied to every class)."""
+    status = main(["bf", "solve", "--pool", "m-model-sym", "--lam", "0.5"])
+    err = capsys.readouterr().err
+    assert status == 2 and "--lam has 1 rate(s) but the pool has 2 classes" in err
+    assert len(err.strip().splitlines()) == 1

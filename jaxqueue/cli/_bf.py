@@ -79,8 +79,11 @@ def _rates(args, pool, file_lam) -> np.ndarray:
     I = pool.num_classes
     if args.lam is not None:
         lam = np.asarray(_parse_list(args.lam, "--lam"), dtype=float)
-        if lam.size == 1 and I > 1:
-            lam = np.full(I, float(lam[0]))
+        if lam.size != I:  # no silent broadcast of one rate to every class
+            raise ValueError(
+                f"--lam has {lam.size} rate(s) but the pool has {I} classes: give one rate per "
+                "class, or --rho for the load of the whole pool"
+            )
     elif args.rho is not None:
         lam = np.full(I, args.rho * float(np.sum(np.asarray(pool.mu))) / I)
     elif file_lam is not None:

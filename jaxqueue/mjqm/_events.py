@@ -141,6 +141,10 @@ def _event(policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs,
     else:  # measured over the arrivals of the jobs warmup .. n_jobs - 1
         to_arrival = st.to_arrival
         inside = (st.n_next > warmup) & (st.n_next <= n_jobs)
+    # an arrival that finds the buffer full stops its replication before the event, so that it
+    # can go on from there with more slots (``_runs``)
+    blocked = active & (to_arrival < end) & (count >= B)
+    active = active & ~blocked
     leaves = active & (end <= to_arrival)
     arrives = active & ~leaves
     dt = jnp.where(active, jnp.minimum(end, to_arrival), 0)
@@ -157,9 +161,7 @@ def _event(policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs,
     # an arrival: job n_next takes the slot after the last job
     n = st.n_next
     job = draw_jobs_each(workload, lam, keypairs, n, dtype=jobs.rem.dtype)
-    full = count >= B
-    enters = arrives & ~full
-    at = enters & (pos == count)
+    at = arrives & (pos == count)
     mid = (warmup + n_jobs) // 2
     jobs = jobs._replace(
         cls=_put(jobs.cls, at, job.cls),
@@ -168,7 +170,7 @@ def _event(policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs,
         age=_put(jobs.age, at, 0),
         wait=_put(jobs.wait, at, 0),
         started=_put(jobs.started, at, False),
-        count=jobs.count + enters,
+        count=jobs.count + arrives,
     )
     code = _put(code, at, jnp.where((n >= warmup) & (n < n_jobs), 1 + (n >= mid), 0))
     # the policy
@@ -184,18 +186,20 @@ def _event(policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs,
         to_arrival=jnp.where(leaves, to_arrival - dt, jnp.where(arrives, gap, st.to_arrival)),
         n_next=n + arrives,
         acc=acc,
-        overflow=st.overflow | (arrives & full & (not saturated)),
+        overflow=st.overflow | blocked,
         events=st.events + active,
     )
 
 
 @eqx.filter_jit
-def _run(policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype):
-    """Every replication of ``reps`` until its measured jobs have left (or its overflow, or
-    ``max_events``), all replications side by side in ``(B, R)`` arrays (replications minor:
-    the reductions over the slots then run across SIMD lanes). ``saturated``: the queue is
-    topped up to ``B`` jobs at once (no arrival process), for the throughput of the saturated
-    system."""
+def _run(
+    policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init=None
+):
+    """Every replication of ``reps`` until its measured jobs have left (or an arrival finds its
+    buffer full, or ``max_events``), all replications side by side in ``(B, R)`` arrays
+    (replications minor: the reductions over the slots then run across SIMD lanes), from
+    ``init`` (default: empty). ``saturated``: the queue is topped up to ``B`` jobs at once (no
+    arrival process), for the throughput of the saturated system."""
     s, K = workload.s, workload.n_classes
     needs = tuple(sorted({int(a) for a in workload.cores_array[:, 0]}, reverse=True))
     keypairs = replication_keypairs(key, reps)
@@ -210,7 +214,7 @@ def _run(policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, satura
             policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs, active(st), st
         )
 
-    st = _empty(B, reps.shape[0], K, dtype)
+    st = _empty(B, reps.shape[0], K, dtype) if init is None else init
     return lax.while_loop(lambda st: jnp.any(active(st)), step, st)
 
 
@@ -229,8 +233,12 @@ class PolicyResult(eqx.Module):
             over the measuring window, Estimates).
         status: ``"ok"``, ``"overflow"`` (an arrival found the job buffer full at
             ``max_buffer``), ``"nonstationary"`` (the second half of the measured jobs waits
-            significantly longer than the first, or the event cap was reached).
+            significantly longer than the first, the event cap was reached, or the run is too
+            short to tell: ``n_eff < MIN_EFFECTIVE``).
         drift: relative increase of the mean response time from the first to the second half.
+        n_eff: effective independent responses per replication (``_effective_jobs``); below
+            ``MIN_EFFECTIVE`` the run is too short to judge and the status is
+            ``nonstationary``.
         buffer: job slots per replication. n_jobs, warmup, replications: the run's size.
         limit: ``(method, lambda_c)`` of the policy (``lambda_c`` ``None`` when unknown).
     """
@@ -247,6 +255,7 @@ class PolicyResult(eqx.Module):
     hol_idle_servers: Estimate
     status: str
     drift: float
+    n_eff: float
     buffer: int
     n_jobs: int
     warmup: int
@@ -306,6 +315,7 @@ class PolicyResult(eqx.Module):
             "hol_idle_servers_ci": pair(self.hol_idle_servers)[1],
             "stability": {"method": method, "lambda_c": lam_c, "lambda_c_ci": lam_c_ci},
             "drift": self.drift,
+            "n_eff": self.n_eff,
             "buffer": self.buffer,
             "jobs": self.n_jobs,
             "warmup": self.warmup,
@@ -321,6 +331,25 @@ def _estimate(num, den, level) -> Estimate:
     )
 
 
+MIN_EFFECTIVE = 5.0
+"""Fewest effective independent responses per replication for status ``ok`` (the rule of the
+MJQM forward simulator and the scheduler): below, the replications disagree more than the jobs
+within one, so the run is too short for its warm-up or its drift test to mean anything."""
+
+
+def _effective_jobs(resp, resp2, cnt) -> float:
+    """``n_eff = s_w^2 / s_b^2``: the variance of the responses within a replication over the
+    variance of the replication means (``Var(mean) = s_w^2 / n_eff``; for independent jobs
+    ``n_eff`` is their number, correlation makes it smaller). Infinite when the means agree."""
+    ok = cnt > 0
+    if ok.sum() < 2:
+        return 0.0
+    m = resp[ok] / cnt[ok]
+    within = float(np.mean(np.maximum(resp2[ok] / cnt[ok] - m**2, 0.0)))
+    between = float(np.var(m, ddof=1))
+    return within / between if between > 0 else float("inf")
+
+
 def _summarise(policy, lam, acc, overflow, capped, B, n_jobs, warmup, level, limit) -> PolicyResult:
     a = jax.tree.map(lambda x: np.asarray(x).T, acc)  # replications first
     cnt = a.cnt.sum(1)
@@ -329,7 +358,11 @@ def _summarise(policy, lam, acc, overflow, capped, B, n_jobs, warmup, level, lim
     late = a.late_resp / np.maximum(a.late_cnt, 1)
     scale = float(resp.sum() / max(cnt.sum(), 1))
     inc, growing = drift(early, late, scale)
-    status = "overflow" if overflow else ("nonstationary" if (bool(growing) or capped) else "ok")
+    n_eff = _effective_jobs(resp, a.resp2.sum(1), cnt)
+    too_short = n_eff < MIN_EFFECTIVE
+    status = (
+        "overflow" if overflow else ("nonstationary" if growing or capped or too_short else "ok")
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         wm = a.wait.sum(0) / a.cnt.sum(0)
         wvar = a.wait2.sum(0) / a.cnt.sum(0) - wm**2
@@ -346,6 +379,7 @@ def _summarise(policy, lam, acc, overflow, capped, B, n_jobs, warmup, level, lim
         hol_idle_servers=_estimate(a.area_hol, a.time, level),
         status=status,
         drift=float(inc) / scale if scale > 0 else float("nan"),
+        n_eff=n_eff,
         buffer=B,
         n_jobs=n_jobs,
         warmup=warmup,
@@ -455,22 +489,23 @@ def _runs(
     devices=None,
     progress=None,
 ):
-    """The kernel over every replication; those that overflow run again with twice the slots
-    (a replication that never fills its buffer runs the same whatever the buffer). Returns
-    the per-replication sums, whether any overflowed at ``max_buffer``, whether any hit the
-    event cap, and the last buffer size."""
+    """The kernel over every replication. Those whose buffer fills go on from where they
+    stopped with twice the slots (an arrival that finds the buffer full stops its replication
+    before the event), so the result is that of a run with the larger buffer from the start.
+    Returns the per-replication sums, whether any still overflowed at ``max_buffer``, whether
+    any hit the event cap, and the last buffer size."""
     B = buffer or _first_buffer(workload)
     args = (jnp.asarray(lam, dt), key)
     todo = np.arange(n_replications)
-    acc, events, overflow = None, np.zeros(n_replications, int), np.zeros(n_replications, bool)
+    mesh = batch_mesh(batch_devices(n_replications, devices))
+    (reps,) = shard_batch(mesh, jnp.asarray(todo, jnp.int32))
+    init, acc = None, None
+    overflow, capped = np.zeros(n_replications, bool), np.zeros(n_replications, bool)
     while True:
         if progress is not None:
             progress(f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots")
         max_events = 4 * n_jobs + 64 * B
-        (reps,) = shard_batch(
-            batch_mesh(batch_devices(len(todo), devices)), jnp.asarray(todo, jnp.int32)
-        )
-        st = _run(
+        out = _run(
             pol,
             workload,
             *args,
@@ -481,15 +516,29 @@ def _runs(
             B,
             False,
             dt,
+            init,
         )
-        part = jax.tree.map(to_host, st.acc)
+        st = jax.tree.map(to_host, out)
+        part = st.acc
         acc = part if acc is None else jax.tree.map(functools.partial(_merge, rows=todo), acc, part)
-        events[todo] = to_host(st.events) >= max_events
-        over = to_host(st.overflow)
-        overflow[todo] = over
-        if not over.any() or 2 * B > max_buffer:
-            return acc, bool(overflow.any()), bool(events.any()), B
+        overflow[todo], capped[todo] = st.overflow, st.events >= max_events
+        if not st.overflow.any() or 2 * B > max_buffer:
+            return acc, bool(overflow.any()), bool(capped.any()), B
+        # go on with the replications that filled their buffer, twice the slots, unsharded
+        over = st.overflow
         todo, B = todo[over], 2 * B
+        reps = jnp.asarray(todo, jnp.int32)
+        init = _grow(jax.tree.map(lambda x, over=over: x[..., over], st), B)
+
+
+def _grow(st: _State, B: int) -> _State:
+    """The state with ``B`` slots (the new ones empty) and the overflow flags cleared."""
+
+    def pad(x):
+        return np.concatenate([x, np.zeros((B - x.shape[0],) + x.shape[1:], x.dtype)])
+
+    jobs = Jobs(*(pad(x) for x in st.jobs[:-1]), count=st.jobs.count)
+    return st._replace(jobs=jobs, code=pad(st.code), overflow=np.zeros_like(st.overflow))
 
 
 def _first_buffer(workload: Workload) -> int:

@@ -54,6 +54,20 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
 
     from ..mjqm import simulate_policy
 
+    fcfs_only = [
+        opt
+        for opt, value, default in (
+            ("--start", args.start, "backward"),
+            ("--dtype", args.dtype, "float32"),
+            ("--max-seconds", args.max_seconds, 120.0),
+        )
+        if value != default
+    ]
+    if fcfs_only:
+        raise ValueError(
+            f"{', '.join(fcfs_only)} apply to --policy fcfs (the MJSRE scan) only; the event "
+            "engine starts empty, runs in float64 and has no time budget"
+        )
     t0 = time.perf_counter()
     res = simulate_policy(
         wl,
@@ -81,14 +95,24 @@ def _compare(args: argparse.Namespace) -> int:
     import jax
 
     from ..mjqm import lambda_c_estimate, simulate_policy
+    from ..mjqm._events import _check_workload
     from ..mjqm.policies import parse_policy
     from ..scenarios import get
 
-    wl = get(args.scenario)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies:
+        raise ValueError(f"--policies names no policy: {args.policies!r}")
     for p in policies:
         parse_policy(p)
     loads = _fractions(args.loads)
+    if args.jobs < 10 or args.replications < 2:
+        raise ValueError(
+            f"--jobs must be >= 10 and --replications >= 2, got {args.jobs}, {args.replications}"
+        )
+    wl = get(args.scenario)
+    if not hasattr(wl, "lambda_ideal"):
+        raise ValueError(f"scenario {args.scenario!r} is not a multiserver-job workload")
+    _check_workload(wl)
     key = jax.random.key(args.seed)
     lam_c = float(lambda_c_estimate(wl, key=jax.random.fold_in(key, 0x5AB1E)).lambda_c)
     out = {
@@ -114,7 +138,13 @@ def _compare(args: argparse.Namespace) -> int:
                 continue
             log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
             res = simulate_policy(
-                wl, lam, pol, key=key, n_jobs=args.jobs, n_replications=args.replications
+                wl,
+                lam,
+                pol,
+                key=key,
+                n_jobs=args.jobs,
+                n_replications=args.replications,
+                limit=limit,
             )
             d = res.as_dict(wl)
             rows.append(
@@ -189,8 +219,8 @@ def _plot(out: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for p in out["policies"]:
-        pts = [r for r in p["rows"] if "response_mean" in r]
+    for p in out["policies"]:  # trusted rows only; the others are listed under the figure
+        pts = [r for r in p["rows"] if r["status"] == "ok"]
         if not pts:
             continue
         x = [r["lam"] for r in pts]
@@ -204,7 +234,15 @@ def _plot(out: dict, path: str) -> None:
     ax.set_xlabel("arrival rate lam")
     ax.set_ylabel("mean response time")
     ax.set_yscale("log")
+    left_out = [
+        f"{p['policy']} at {r['load']:g} ({r['status']})"
+        for p in out["policies"]
+        for r in p["rows"]
+        if r["status"] != "ok"
+    ]
     ax.set_title(f"{out['scenario']}: policies")
+    if left_out:
+        fig.text(0.01, 0.01, "not shown: " + ", ".join(left_out), fontsize=6)
     ax.legend(fontsize=8)
     save_figure(fig, path, dpi=120)
 

@@ -118,8 +118,9 @@ def _integrate(acc: _Acc, jobs: Jobs, s, dt, inside) -> _Acc:
 
 
 def _shift(x, after):
-    """Slots at and after a leaving job take the next slot's value (a static slice)."""
-    return jnp.where(after, jnp.concatenate([x[1:], x[-1:]]), x)
+    """Slots at and after a leaving job take the next slot's value (a static slice); the last
+    slot empties (no state of a job that left stays behind, e.g. in service)."""
+    return jnp.where(after, jnp.concatenate([x[1:], jnp.zeros_like(x[-1:])]), x)
 
 
 def _put(x, at, v):
@@ -229,18 +230,20 @@ class PolicyResult(eqx.Module):
         wait_mean, wait_mean_class: time from arrival to the first start (for a non-preemptive
             policy the whole wait). wait_var_class: per class variance of that wait.
         jobs_mean: mean number in system. idle_servers: mean idle servers.
-        hol_idle_servers: mean idle servers while someone waits (all waiting-time averages
-            over the measuring window, Estimates).
+        hol_idle_servers: mean idle servers while someone waits (these three are time
+            averages over the measuring window, Estimates).
         status: ``"ok"``, ``"overflow"`` (an arrival found the job buffer full at
-            ``max_buffer``), ``"nonstationary"`` (the second half of the measured jobs waits
+            ``max_buffer``), ``"nonstationary"`` (the second half of the measured jobs stays
             significantly longer than the first, the event cap was reached, or the run is too
-            short to tell: ``n_eff < MIN_EFFECTIVE``).
+            short to tell: ``n_eff < MIN_EFFECTIVE``), ``"unconverged"`` (a class with
+            positive probability measured in fewer than 2 replications: no interval).
         drift: relative increase of the mean response time from the first to the second half.
         n_eff: effective independent responses per replication (``_effective_jobs``); below
             ``MIN_EFFECTIVE`` the run is too short to judge and the status is
             ``nonstationary``.
         buffer: job slots per replication. n_jobs, warmup, replications: the run's size.
-        limit: ``(method, lambda_c)`` of the policy (``lambda_c`` ``None`` when unknown).
+        limit: ``(method, lambda_c, (low, high))`` of the policy (``None`` values when no
+            method is known).
     """
 
     policy: str
@@ -350,7 +353,9 @@ def _effective_jobs(resp, resp2, cnt) -> float:
     return within / between if between > 0 else float("inf")
 
 
-def _summarise(policy, lam, acc, overflow, capped, B, n_jobs, warmup, level, limit) -> PolicyResult:
+def _summarise(
+    policy, lam, probs, acc, overflow, capped, B, n_jobs, warmup, level, limit
+) -> PolicyResult:
     a = jax.tree.map(lambda x: np.asarray(x).T, acc)  # replications first
     cnt = a.cnt.sum(1)
     resp = a.resp.sum(1)
@@ -360,9 +365,14 @@ def _summarise(policy, lam, acc, overflow, capped, B, n_jobs, warmup, level, lim
     inc, growing = drift(early, late, scale)
     n_eff = _effective_jobs(resp, a.resp2.sum(1), cnt)
     too_short = n_eff < MIN_EFFECTIVE
-    status = (
-        "overflow" if overflow else ("nonstationary" if growing or capped or too_short else "ok")
-    )
+    seen = (a.cnt > 0).sum(0)  # replications that measured each class
+    thin = bool(np.any((np.asarray(probs) > 0) & (seen < 2)))
+    if overflow:
+        status = "overflow"
+    elif growing or capped or too_short:
+        status = "nonstationary"
+    else:
+        status = "unconverged" if thin else "ok"
     with np.errstate(invalid="ignore", divide="ignore"):
         wm = a.wait.sum(0) / a.cnt.sum(0)
         wvar = a.wait2.sum(0) / a.cnt.sum(0) - wm**2
@@ -416,6 +426,7 @@ def simulate_policy(
     override: bool = False,
     progress=None,
     devices=None,
+    limit: tuple | None = None,
 ) -> PolicyResult:
     """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
     independent queues started empty.
@@ -435,6 +446,7 @@ def simulate_policy(
         progress: optional ``callable(str)`` told of each run once the arguments are checked.
         devices: devices to shard the replications over (default ``jax.devices()``; the
             largest count dividing the replications run is used; results do not depend on it).
+        limit: the policy's ``stability_limit`` if already known (a sweep computes it once).
 
     Returns:
         :class:`PolicyResult`.
@@ -452,7 +464,8 @@ def simulate_policy(
         raise ValueError(f"simulate_policy: n_replications must be >= 2, got {n_replications}")
     if not 0 <= warmup < n_jobs - 1:
         raise ValueError(f"simulate_policy: need 0 <= warmup < n_jobs - 1, got {warmup}, {n_jobs}")
-    limit = pol.stability_limit(workload, key=jax.random.fold_in(key, 0x5AB1E))
+    if limit is None:
+        limit = pol.stability_limit(workload, key=jax.random.fold_in(key, 0x5AB1E))
     if limit[1] is not None and lam >= limit[1] and not override:
         raise ValueError(
             f"simulate_policy: lam = {lam:.6g} is at or beyond the stability limit of "
@@ -472,7 +485,8 @@ def simulate_policy(
         devices,
         progress,
     )
-    return _summarise(pol.label, lam, acc, overflow, capped, B, n_jobs, warmup, level, limit)
+    probs = np.asarray(workload.probs)
+    return _summarise(pol.label, lam, probs, acc, overflow, capped, B, n_jobs, warmup, level, limit)
 
 
 def _runs(
@@ -569,13 +583,20 @@ def saturated_throughput(
 ) -> tuple[float, tuple[float, float]]:
     """Departure rate of the saturated system (``buffer`` jobs always present, topped up at
     every completion) with its interval over replications: the stability limit of policies
-    whose service depends only on the oldest ``buffer`` jobs (fcfs: ``lambda_c``; ``window:W``
-    with ``buffer >= W + s``). Default buffer ``W + s`` rounded up to a power of 2."""
+    whose service depends only on the jobs in service and the first ``W`` waiting ones (fcfs:
+    ``lambda_c``; ``window:W``). ``buffer`` at least the most jobs in service plus ``W``
+    (the default, rounded up to a power of 2)."""
     pol = parse_policy(policy)
     _check_workload(workload)
     dt = _float(dtype)
     W = getattr(pol, "W", 1)
-    B = buffer or max(8, 1 << math.ceil(math.log2(W + workload.s)))
+    need = workload.s // int(np.min(workload.cores_array[:, 0])) + W  # in service + window
+    B = buffer or max(8, 1 << math.ceil(math.log2(need)))
+    if B < need:
+        raise ValueError(
+            f"saturated_throughput: buffer {B} < {need} (most jobs in service + W): the "
+            "queue behind the window would run dry"
+        )
     warmup = n_jobs // 5
     reps = jnp.arange(n_replications, dtype=jnp.int32)
     args = (jnp.asarray(1.0, dt), key, reps, jnp.int32(warmup), jnp.int32(n_jobs))

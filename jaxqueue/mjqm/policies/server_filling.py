@@ -11,9 +11,12 @@ from ._base import EventPolicy, Jobs, cumsum, first_fit
 class ServerFilling(EventPolicy):
     """Preemptive: take the shortest arrival-order prefix of the jobs in the system whose
     needs sum to at least ``s`` (or all of them) and serve its jobs largest need first
-    (arrival order within a need), each one that fits. When every need divides ``s`` this
-    fills all servers whenever the prefix reaches ``s``, so it is throughput optimal: the
-    stability limit is ``lambda_ideal = s / E[need x service]``."""
+    (arrival order within a need), each one that fits. When the needs form a divisibility
+    chain (each divides the next larger one) and the largest divides ``s``, this fills all
+    servers whenever the prefix reaches ``s`` (Grosof et al., Lemma 1), so it is throughput
+    optimal: the stability limit is ``lambda_ideal = s / E[need x service]``. Needs that merely
+    divide ``s`` are not enough (``s = 6``, needs 2 and 3: the prefix 3, 2, 2 leaves a server
+    idle)."""
 
     name = "server-filling"
     preemptive = True
@@ -24,8 +27,8 @@ class ServerFilling(EventPolicy):
         return first_fit(prefix, jobs.need, s, by_need=needs)
 
     def stability_limit(self, workload, key=None):
-        s = workload.s
-        if all(s % int(a) == 0 for a in workload.cores_array[:, 0]):
+        needs = sorted({int(a) for a in workload.cores_array[:, 0]}) + [workload.s]
+        if all(b % a == 0 for a, b in zip(needs, needs[1:], strict=False)):
             lid = float(workload.lambda_ideal())
             return "ideal", lid, (lid, lid)
         return "unknown", None, None

@@ -44,19 +44,10 @@ def _engine(policy: str, lam: float, n_jobs: int, devices=None) -> tuple[float, 
     """``(compile s, run s, mean response, last slots)`` of the engine as ``simulate_policy``
     runs it (the replications that overflow run again with twice the slots), warm."""
     wl = scenarios.get("five-class-exp")
-    args = (
-        parse_policy(policy),
-        wl,
-        lam,
-        jax.random.key(0),
-        REPS,
-        n_jobs // 5,
-        n_jobs,
-        None,
-        4096,
-        jnp.dtype(jnp.float64),
-        devices,
-    )
+    sizes = (REPS, n_jobs // 5, n_jobs)
+    args = (parse_policy(policy), wl, lam, jax.random.key(0), sizes, None, 4096)
+    args = (*args, jnp.dtype(jnp.float64))
+    args = (*args, devices)
     t0 = time.perf_counter()
     _runs(*args)
     first = time.perf_counter() - t0

@@ -91,7 +91,14 @@ def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
 
 
 @pytest.mark.parametrize("policy", ALL)
-@pytest.mark.parametrize("name", ["five-class-exp", "rare-8", "heavy-6"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "five-class-exp",
+        pytest.param("rare-8", marks=pytest.mark.slow),
+        pytest.param("heavy-6", marks=pytest.mark.slow),
+    ],
+)
 def test_policy_equals_heapq_simulator_job_by_job(name, policy):
     """Same jobs (counter-based inputs), same responses and waits: every policy on three
     workloads (exponential; a rare all-server class; heavy tails) against the heapq
@@ -129,7 +136,10 @@ def test_fcfs_event_engine_equals_the_mjsre_forward_scan():
     )
 
 
+@pytest.mark.slow
 def test_fcfs_event_engine_covers_the_exact_solver():
+    """(Slow: the default suite checks fcfs on the engine equal to the MJSRE scan job by job,
+    and the scan against the exact solver in ``test_mjqm_vs_exact.py``.)"""
     wl = scenarios.get("five-class-exp")
     lam = 0.5 * 1.8008553591
     ex = exact(wl, lam)

@@ -330,11 +330,13 @@ def test_too_large_pools_and_batches_are_refused_before_running():
     from jaxqueue.pools import memory_estimate
 
     # one class per server pair on a ring: K = 27 needs ~10 GB (> the 8 GB default), K = 31 > 30
-    for K, what in ((27, "GB of memory"), (31, "at most 30 servers")):
+    # the message names the limit that is hit (issue 16: "at most 30 servers" refused 27)
+    for K, what in ((27, "above the memory limit of 8 GB"), (31, "more than the 30 servers")):
         ring = Pool([[k, (k + 1) % K] for k in range(K)], np.ones(K))
         with pytest.raises(ValueError, match=what) as err:
             solve(ring, np.full(K, 0.1))
         assert f"K={K}" in str(err.value) and "structured" in str(err.value)
+        assert (K <= 30) == ("30 servers" not in str(err.value))
     # a batch of rate vectors is budgeted too, for direct and vmapped calls alike
     K = 12
     pool = Pool([[k, (k + 1) % K] for k in range(K)], np.ones(K))

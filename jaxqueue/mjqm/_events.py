@@ -471,43 +471,21 @@ def simulate_policy(
             f"simulate_policy: lam = {lam:.6g} is at or beyond the stability limit of "
             f"{pol.label} ({limit[0]}: lambda_c = {limit[1]:.6g}); the queue grows without bound"
         )
-    acc, overflow, capped, B = _runs(
-        pol,
-        workload,
-        lam,
-        key,
-        n_replications,
-        warmup,
-        n_jobs,
-        buffer,
-        max_buffer,
-        _float(dtype),
-        devices,
-        progress,
-    )
+    sizes, dt = (n_replications, warmup, n_jobs), _float(dtype)
+    runs = _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices, progress)
+    acc, overflow, capped, B = runs
     probs = np.asarray(workload.probs)
     return _summarise(pol.label, lam, probs, acc, overflow, capped, B, n_jobs, warmup, level, limit)
 
 
-def _runs(
-    pol,
-    workload,
-    lam,
-    key,
-    n_replications,
-    warmup,
-    n_jobs,
-    buffer,
-    max_buffer,
-    dt,
-    devices=None,
-    progress=None,
-):
+def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, progress=None):
     """The kernel over every replication. Those whose buffer fills go on from where they
     stopped with twice the slots (an arrival that finds the buffer full stops its replication
     before the event), so the result is that of a run with the larger buffer from the start.
     Returns the per-replication sums, whether any still overflowed at ``max_buffer``, whether
-    any hit the event cap, and the last buffer size."""
+    any hit the event cap, and the last buffer size. ``sizes``: ``(replications, warmup,
+    jobs)``."""
+    n_replications, warmup, n_jobs = sizes
     B = buffer or _first_buffer(workload)
     args = (jnp.asarray(lam, dt), key)
     todo = np.arange(n_replications)

@@ -90,12 +90,16 @@ def check_size(
                 f"servers need about {est / 1e9:.3g} GB of memory (limit {limit / 1e9:.3g} GB); "
                 "split the batch into smaller calls or pass max_bytes to raise the limit"
             )
+        why = (
+            f"more than the {MAX_SERVERS} servers the int32 subset masks allow"
+            if K > MAX_SERVERS
+            else f"above the memory limit of {limit / 1e9:.3g} GB"
+        )
         raise ValueError(
             f"pool too large for the generic subset recursion: K={K} servers means 2^{K} = "
-            f"{2**K:,} server subsets and about {est / 1e9:.3g} GB of memory "
-            f"(limit {limit / 1e9:.3g} GB, at most {MAX_SERVERS} servers); use a structured "
-            "pool (jaxqueue.pools.structured: random / line / ring assignments, polynomial in K) "
-            "or pass max_bytes to raise the limit"
+            f"{2**K:,} server subsets and about {est / 1e9:.3g} GB of memory, {why}; use a "
+            "structured pool (jaxqueue.pools.structured: random / line / ring assignments, "
+            "polynomial in K) or pass max_bytes to raise the limit"
         )
 
 

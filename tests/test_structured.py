@@ -433,6 +433,9 @@ def test_solve_spec_forms():
     ]:
         with pytest.raises(ValueError):
             solve_spec(bad, rho=0.5)
+    # shares that do not sum to 1 are refused, not rescaled (issue 16)
+    with pytest.raises(ValueError, match="summing to 1"):
+        solve_spec("random:K=10,d=2+3,p=0.5+0.6", rho=0.5)
     with pytest.raises(ValueError, match="exactly one"):
         solve_spec("ring:K=10,d=2")
     with pytest.raises(ValueError, match="bottleneck"):

@@ -80,8 +80,11 @@ def parse_spec(spec: str) -> tuple[str, dict]:
                 f"{len(params['p'])} shares"
             )
         p = np.asarray(params["p"])
-        if np.any(p < 0) or p.sum() <= 0:
-            raise ValueError(f"p must be >= 0 with a positive sum in {spec!r}")
+        if np.any(p < 0) or not abs(p.sum() - 1.0) <= 1e-6:
+            raise ValueError(
+                f"p must be shares >= 0 summing to 1 in {spec!r}, got sum {p.sum():.6g} (used "
+                "as given, never rescaled)"
+            )
     if "mu" in params and not params["mu"][0] > 0:
         raise ValueError(f"mu must be > 0 in {spec!r}")
     return kind, params
@@ -146,8 +149,7 @@ def solve_spec(spec: str, *, rho: float | None = None, lam=None) -> tuple[BFResu
                 )
             p = rates / rates.sum() if rates.sum() > 0 else np.full(len(d), 1.0 / len(d))
         else:
-            p = np.asarray(params.get("p", [1.0] * len(d)), dtype=float)
-            p = p / p.sum()
+            p = np.asarray(params.get("p", [1.0 / len(d)] * len(d)), dtype=float)
         pool = RandomAssignment(K, tuple(d), p=jnp.asarray(p), mu=mu)
         res = pool.solve(r, with_servers=K <= 100000)
         info.update(

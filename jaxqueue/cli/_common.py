@@ -22,6 +22,16 @@ EXIT_NOT_OK = 3
 """Exit status of an estimating command under ``--strict`` whose status is not ``ok``."""
 
 
+def mjqm_command(group, name: str, **kwargs) -> argparse.ArgumentParser:
+    """The parser of ``jaxqueue mjqm NAME`` (``kwargs``: its ``help`` and ``description``) with
+    the option every MJQM command takes, ``--scenario NAME|FILE``."""
+    p = group("mjqm", "multiserver-job queue (papers/mjsre.md)").add_parser(name, **kwargs)
+    p.add_argument(
+        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
+    )
+    return p
+
+
 def add_common(parser: argparse.ArgumentParser, *, seed: bool = True, strict: bool = False) -> None:
     """``--json``, (for anything random) ``--seed`` and (for estimates) ``--strict``."""
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")

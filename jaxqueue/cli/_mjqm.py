@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, emit, format_table, log
+from ._common import add_common, emit, format_table, log, mjqm_command
 
 
 def classes_table(out: dict) -> str:
@@ -106,8 +106,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm simulate``."""
-    sub = group("mjqm", "multiserver-job queue (papers/mjsre.md)")
-    p = sub.add_parser(
+    p = mjqm_command(
+        group,
         "simulate",
         help="forward MJSRE simulation with per-class waiting times and waste",
         description=(
@@ -120,9 +120,6 @@ def register(top, group) -> None:
             "continued with twice the jobs within --max-seconds, else its status is "
             "nonstationary."
         ),
-    )
-    p.add_argument(
-        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
     )
     p.add_argument("--lam", type=float, required=True, help="arrival rate")
     p.add_argument("--jobs", type=int, default=20_000, help="jobs per replication")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, emit, format_table, log
+from ._common import add_common, emit, format_table, log, mjqm_command
 from ._mjqm import classes_table
 
 SAMPLE_SECONDS = 40.0
@@ -189,17 +189,13 @@ def _run_sample(args: argparse.Namespace) -> int:
 
 def register(top, group) -> None:
     """Add ``mjqm sample`` and ``mjqm stability``."""
-    mj = group("mjqm", "multiserver-job queue (papers/mjsre.md)")
-
-    p = mj.add_parser(
+    p = mjqm_command(
+        group,
         "stability",
         help="stability limit lambda_c: exact for exponential services, else pile growth",
         description="The stability limit lambda_c: exact (the saturated departure rate of the "
         "QBD) when every service law is exponential and the arrivals Poisson, else estimated as "
         "1 / gamma by the pile growth rate (Theorem 5.1, Algorithm 2) with a confidence interval.",
-    )
-    p.add_argument(
-        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
     )
     p.add_argument("--rel-tol", type=float, default=0.01, help="relative half-width target")
     p.add_argument("--replications", type=int, default=32, help="independent piles")
@@ -222,7 +218,8 @@ def register(top, group) -> None:
     add_common(p, strict=True)
     p.set_defaults(func=_run_stability)
 
-    p = mj.add_parser(
+    p = mjqm_command(
+        group,
         "sample",
         help="steady-state metrics from backward sub-perfect samples (Algorithm 1)",
         description="Independent sub-perfect samples of the stationary workload and the Palm "
@@ -231,9 +228,6 @@ def register(top, group) -> None:
         "horizons ell and 2 ell) is below --bias-tol of the half-width; it is added to the upper "
         "ends of the mean intervals. status: ok, unconverged (per-sample cap), biased (bias "
         "not controlled at --max-ell or --max-work); a non-ok status prints a warning.",
-    )
-    p.add_argument(
-        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
     )
     p.add_argument("--lam", type=float, default=None, help="arrival rate")
     p.add_argument(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, emit, format_table, log
+from ._common import add_common, emit, format_table, log, mjqm_command
 
 
 def exact_dict(wl, lam: float) -> dict:
@@ -92,8 +92,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm exact``."""
-    mj = group("mjqm", "multiserver-job queue (papers/mjsre.md)")
-    p = mj.add_parser(
+    p = mjqm_command(
+        group,
         "exact",
         help="exact mean waits for exponential services (level-dependent QBD)",
         description=(
@@ -102,7 +102,6 @@ def register(top, group) -> None:
             "P(wait > 0), idle and HOL-idle servers, and the exact stability limit lambda_c."
         ),
     )
-    p.add_argument("--scenario", required=True, help="scenario name or a TOML/JSON workload file")
     p.add_argument("--lam", type=float, default=None, help="arrival rate")
     p.add_argument(
         "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, emit, format_table, log
+from ._common import add_common, emit, format_table, log, mjqm_command
 
 STATUS_REASON = {
     "overflow": "an arrival found the job buffer full at --max-buffer jobs: the load is too "
@@ -249,8 +249,8 @@ def _plot(out: dict, path: str) -> None:
 
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm compare``."""
-    sub = group("mjqm", "multiserver-job queue (papers/mjsre.md)")
-    p = sub.add_parser(
+    p = mjqm_command(
+        group,
         "compare",
         help="mean response time of several scheduling policies at several loads",
         description=(
@@ -259,9 +259,6 @@ def register(top, group) -> None:
             "with intervals and statuses, each policy's stability limit (where a method is "
             "known), and optionally a figure."
         ),
-    )
-    p.add_argument(
-        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
     )
     p.add_argument(
         "--policies",

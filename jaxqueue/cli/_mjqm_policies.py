@@ -94,7 +94,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
 def _compare(args: argparse.Namespace) -> int:
     import jax
 
-    from ..mjqm import lambda_c_estimate, simulate_policy
+    from ..mjqm import lambda_c_estimate
     from ..mjqm._events import _check_workload
     from ..mjqm.policies import parse_policy
     from ..scenarios import get
@@ -125,47 +125,9 @@ def _compare(args: argparse.Namespace) -> int:
         "replications": args.replications,
         "policies": [],
     }
-    statuses = []
     for name in policies:
-        pol = parse_policy(name)
-        limit = pol.stability_limit(wl, key=jax.random.fold_in(key, 0x5AB1E))
-        rows = []
-        for x in loads:
-            lam = x * lam_c
-            if limit[1] is not None and lam >= limit[1]:
-                rows.append({"load": x, "lam": lam, "status": "unstable"})
-                statuses.append("unstable")
-                continue
-            log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
-            res = simulate_policy(
-                wl,
-                lam,
-                pol,
-                key=key,
-                n_jobs=args.jobs,
-                n_replications=args.replications,
-                limit=limit,
-            )
-            d = res.as_dict(wl)
-            rows.append(
-                {
-                    "load": x,
-                    "lam": lam,
-                    "response_mean": d["response_mean"],
-                    "response_mean_ci": d["response_mean_ci"],
-                    "wait_mean": d["wait_mean"],
-                    "idle_servers": d["idle_servers"],
-                    "status": res.status,
-                }
-            )
-            statuses.append(res.status)
-        out["policies"].append(
-            {
-                "policy": name,
-                "stability": {"method": limit[0], "lambda_c": limit[1], "lambda_c_ci": limit[2]},
-                "rows": rows,
-            }
-        )
+        out["policies"].append(_policy_rows(wl, parse_policy(name), name, loads, lam_c, key, args))
+    statuses = [r["status"] for p in out["policies"] for r in p["rows"]]
     bad = [s for s in statuses if s != "ok"]
     out["status"] = "ok" if not bad else ("unstable" if "unstable" in bad else bad[0])
     if bad:
@@ -176,6 +138,31 @@ def _compare(args: argparse.Namespace) -> int:
     if args.plot:
         _plot(out, args.plot)
     return emit(args, out, _compare_table)
+
+
+def _policy_rows(wl, pol, name, loads, lam_c, key, args) -> dict:
+    """One policy of ``mjqm compare``: its stability limit (computed once) and a row per load
+    (``unstable`` without a run beyond a known limit)."""
+    import jax
+
+    from ..mjqm import simulate_policy
+
+    limit = pol.stability_limit(wl, key=jax.random.fold_in(key, 0x5AB1E))
+    rows = []
+    for x in loads:
+        lam = x * lam_c
+        if limit[1] is not None and lam >= limit[1]:
+            rows.append({"load": x, "lam": lam, "status": "unstable"})
+            continue
+        log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
+        res = simulate_policy(
+            wl, lam, pol, key=key, n_jobs=args.jobs, n_replications=args.replications, limit=limit
+        )
+        d = res.as_dict(wl)
+        keep = ("response_mean", "response_mean_ci", "wait_mean", "idle_servers", "status")
+        rows.append({"load": x, "lam": lam, **{k: d[k] for k in keep}})
+    stability = {"method": limit[0], "lambda_c": limit[1], "lambda_c_ci": limit[2]}
+    return {"policy": name, "stability": stability, "rows": rows}
 
 
 def _fractions(text: str) -> list[float]:

@@ -268,6 +268,14 @@ mean = 1.25
 """
 
 
+@pytest.fixture
+def path(tmp_path):
+    """The small workload above as a TOML file."""
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL)
+    return f
+
+
 def _cli(argv, capsys):
     from jaxqueue.cli import main
 
@@ -276,11 +284,9 @@ def _cli(argv, capsys):
     return status, out.out, out.err
 
 
-def test_cli_simulate_policy_json(tmp_path, capsys):
+def test_cli_simulate_policy_json(path, capsys):
     import json
 
-    path = tmp_path / "small.toml"
-    path.write_text(SMALL)
     argv = [
         "mjqm",
         "simulate",
@@ -329,9 +335,7 @@ def test_cli_simulate_policy_json(tmp_path, capsys):
         (["--policy", "window:1", "--lam", "5"], "beyond the stability limit"),
     ],
 )
-def test_cli_policy_bad_input_one_line(extra, message, tmp_path, capsys):
-    path = tmp_path / "small.toml"
-    path.write_text(SMALL)
+def test_cli_policy_bad_input_one_line(extra, message, path, capsys):
     argv = [
         "mjqm",
         "simulate",
@@ -349,11 +353,9 @@ def test_cli_policy_bad_input_one_line(extra, message, tmp_path, capsys):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_cli_compare_table_json_and_plot(tmp_path, capsys):
+def test_cli_compare_table_json_and_plot(path, tmp_path, capsys):
     import json
 
-    path = tmp_path / "small.toml"
-    path.write_text(SMALL)
     fig = tmp_path / "cmp.png"
     status, out, _ = _cli(
         [
@@ -451,9 +453,7 @@ def test_a_class_seen_in_one_replication_is_not_ok():
         (["compare", "--replications", "1"], "--replications >= 2"),
     ],
 )
-def test_cli_policy_options_refused_one_line(argv, message, tmp_path, capsys):
-    path = tmp_path / "small.toml"
-    path.write_text(SMALL)
+def test_cli_policy_options_refused_one_line(argv, message, path, capsys):
     args = ["mjqm", argv[0], "--scenario", str(path), *argv[1:]]
     if argv[0] == "simulate":
         args += ["--lam", "0.5"]

@@ -34,7 +34,7 @@ from jaxtyping import Array, PRNGKeyArray
 
 from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Estimate, drift
-from ._forward import _ratio_ci
+from ._forward import MIN_EFFECTIVE, _effective_jobs, _ratio_ci
 from ._inputs import draw_jobs_each, replication_keypairs
 from ._workload import Workload
 from .policies import EventPolicy, Jobs, parse_policy
@@ -238,9 +238,9 @@ class PolicyResult(eqx.Module):
             short to tell: ``n_eff < MIN_EFFECTIVE``), ``"unconverged"`` (a class with
             positive probability measured in fewer than 2 replications: no interval).
         drift: relative increase of the mean response time from the first to the second half.
-        n_eff: effective independent responses per replication (``_effective_jobs``); below
-            ``MIN_EFFECTIVE`` the run is too short to judge and the status is
-            ``nonstationary``.
+        n_eff: effective independent responses per replication (``_forward._effective_jobs``,
+            the rule of the forward scan started empty); below its ``MIN_EFFECTIVE`` the run is
+            too short to judge and the status is ``nonstationary``.
         buffer: job slots per replication. n_jobs, warmup, replications: the run's size.
         limit: ``(method, lambda_c, (low, high))`` of the policy (``None`` values when no
             method is known).
@@ -332,25 +332,6 @@ def _estimate(num, den, level) -> Estimate:
     return Estimate(
         jnp.asarray(m), jnp.asarray(ci[..., 0]), jnp.asarray(ci[..., 1]), len(num), level
     )
-
-
-MIN_EFFECTIVE = 5.0
-"""Fewest effective independent responses per replication for status ``ok`` (the rule of the
-MJQM forward simulator and the scheduler): below, the replications disagree more than the jobs
-within one, so the run is too short for its warm-up or its drift test to mean anything."""
-
-
-def _effective_jobs(resp, resp2, cnt) -> float:
-    """``n_eff = s_w^2 / s_b^2``: the variance of the responses within a replication over the
-    variance of the replication means (``Var(mean) = s_w^2 / n_eff``; for independent jobs
-    ``n_eff`` is their number, correlation makes it smaller). Infinite when the means agree."""
-    ok = cnt > 0
-    if ok.sum() < 2:
-        return 0.0
-    m = resp[ok] / cnt[ok]
-    within = float(np.mean(np.maximum(resp2[ok] / cnt[ok] - m**2, 0.0)))
-    between = float(np.var(m, ddof=1))
-    return within / between if between > 0 else float("inf")
 
 
 def _summarise(

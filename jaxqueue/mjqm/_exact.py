@@ -792,45 +792,75 @@ def _solve(st: _Structure, Dg, p, base, slope, lam) -> Array:
     ``K = diag(q) - lam G`` and ``R = lam K^-1``. The functionals run along in Horner form,
     ``v_{N-1} = f_{N-1} + U_{N-1} K_N^-1 v_N``, from the tail sum
     ``v_{N*} = sum_k R^k f_{N*+k} = (I - R)^-1 g + R (I - R)^-2 h`` (``f_{N*+k} = g + k h``).
-    One LU of ``K_N`` per level serves both; ``U`` has at most ``K`` entries per row.
+    One LU of ``K_N`` per level serves both; ``U`` has at most ``K`` entries per row. The
+    top boundary level needs none: ``K*^-1 D_{N*} = G S`` (see below).
     """
     dt = Dg.dtype
     nh, n_star = st.nh, st.n_star
     d = _departure_rates(st, Dg)
     q = lam + d[:nh]
     G = _g_matrix(lam, q, Dg[:nh, :nh])
-    K_star = jnp.diag(q) - lam * G
-    # (I - R)^-1 = K (K - lam I)^-1 and R = lam K^-1
-    Km = K_star - lam * jnp.eye(nh, dtype=dt)
+    # with K* = diag(q) - lam G: (I - R)^-1 = K* Km^-1, Km = K* - lam I, R = lam K*^-1
+    Km = jnp.diag(q - lam) - lam * G
     g = base[:nh] + n_star * slope[:nh]
-    # R (I - R)^-1 1 = lam Km^-1 1 (the slope columns are 0 or 1 on the head phases)
-    v = K_star @ _linsolve(Km, g + lam * _linsolve(Km, jnp.ones(nh, dt))[:, None] * slope[:nh])
+    # R (I - R)^-1 1 = lam Km^-1 1 (the slope columns are 0 or 1 on the head phases), and
+    # v_{N*} = K* z is needed only as K*^-1 v_{N*} = z
+    z = _linsolve(Km, g + lam * _linsolve(Km, jnp.ones(nh, dt))[:, None] * slope[:nh])
 
     slots = jnp.asarray(st.slots)
     up_slot, up_cls = jnp.asarray(st.up_slot), jnp.asarray(st.up_cls)
     pad_index = st.n_global - 1
     p_ext = jnp.concatenate([p, jnp.ones(1, dt), jnp.zeros(1, dt)])  # weight classes
+    n_heads = jnp.asarray((st.slots < nh).sum(1))
 
-    def step(P, carry, N):
-        K_next, v_next = carry  # K_{N+1}, v_{N+1} in the slots of level N + 1
-        s0, s1 = (lax.dynamic_index_in_dim(slots, N + i, keepdims=False)[:P] for i in range(2))
-        down = Dg[s1[:, None], s0[None, :]]  # D_{N+1}: level N + 1 -> level N
-        X = _linsolve(K_next, jnp.concatenate([down, v_next], axis=1))
-        idx = lax.dynamic_index_in_dim(up_slot, N, keepdims=False)[:P]
+    def level(P, M, X, N):
+        """``K_N = diag(lam + d) - U_N X_D`` and ``v_N = f_N + U_N X_v`` from
+        ``X = K_{N+1}^-1 [D_{N+1}, v_{N+1}]``. ``U_N X``: one target per head row; the (at most
+        ``M``) none rows after the heads reveal a class, one target each (rows of other
+        weights in that window weigh 0)."""
+        s0 = lax.dynamic_index_in_dim(slots, N, keepdims=False)[:P]
+        idx = jnp.minimum(lax.dynamic_index_in_dim(up_slot, N, keepdims=False)[:P], P - 1)
         wgt = lam * p_ext[lax.dynamic_index_in_dim(up_cls, N, keepdims=False)[:P]]
-        Y = jnp.einsum("ik,ikj->ij", wgt, X[jnp.minimum(idx, P - 1)])  # U_N X
+        Y = wgt[:, :1] * X[idx[:, 0]]
+        start = n_heads[N]
+        i, w = (lax.dynamic_slice_in_dim(x[:, 1:], start, M) for x in (idx, wgt))
+        rows = lax.dynamic_slice_in_dim(Y, start, M) + jnp.einsum("ik,ikj->ij", w, X[i])
+        Y = lax.dynamic_update_slice_in_dim(Y, rows, start, axis=0)
         valid = s0 != pad_index
         K_N = jnp.diag(jnp.where(valid, lam + d[s0], 1.0)) - Y[:, :P]
         f_N = jnp.where(valid[:, None], base[s0] + N * slope[s0], 0.0)
-        return (K_N, f_N + Y[:, P:]), None
+        return K_N, f_N + Y[:, P:]
 
-    carry = (K_star, v)
-    for group, P in _level_groups(st):
+    def step(P, M, carry, N):
+        K_next, v_next = carry  # K_{N+1}, v_{N+1} in the slots of level N + 1
+        s0, s1 = (lax.dynamic_index_in_dim(slots, N + i, keepdims=False)[:P] for i in range(2))
+        down = Dg[s1[:, None], s0[None, :]]  # D_{N+1}: level N + 1 -> level N
+        return level(P, M, _linsolve(K_next, jnp.concatenate([down, v_next], axis=1)), N), None
+
+    # Level N* - 1 without a solve: D_{N*} = D_HH S, where S merges the head phases (n, k)
+    # with |n| = N* - 1 (nothing fits after them) into the none phase n, so
+    # K*^-1 D_{N*} = G S (K* G = D_HH), and K*^-1 v_{N*} = z.
+    (top, *rest), P, M = _level_groups(st)[0]
+    GS = jnp.zeros((nh, P), dt).at[:, _top_columns(st)].add(G)
+    X = jnp.concatenate([GS, z], axis=1)
+    carry = level(P, M, _resize(X, P), top)
+    groups = [(np.asarray(rest, dtype=int), P, M)] + _level_groups(st)[1:]
+    for group, P, M in groups:
         carry = (_resize(carry[0], P, eye=True), _resize(carry[1], P))
-        carry, _ = lax.scan(functools.partial(step, P), carry, jnp.asarray(group))
+        carry, _ = lax.scan(functools.partial(step, P, M), carry, jnp.asarray(group))
     v0 = carry[1]
     # level 0 has one phase (the empty system) in slot 0
     return v0[0] / v0[0, 0]
+
+
+def _top_columns(st: _Structure) -> np.ndarray:
+    """For each head phase ``(n, k)`` (a column of ``D_HH``), its slot at level ``N* - 1``: its
+    own if ``|n| <= N* - 2``, else that of the none phase ``n``."""
+    top = st.slots[st.n_star - 1]
+    slot_of = np.full(st.n_global, -1, dtype=np.int64)
+    slot_of[top] = np.arange(len(top))
+    own = slot_of[np.arange(st.nh)]
+    return np.where(own >= 0, own, slot_of[st.nh + st.head_n])
 
 
 def _resize(x: Array, P: int, eye: bool = False) -> Array:
@@ -845,14 +875,15 @@ def _resize(x: Array, P: int, eye: bool = False) -> Array:
     return out.at[:n, :n].set(x)
 
 
-def _level_groups(st: _Structure, n_groups: int = 8) -> list[tuple[np.ndarray, int]]:
+def _level_groups(st: _Structure, n_groups: int = 8) -> list[tuple[np.ndarray, int, int]]:
     """Boundary levels ``N* - 1, ..., 0`` in at most ``n_groups`` runs, each with the slot count
-    its steps need (levels ``N`` and ``N + 1``), so that small low levels are not padded to the size
-    of the repeating block."""
+    its steps need (levels ``N`` and ``N + 1``), so that small low levels are not padded to the
+    size of the repeating block, and the largest number of none phases of its levels."""
     sizes = (st.slots != st.n_global - 1).sum(1)
+    nones = sizes - (st.slots < st.nh).sum(1)
     levels = np.arange(st.n_star - 1, -1, -1)
     out = []
     for g in np.array_split(levels, min(n_groups, len(levels))):
         lo, hi = int(g.min()), int(g.max())
-        out.append((g, int(sizes[lo : hi + 2].max())))
+        out.append((g, int(sizes[lo : hi + 2].max()), int(nones[g].max())))
     return out

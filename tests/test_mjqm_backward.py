@@ -157,7 +157,8 @@ def test_refuses_unstable_load_with_estimate():
         sample_backward(wl, 1.9, 10, key=jax.random.key(0))
     lo, hi = err.value.lambda_c_ci
     assert lo <= err.value.lambda_c <= hi < float(wl.lambda_ideal())
-    assert lo <= FIVE_CLASS_EXP_LAMBDA_C <= hi  # the exact limit (QBD)
+    # the exact limit (QBD), to the rounding of its linear solve
+    assert lo * (1 - 1e-12) <= FIVE_CLASS_EXP_LAMBDA_C <= hi * (1 + 1e-12)
     with pytest.raises(ValueError):
         sample_backward(wl, 2.2, 10, key=jax.random.key(0))  # beyond lambda_ideal
 

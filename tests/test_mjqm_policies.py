@@ -450,7 +450,7 @@ def test_a_class_seen_in_one_replication_is_not_ok():
         (["simulate", "--policy", "msf", "--dtype", "float64"], "apply to --policy fcfs"),
         (["compare", "--policies", ","], "--policies names no policy"),
         (["compare", "--loads", "0.5,x"], "--loads must be"),
-        (["compare", "--replications", "1"], "--replications >= 2"),
+        (["compare", "--replications", "1"], "--replications: expected an integer >= 2"),
     ],
 )
 def test_cli_policy_options_refused_one_line(argv, message, path, capsys):

@@ -28,7 +28,9 @@ _MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from ._common import Parser
+
+    parser = Parser(
         prog="jaxqueue",
         description="Differentiable JAX numerics for clusters modelled as queues.",
     )
@@ -64,13 +66,22 @@ def main(argv: list[str] | None = None) -> int:
     from ._common import configure
 
     parser = build_parser()
-    args = parser.parse_args(argv)
-    configure(args)
     try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # --help (0) or a bad option (2, its one line printed)
+        return int(stop.code or 0)
+    try:
+        configure(args)
         return int(args.func(args) or 0)
-    except ValueError as err:
-        print(f"jaxqueue: error: {err}", file=sys.stderr)
+    except (ValueError, OSError) as err:  # bad input, a file or folder that cannot be used
+        message = str(err) if isinstance(err, ValueError) else _os_message(err)
+        print(f"jaxqueue: error: {message}", file=sys.stderr)
         return 2
+
+
+def _os_message(err: OSError) -> str:
+    """``PATH: REASON`` for a file system error."""
+    return f"{err.filename}: {err.strerror}" if err.filename else str(err)
 
 
 if __name__ == "__main__":  # pragma: no cover

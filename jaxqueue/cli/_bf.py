@@ -47,6 +47,9 @@ def _parse_list(text: str, what: str) -> list:
     return val
 
 
+_POOL_KEYS = {"server_sets", "mu", "lam", "name"}
+
+
 def _generic_pool(args: argparse.Namespace):
     from jaxqueue.pools import Pool, preset_pool
 
@@ -58,10 +61,15 @@ def _generic_pool(args: argparse.Namespace):
         pool = Pool(sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
         return pool, file_lam
     spec = args.pool
-    if os.path.isfile(spec):
+    if os.path.exists(spec) or os.sep in spec or spec.endswith((".json", ".toml")):
         data = read_spec(spec)
         if "server_sets" not in data:
             raise ValueError(f"{spec}: needs a 'server_sets' entry (and 'mu')")
+        unknown = sorted(set(data) - _POOL_KEYS)
+        if unknown:
+            raise ValueError(
+                f"{spec}: unknown key(s) {unknown}; a pool file takes {sorted(_POOL_KEYS)}"
+            )
         sets = data["server_sets"]
         mu = data.get("mu")
         if mu is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from collections.abc import Callable, Iterable
 
@@ -20,6 +22,76 @@ overflowed), ``unstable`` (a load at or beyond the stability limit) say why not.
 
 EXIT_NOT_OK = 3
 """Exit status of an estimating command under ``--strict`` whose status is not ``ok``."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, ``PROG: error: MESSAGE`` (exit status 2),
+    without the usage block (``--help`` has it)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _number(text: str, kind, check, rule: str):
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {rule}, got {text!r}") from None
+    if not check(value):
+        raise argparse.ArgumentTypeError(f"expected {rule}, got {text}")
+    return value
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    """An ``argparse`` type: an integer ``>= minimum``."""
+    return lambda text: _number(text, int, lambda v: v >= minimum, f"an integer >= {minimum}")
+
+
+def positive(text: str) -> float:
+    """An ``argparse`` type: a finite number ``> 0``."""
+    return _number(text, float, lambda v: 0 < v < math.inf, "a finite number > 0")
+
+
+def nonnegative(text: str) -> float:
+    """An ``argparse`` type: a finite number ``>= 0``."""
+    return _number(text, float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+
+
+def fraction(text: str) -> float:
+    """An ``argparse`` type: a number in the open interval ``(0, 1)``."""
+    return _number(text, float, lambda v: 0 < v < 1, "a number in (0, 1)")
+
+
+def add_level(parser: argparse.ArgumentParser) -> None:
+    """``--level``, the confidence level of every interval (default 0.95)."""
+    parser.add_argument("--level", type=fraction, default=0.95, help="confidence level")
+
+
+def writable_file(path: str, option: str) -> str:
+    """``path`` if a file can be written there (its folder exists, it is not a folder), else a
+    one-line ``ValueError`` naming ``option``: checked before the work, not after it."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise ValueError(f"{option} {path}: is a folder, not a file")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{option} {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"{option} {path}: the folder {folder} is not writable")
+    return path
+
+
+def writable_folder(path: str, option: str) -> str:
+    """``path`` created if needed, or a one-line ``ValueError`` naming ``option``."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{option} {path}: exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{option} {path}: cannot create the folder ({err.strerror})") from None
+    if not os.access(path, os.W_OK):
+        raise ValueError(f"{option} {path}: the folder is not writable")
+    return path
 
 
 def mjqm_command(group, name: str, **kwargs) -> argparse.ArgumentParser:
@@ -63,12 +135,47 @@ def configure(args: argparse.Namespace) -> None:
         )
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
     if getattr(args, "distributed", False):
+        _check_distributed(args)
         _native_stdout_to_stderr()
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(
-            coordinator_address=args.coordinator,
-            num_processes=args.num_processes,
-            process_id=args.process_id,
+        try:
+            jax.distributed.initialize(
+                coordinator_address=args.coordinator,
+                num_processes=args.num_processes,
+                process_id=args.process_id,
+                initialization_timeout=DISTRIBUTED_TIMEOUT,
+            )
+        except (RuntimeError, ValueError, IndexError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise ValueError(
+                f"--distributed: jax.distributed.initialize failed within "
+                f"{DISTRIBUTED_TIMEOUT} s (coordinator {args.coordinator or 'auto-detected'}): "
+                f"{first}"
+            ) from None
+
+
+DISTRIBUTED_TIMEOUT = 120
+"""Seconds ``--distributed`` waits for every process to join before it gives up."""
+
+
+def _check_distributed(args: argparse.Namespace) -> None:
+    """The ``--distributed`` options, checked before ``jax.distributed.initialize`` (which
+    otherwise fails with a traceback, or waits for peers that never come)."""
+    given = [args.coordinator, args.num_processes, args.process_id]
+    if any(v is not None for v in given) and any(v is None for v in given):
+        raise ValueError(
+            "--distributed: give all of --coordinator HOST:PORT, --num-processes N and "
+            "--process-id I, or none of them (cluster auto-detection)"
+        )
+    if args.coordinator is None:
+        return
+    host, _, port = args.coordinator.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--coordinator: expected HOST:PORT, got {args.coordinator!r}")
+    if args.num_processes < 1 or not 0 <= args.process_id < args.num_processes:
+        raise ValueError(
+            f"--distributed: need --num-processes N >= 1 and 0 <= --process-id < N, got "
+            f"N = {args.num_processes}, --process-id {args.process_id}"
         )
 
 

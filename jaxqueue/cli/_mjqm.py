@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, emit, format_table, log, mjqm_command
+from ._common import add_common, add_level, count, emit, format_table, log, mjqm_command, positive
 
 
 def classes_table(out: dict) -> str:
@@ -67,7 +67,11 @@ def _simulate(args: argparse.Namespace) -> int:
         raise ValueError(f"scenario {args.scenario!r} is not a multiserver-job workload")
     if parse_policy(args.policy).name != "fcfs":
         return simulate_with_policy(args, wl)
-    dtype = {"float32": jnp.float32, "float64": jnp.float64}[args.dtype]
+    if args.max_buffer is not None:
+        raise ValueError("--max-buffer applies to the event engine (a --policy other than fcfs)")
+    args.start = args.start or "backward"
+    args.max_seconds = args.max_seconds or 120.0
+    dtype = {"float32": jnp.float32, "float64": jnp.float64}[args.dtype or "float32"]
     log(
         f"simulating {args.scenario} at lam={args.lam}: {args.replications} replications x "
         f"{args.jobs} jobs on {jax.devices()[0].platform} x{len(jax.devices())}, start "
@@ -89,7 +93,13 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     out = res.as_dict()
     _add_response(out)
-    if res.status != "ok":
+    if res.status == "unconverged":
+        out["status_reason"] = (
+            f"mjqm simulate: a class has waiting times in fewer than 2 replications after "
+            f"{len(res.rounds)} round(s) ({res.n_jobs} jobs per replication in the last): no "
+            f"interval for it; raise --jobs or --max-seconds"
+        )
+    elif res.status != "ok":
         out["status_reason"] = (
             f"mjqm simulate: after {len(res.rounds)} round(s) ({res.n_jobs} jobs per "
             f"replication in the last) the run still fails a stationarity check (mean wait "
@@ -122,21 +132,22 @@ def register(top, group) -> None:
         ),
     )
     p.add_argument("--lam", type=float, required=True, help="arrival rate")
-    p.add_argument("--jobs", type=int, default=20_000, help="jobs per replication")
-    p.add_argument("--replications", type=int, default=256, help="independent replications")
+    p.add_argument("--jobs", type=count(1), default=20_000, help="jobs per replication")
+    p.add_argument("--replications", type=count(2), default=256, help="independent replications")
     p.add_argument(
         "--start",
         choices=("backward", "empty"),
-        default="backward",
+        default=None,
         help="initial states: independent backward samples (Algorithm 1; one resource type "
-        "without specific servers, else empty) or the empty system (default: %(default)s)",
+        "without specific servers, else empty) or the empty system (fcfs only; default: "
+        "backward)",
     )
     p.add_argument(
         "--max-seconds",
-        type=float,
-        default=120.0,
+        type=positive,
+        default=None,
         help="time budget: a run failing its stationarity checks is continued with twice the "
-        "jobs while the budget allows (default: %(default)s)",
+        "jobs while the budget allows (fcfs only; default: 120)",
     )
     p.add_argument(
         "--policy",
@@ -148,12 +159,17 @@ def register(top, group) -> None:
     )
     p.add_argument(
         "--max-buffer",
-        type=int,
-        default=4096,
-        help="event engine: most jobs held per replication (default: %(default)s)",
+        type=count(1),
+        default=None,
+        help="event engine: most jobs held per replication (default: 4096)",
     )
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    p.add_argument("--level", type=float, default=0.95, help="confidence level")
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default=None,
+        help="fcfs: float32 (default) or float64",
+    )
+    add_level(p)
     p.add_argument(
         "--override", action="store_true", help="simulate even beyond a known stability limit"
     )

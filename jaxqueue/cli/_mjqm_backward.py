@@ -5,7 +5,17 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, emit, format_table, log, mjqm_command
+from ._common import (
+    add_common,
+    add_level,
+    count,
+    emit,
+    format_table,
+    fraction,
+    log,
+    mjqm_command,
+    positive,
+)
 from ._mjqm import classes_table
 
 SAMPLE_SECONDS = 40.0
@@ -197,10 +207,10 @@ def register(top, group) -> None:
         "QBD) when every service law is exponential and the arrivals Poisson, else estimated as "
         "1 / gamma by the pile growth rate (Theorem 5.1, Algorithm 2) with a confidence interval.",
     )
-    p.add_argument("--rel-tol", type=float, default=0.01, help="relative half-width target")
-    p.add_argument("--replications", type=int, default=32, help="independent piles")
-    p.add_argument("--level", type=float, default=0.95, help="confidence level")
-    p.add_argument("--max-jobs", type=int, default=1 << 24, help="cap on jobs per pile")
+    p.add_argument("--rel-tol", type=fraction, default=0.01, help="relative half-width target")
+    p.add_argument("--replications", type=count(2), default=32, help="independent piles")
+    add_level(p)
+    p.add_argument("--max-jobs", type=count(1), default=1 << 24, help="cap on jobs per pile")
     p.add_argument(
         "--random-assignment", action="store_true", help="limit of the random-assignment system"
     )
@@ -234,7 +244,10 @@ def register(top, group) -> None:
         "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"
     )
     p.add_argument(
-        "--samples", type=int, default=10000, help="number of samples (at most; see --max-seconds)"
+        "--samples",
+        type=count(2),
+        default=10000,
+        help="number of samples (at most; see --max-seconds)",
     )
     p.add_argument(
         "--max-seconds",
@@ -247,24 +260,27 @@ def register(top, group) -> None:
     )
     p.add_argument(
         "--ell0",
-        type=int,
+        type=count(1),
         default=None,
         help="first horizon (jobs); default from the workload: 8 jobs of the rarest class, 4 "
         "relaxation times at the load",
     )
     p.add_argument(
-        "--max-ell", type=int, default=1 << 22, help="cap on the horizon (per sample and batch)"
+        "--max-ell",
+        type=count(1),
+        default=1 << 22,
+        help="cap on the horizon (per sample and batch)",
     )
     p.add_argument(
         "--bias-tol",
-        type=float,
+        type=positive,
         default=0.25,
         help="double the batch horizon until the bias bound is below this fraction of the "
         "half-width of the mean-wait interval",
     )
     p.add_argument(
         "--max-work",
-        type=int,
+        type=count(1),
         default=None,
         help="budget of sample-jobs for the batch doublings (default 2^39 / servers); the "
         "status is 'biased' when the bias test still fails there",
@@ -275,7 +291,7 @@ def register(top, group) -> None:
         help="Algorithm 1 alone, without the batch bias test (status biased: the bias of the "
         "sub-perfect samples is then not bounded)",
     )
-    p.add_argument("--level", type=float, default=0.95, help="confidence level")
+    add_level(p)
     p.add_argument(
         "--dtype",
         choices=["float32", "float64"],

@@ -4,9 +4,10 @@ the MJQM under the scheduling policies of ``jaxqueue.mjqm.policies``."""
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
-from ._common import add_common, emit, format_table, log, mjqm_command
+from ._common import add_common, count, emit, format_table, log, mjqm_command, writable_file
 
 STATUS_REASON = {
     "overflow": "an arrival found the job buffer full at --max-buffer jobs: the load is too "
@@ -56,12 +57,12 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
 
     fcfs_only = [
         opt
-        for opt, value, default in (
-            ("--start", args.start, "backward"),
-            ("--dtype", args.dtype, "float32"),
-            ("--max-seconds", args.max_seconds, 120.0),
+        for opt, value in (
+            ("--start", args.start),
+            ("--dtype", args.dtype),
+            ("--max-seconds", args.max_seconds),
         )
-        if value != default
+        if value is not None
     ]
     if fcfs_only:
         raise ValueError(
@@ -76,7 +77,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
         key=jax.random.key(args.seed),
         n_jobs=args.jobs,
         n_replications=args.replications,
-        max_buffer=args.max_buffer,
+        max_buffer=args.max_buffer or 4096,
         level=args.level,
         override=args.override,
         progress=lambda msg: log(f"event simulation of {args.scenario} at lam={args.lam}: {msg}"),
@@ -105,10 +106,8 @@ def _compare(args: argparse.Namespace) -> int:
     for p in policies:
         parse_policy(p)
     loads = _fractions(args.loads)
-    if args.jobs < 10 or args.replications < 2:
-        raise ValueError(
-            f"--jobs must be >= 10 and --replications >= 2, got {args.jobs}, {args.replications}"
-        )
+    if args.plot:
+        writable_file(args.plot, "--plot")
     wl = get(args.scenario)
     if not hasattr(wl, "lambda_ideal"):
         raise ValueError(f"scenario {args.scenario!r} is not a multiserver-job workload")
@@ -167,10 +166,10 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args) -> dict:
 
 def _fractions(text: str) -> list[float]:
     try:
-        loads = [float(x) for x in text.split(",") if x.strip()]
+        loads = [float(x) for x in text.split(",")]
     except ValueError:
         raise ValueError(f"--loads must be comma-separated numbers, got {text!r}") from None
-    if not loads or any(not (0 < x) for x in loads):
+    if not loads or any(not (0 < x < math.inf) for x in loads):
         raise ValueError(f"--loads must be positive fractions of lambda_c, got {text!r}")
     return loads
 
@@ -257,8 +256,8 @@ def register(top, group) -> None:
         default="0.5,0.7,0.9",
         help="comma-separated fractions of lambda_c of fcfs (default: %(default)s)",
     )
-    p.add_argument("--jobs", type=int, default=20_000, help="jobs per replication")
-    p.add_argument("--replications", type=int, default=64, help="independent replications")
+    p.add_argument("--jobs", type=count(10), default=20_000, help="jobs per replication")
+    p.add_argument("--replications", type=count(2), default=64, help="independent replications")
     p.add_argument("--plot", metavar="FILE.png", help="write a figure of the table")
     add_common(p, strict=True)
     p.set_defaults(func=_compare)

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from ._common import add_common, emit, format_table, log, read_spec
+from ._common import add_common, count, emit, format_table, log, read_spec
 
 
 def _run_solve(args) -> int:
@@ -86,7 +86,7 @@ def register(top, group) -> None:
     p.add_argument("--spec", required=True, help="network file (JSON or TOML)")
     p.add_argument(
         "--truncate",
-        type=int,
+        type=count(1),
         default=None,
         metavar="N",
         help="open networks: block external arrivals while N jobs are present (exact)",

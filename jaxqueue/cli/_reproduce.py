@@ -8,9 +8,10 @@ Each study is a module ``jaxqueue.studies.<module>`` exposing
 from __future__ import annotations
 
 import importlib
+import os
 import pathlib
 
-from ._common import add_common, emit, log
+from ._common import add_common, emit, log, writable_folder
 
 STUDIES = {
     "bf-recursive": ("jaxqueue.studies.bf_recursive", "bf-recursive.md Section 6, Figures 9-12"),
@@ -39,8 +40,7 @@ def _run(args) -> int:
     import jax
 
     module, source = STUDIES[args.study]
-    out = pathlib.Path(args.out) / args.study
-    out.mkdir(parents=True, exist_ok=True)
+    out = pathlib.Path(writable_folder(os.path.join(args.out, args.study), "--out"))
     log(f"jaxqueue reproduce {args.study} ({source}) on {jax.devices()[0].platform}: {out}")
     summary = importlib.import_module(module).run(out, fast=not args.full, seed=args.seed)
     summary = {"study": args.study, "device": str(jax.devices()[0]), "out": str(out), **summary}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import add_common, emit, format_table, log, read_spec
+from ._common import add_common, add_level, count, emit, format_table, log, nonnegative, read_spec
 
 LAWS = ("exp", "bimodal", "hyperexp", "zipf", "erlang3")
 
@@ -94,19 +94,21 @@ def register(top, group) -> None:
     )
     p.add_argument("--rho", type=float, required=True, help="total arrival / total capacity")
     p.add_argument("--law", default="exp", choices=LAWS, help="job-size law (rescaled to mean 1)")
-    p.add_argument("--m", type=float, default=0.0, help="mean interruptions per job (0: FCFS)")
-    p.add_argument("--replications", type=int, default=20)
+    p.add_argument(
+        "--m", type=nonnegative, default=0.0, help="mean interruptions per job (0: FCFS)"
+    )
+    p.add_argument("--replications", type=count(2), default=20)
     p.add_argument(
         "--jumps",
         "--events",
         dest="jumps",
-        type=int,
+        type=count(1),
         default=100_000,
         help="measured jumps per replication",
     )
-    p.add_argument("--warmup", type=int, default=None, help="warm-up jumps (default: --jumps)")
-    p.add_argument("--queue-size", type=int, default=128, help="initial job buffer (grows)")
-    p.add_argument("--level", type=float, default=0.95, help="confidence level")
+    p.add_argument("--warmup", type=count(0), default=None, help="warm-up jumps (default: --jumps)")
+    p.add_argument("--queue-size", type=count(1), default=128, help="initial job buffer (grows)")
+    add_level(p)
     add_common(p, strict=True)
     p.set_defaults(func=_run)
 

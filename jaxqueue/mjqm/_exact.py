@@ -56,12 +56,14 @@ import numpy as np
 from jax import lax
 from jaxtyping import Array, Float
 
+from .._memory import memory_budget
 from ..dist import Exponential
 from ._workload import Workload
 
 __all__ = ["ExactResult", "exact", "exact_lambda_c", "exact_size"]
 
-# Refuse structures beyond these (the dense repeating block and the global matrices).
+# Refuse structures beyond these (the dense repeating block and the global matrices); the
+# memory limit is MAX_BYTES or half the machine's memory, whichever is less.
 MAX_PHASES = 4000
 MAX_BYTES = 6 * 2**30
 
@@ -614,11 +616,12 @@ def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, 
             "`mjqm simulate` or `mjqm sample`"
         )
     size = exact_size(workload)
-    if size["phases"] > MAX_PHASES or size["bytes"] > MAX_BYTES:
+    budget, label = memory_budget(MAX_BYTES)
+    if size["phases"] > MAX_PHASES or size["bytes"] > budget:
         raise ValueError(
             f"exact: the QBD of this workload has {size['phases']:,} phases per level and needs "
-            f"about {size['bytes'] / 2**30:.3g} GB (limits: {MAX_PHASES} phases, "
-            f"{MAX_BYTES / 2**30:.0f} GB); use `mjqm simulate` or `mjqm sample`"
+            f"about {size['bytes'] / 1e9:.3g} GB (limits: {MAX_PHASES} phases, {label}); use "
+            "`mjqm simulate` or `mjqm sample`"
         )
     return s_c
 

@@ -544,7 +544,9 @@ def simulate(
             ``MIN_EFFECTIVE`` effective waits per replication" is then not applied.
 
     Returns:
-        :class:`ForwardResult`. ``status`` is ``"nonstationary"`` when the mean wait grows
+        :class:`ForwardResult`. ``status`` is ``"unconverged"`` when a class of positive
+        probability has waits in fewer than 2 replications (no interval for it; raise
+        ``n_jobs``), and ``"nonstationary"`` when the mean wait grows
         between the two halves of the measured jobs (:func:`jaxqueue.stats.drift`), when the
         idle-server identity fails (``|idle_z|`` beyond the two-sided 99.9% t quantile), or
         (without ``stationary_start``) when a replication holds fewer than ``MIN_EFFECTIVE``
@@ -752,7 +754,9 @@ def _summarise(
     n_eff = _effective_jobs(sw.sum(axis=1), sw2.sum(axis=1), ntot)
     short = not stationary_start and n_eff < MIN_EFFECTIVE
     idle_bad = abs(idle_z) > t_quantile(R, IDLE_LEVEL)
-    status = "nonstationary" if growing or idle_bad or short else "ok"
+    # a class of positive probability waited in fewer than 2 replications: no interval for it
+    thin = np.any(((n > 0).sum(axis=0) < 2) & (np.asarray(workload.probs) > 0))
+    status = "nonstationary" if growing or idle_bad or short else "unconverged" if thin else "ok"
     hol_all, hol_ci = _ratio_ci(hol.sum(axis=1), time, level)
     tt = time.sum()
     util = work.sum(axis=0) / (np.asarray(workload.servers, dtype=float) * tt)

@@ -135,7 +135,8 @@ def palm_metrics(
         samples: output of :func:`sample_backward` (any stationary arrivals: the system
             metrics use the Palm inversion formula, not PASTA).
         level: confidence level of every interval.
-        allow_unconverged: use samples that hit the ``ell`` cap (flagged in ``status``);
+        allow_unconverged: use samples that hit the ``ell`` cap (flagged in ``status``; their
+            waits are lower bounds, so every wait interval then ends at ``inf``);
             refused by default. Samples whose batch bias test failed (``biased``) are used,
             with their bias bound in the intervals.
         key: PRNG key for job 0's service time (system-time quantiles); default: derived
@@ -173,6 +174,8 @@ def palm_metrics(
         if samples.bias_bound_class is None
         else np.asarray(samples.bias_bound_class, dtype=np.float64)
     )
+    if samples.n_unconverged > 0:  # capped samples are lower bounds: no upper end
+        bias, bias_c = math.inf, np.full(len(cores), math.inf)
     means = np.array([float(law.mean()) for law in laws])
     classes = [
         _class_row(

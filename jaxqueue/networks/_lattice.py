@@ -36,6 +36,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._memory import memory_budget
+
 # Finite stand-in for log(0): keeps gradients free of inf - inf (exp(NEG - m) is exactly 0).
 NEG = -1e30
 # Largest lattice handled (2^E subsets times N + 1 coefficients must also fit in memory).
@@ -79,7 +81,7 @@ def check_cells(E: int, n_pools: int, n_max: int, n_servers: int = 0) -> None:
     """Refuse, before anything is allocated, a recursion of more than ``MAX_LATTICE_CELLS``
     cells (layers x pools x largest layer x (N + 1)), or convolutions of the pools' series
     (``pools x (servers + 1) x (N + 1)^2`` terms for the per-server idle probabilities) of
-    more than ``MAX_CONVOLUTION_CELLS``."""
+    more than ``MAX_CONVOLUTION_CELLS`` float64 terms or half the machine's memory."""
     cells = (E + 1) * n_pools * math.comb(E, E // 2) * (n_max + 1)
     if cells > MAX_LATTICE_CELLS:
         raise ValueError(
@@ -88,11 +90,12 @@ def check_cells(E: int, n_pools: int, n_max: int, n_servers: int = 0) -> None:
             "or the number of classes per pool"
         )
     conv = n_pools * (n_servers + 1) * (n_max + 1) ** 2
-    if conv > MAX_CONVOLUTION_CELLS:
+    budget, label = memory_budget(8.0 * MAX_CONVOLUTION_CELLS)
+    if 8.0 * conv > budget:
         raise ValueError(
             f"population: N = {n_max} needs convolutions of {conv:.3g} terms (pools x (servers "
-            f"+ 1) x (N + 1)^2, about {8 * conv / 1e9:.3g} GB), more than "
-            f"{MAX_CONVOLUTION_CELLS:.3g}; reduce the population (or --truncate)"
+            f"+ 1) x (N + 1)^2, about {8 * conv / 1e9:.3g} GB), more than the limit of {label}; "
+            "reduce the population (or --truncate)"
         )
 
 

@@ -22,13 +22,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._memory import memory_budget
 from ._pool import Pool, _is_concrete
 from ._result import BFResult
 from ._stability import check_stable
 
 #: Hard ceiling on the number of servers of the generic engine (int32 masks, memory).
 MAX_SERVERS = 30
-#: Default memory budget (bytes) for one ``solve``; larger pools are refused.
+#: Cap on the memory budget (bytes) of one ``solve``: the default budget is this or half the
+#: machine's memory, whichever is less (:func:`jaxqueue._memory.memory_budget`); larger pools
+#: are refused before anything is allocated.
 DEFAULT_MAX_BYTES = 8e9
 
 
@@ -82,18 +85,21 @@ def check_size(
     K: int, I: int, itemsize: int, max_bytes: float | None, kind: str = "solve", batch: int = 1
 ):
     est = memory_estimate(K, I, itemsize, kind=kind, batch=batch)
-    limit = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+    if max_bytes is None:
+        limit, label = memory_budget(DEFAULT_MAX_BYTES)
+    else:
+        limit, label = max_bytes, f"{max_bytes / 1e9:.3g} GB"
     if K > MAX_SERVERS or est > limit:
         if K <= MAX_SERVERS and batch > 1 and memory_estimate(K, I, itemsize, kind=kind) <= limit:
             raise ValueError(
                 f"batch too large for the subset recursion: {batch} rate vectors on K={K} "
-                f"servers need about {est / 1e9:.3g} GB of memory (limit {limit / 1e9:.3g} GB); "
+                f"servers need about {est / 1e9:.3g} GB of memory (limit {label}); "
                 "split the batch into smaller calls or pass max_bytes to raise the limit"
             )
         why = (
             f"more than the {MAX_SERVERS} servers the int32 subset masks allow"
             if K > MAX_SERVERS
-            else f"above the memory limit of {limit / 1e9:.3g} GB"
+            else f"above the memory limit of {label}"
         )
         raise ValueError(
             f"pool too large for the generic subset recursion: K={K} servers means 2^{K} = "

@@ -254,6 +254,11 @@ def format_table(headers: list[str], rows: Iterable[Iterable], floatfmt: str = "
     return "\n".join(lines)
 
 
+def interval(ci) -> str:
+    """``[lo, hi]`` of an interval, 4 significant digits."""
+    return f"[{ci[0]:.4g}, {ci[1]:.4g}]"
+
+
 def log(msg: str) -> None:
     """Progress and logs go to stderr (process 0 only)."""
     if _is_lead_process():

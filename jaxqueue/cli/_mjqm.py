@@ -5,23 +5,28 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, add_level, count, emit, format_table, log, mjqm_command, positive
+from ._common import (
+    add_common,
+    add_level,
+    count,
+    emit,
+    format_table,
+    interval,
+    log,
+    mjqm_command,
+    positive,
+)
 
 
-def classes_table(out: dict) -> str:
-    """Per-class waiting-time table shared by ``mjqm simulate`` and ``mjqm sample``."""
+def classes_table(out: dict, columns=("wait_mean", "wait_var", "wait_p90")) -> str:
+    """Per-class table of ``mjqm simulate``, ``sample`` and the policies: cores, probability,
+    the first column with its interval, then the others."""
+    first, *rest = columns
     rows = [
-        (
-            c["cores"],
-            c["prob"],
-            c["wait_mean"],
-            f"[{c['wait_mean_ci'][0]:.4g}, {c['wait_mean_ci'][1]:.4g}]",
-            c["wait_var"],
-            c["wait_p90"],
-        )
+        (c["cores"], c["prob"], c[first], interval(c[first + "_ci"]), *(c[k] for k in rest))
         for c in out["classes"]
     ]
-    return format_table(["cores", "prob", "wait_mean", "CI", "wait_var", "wait_p90"], rows)
+    return format_table(["cores", "prob", first, "CI", *rest], rows)
 
 
 def _table(out: dict) -> str:
@@ -32,7 +37,7 @@ def _table(out: dict) -> str:
     )
     tail = (
         f"\nall jobs: wait_mean {out['wait_mean']:.6g} "
-        f"[{out['wait_mean_ci'][0]:.4g}, {out['wait_mean_ci'][1]:.4g}]"
+        f"{interval(out['wait_mean_ci'])}"
         f"\nidle servers {out['idle_servers']:.6g} (expected s - lam E[alpha sigma] = "
         f"{out['idle_servers_expected']:.6g}), HOL idle servers {out['hol_idle_servers']:.6g}"
         f"\nmean number in system {out['number_in_system']:.6g}"
@@ -114,23 +119,22 @@ def _simulate(args: argparse.Namespace) -> int:
     return emit(args, out, _table)
 
 
+_HELP = "forward MJSRE simulation with per-class waiting times and waste"
+_DESCRIPTION = (
+    "Forward simulation of the FCFS multiserver-job queue (F-MJSRE) over independent "
+    "replications: per-class waiting-time mean (with CI), variance and quantiles, idle "
+    "and HOL-idle servers. Each replication starts from a backward sample; a run that "
+    "fails its stationarity checks (drift of the mean wait, the idle-server identity, "
+    "enough effective waits per replication when the start is not known to be "
+    "stationary) is "
+    "continued with twice the jobs within --max-seconds, else its status is "
+    "nonstationary."
+)
+
+
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm simulate``."""
-    p = mjqm_command(
-        group,
-        "simulate",
-        help="forward MJSRE simulation with per-class waiting times and waste",
-        description=(
-            "Forward simulation of the FCFS multiserver-job queue (F-MJSRE) over independent "
-            "replications: per-class waiting-time mean (with CI), variance and quantiles, idle "
-            "and HOL-idle servers. Each replication starts from a backward sample; a run that "
-            "fails its stationarity checks (drift of the mean wait, the idle-server identity, "
-            "enough effective waits per replication when the start is not known to be "
-            "stationary) is "
-            "continued with twice the jobs within --max-seconds, else its status is "
-            "nonstationary."
-        ),
-    )
+    p = mjqm_command(group, "simulate", help=_HELP, description=_DESCRIPTION)
     p.add_argument("--lam", type=float, required=True, help="arrival rate")
     p.add_argument("--jobs", type=count(1), default=20_000, help="jobs per replication")
     p.add_argument("--replications", type=count(2), default=256, help="independent replications")

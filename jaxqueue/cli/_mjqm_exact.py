@@ -90,18 +90,17 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+_HELP = "exact mean waits for exponential services (level-dependent QBD)"
+_DESCRIPTION = (
+    "Exact stationary metrics of the FCFS multiserver-job queue with Poisson arrivals "
+    "and exponential service times, any number of classes: per-class mean waits, "
+    "P(wait > 0), idle and HOL-idle servers, and the exact stability limit lambda_c."
+)
+
+
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm exact``."""
-    p = mjqm_command(
-        group,
-        "exact",
-        help="exact mean waits for exponential services (level-dependent QBD)",
-        description=(
-            "Exact stationary metrics of the FCFS multiserver-job queue with Poisson arrivals "
-            "and exponential service times, any number of classes: per-class mean waits, "
-            "P(wait > 0), idle and HOL-idle servers, and the exact stability limit lambda_c."
-        ),
-    )
+    p = mjqm_command(group, "exact", help=_HELP, description=_DESCRIPTION)
     p.add_argument("--lam", type=float, default=None, help="arrival rate")
     p.add_argument(
         "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"

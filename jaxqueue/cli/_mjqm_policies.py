@@ -8,6 +8,7 @@ import math
 import time
 
 from ._common import add_common, count, emit, format_table, log, mjqm_command, writable_file
+from ._mjqm import classes_table
 
 STATUS_REASON = {
     "overflow": "an arrival found the job buffer full at --max-buffer jobs: the load is too "
@@ -16,20 +17,6 @@ STATUS_REASON = {
     "first (or the event cap was reached): lam may be beyond this policy's stability limit, "
     "or the run too short (raise --jobs)",
 }
-
-
-def _class_rows(out: dict) -> str:
-    rows = [
-        (
-            c["cores"],
-            c["prob"],
-            c["response_mean"],
-            f"[{c['response_mean_ci'][0]:.4g}, {c['response_mean_ci'][1]:.4g}]",
-            c["wait_mean"],
-        )
-        for c in out["classes"]
-    ]
-    return format_table(["cores", "prob", "response_mean", "CI", "wait_mean"], rows)
 
 
 def _table(out: dict) -> str:
@@ -46,7 +33,7 @@ def _table(out: dict) -> str:
         f"{out['hol_idle_servers']:.6g}, mean number in system {out['number_in_system']:.6g}"
         f"\nstatus {out['status']}"
     )
-    return head + _class_rows(out) + tail
+    return head + classes_table(out, ("response_mean", "wait_mean")) + tail
 
 
 def simulate_with_policy(args: argparse.Namespace, wl) -> int:
@@ -233,19 +220,18 @@ def _plot(out: dict, path: str) -> None:
     save_figure(fig, path, dpi=120)
 
 
+_HELP = "mean response time of several scheduling policies at several loads"
+_DESCRIPTION = (
+    "Event simulation of the multiserver-job queue under each policy at each load (a "
+    "fraction of the FCFS stability limit lambda_c): one table of mean response times "
+    "with intervals and statuses, each policy's stability limit (where a method is "
+    "known), and optionally a figure."
+)
+
+
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm compare``."""
-    p = mjqm_command(
-        group,
-        "compare",
-        help="mean response time of several scheduling policies at several loads",
-        description=(
-            "Event simulation of the multiserver-job queue under each policy at each load (a "
-            "fraction of the FCFS stability limit lambda_c): one table of mean response times "
-            "with intervals and statuses, each policy's stability limit (where a method is "
-            "known), and optionally a figure."
-        ),
-    )
+    p = mjqm_command(group, "compare", help=_HELP, description=_DESCRIPTION)
     p.add_argument(
         "--policies",
         default="fcfs,first-fit,msf,server-filling",

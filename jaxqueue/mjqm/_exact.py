@@ -28,8 +28,9 @@ each level; levels are padded to one size ``P`` with inert phases.
 From ``N* = max |n| + 1`` on, the levels hold exactly the head phases ``H`` and the blocks are
 ``A0 = lam I``, ``A1 = -diag(lam + d)`` (``d`` the departure rate of a phase), ``A2 = D_HH``;
 the tail is matrix-geometric, ``pi_{N*+k} = pi_{N*} R^k``, with ``R`` the minimal solution of
-``A0 + R A1 + R^2 A2 = 0`` from the logarithmic reduction of Latouche and Ramaswami (1993) for
-``G`` and ``R = A0 (-A1 - A0 G)^{-1}``. The boundary levels ``N* - 1, ..., 0`` are reduced from
+``A0 + R A1 + R^2 A2 = 0``, from ``G`` by cyclic reduction on the shifted equation (Bini and
+Meini 1996; He, Meini and Rhee 2001; :func:`_g_cyclic_reduction`) and
+``R = A0 (-A1 - A0 G)^{-1}``. The boundary levels ``N* - 1, ..., 0`` are reduced from
 the top (``R_N = U_N (-(L_{N+1} + R_{N+1} D_{N+2}))^{-1}``, ``pi_{N+1} = pi_N R_N``), and the
 metrics are linear functionals ``sum_N pi_N f_N`` accumulated in the same pass (Horner form,
 ``v_N = f_N + R_N v_{N+1}``), so no level is stored. Level 0 has a single phase.
@@ -686,7 +687,7 @@ def exact_lambda_c_or_none(workload) -> float | None:
 def exact(workload: Workload, lam) -> ExactResult:
     """Exact stationary metrics of the FCFS MJQM with Poisson arrivals and exponential services.
 
-    The level-dependent QBD of the module docstring: the tail by logarithmic reduction, the
+    The level-dependent QBD of the module docstring: the tail by cyclic reduction, the
     boundary levels by linear level reduction, the metrics as linear functionals of the
     stationary law. ``jit``, ``vmap`` over ``lam`` and ``grad`` in ``lam``, the service means
     and the class probabilities work. Classes with probability 0 get ``nan`` class waits.

@@ -704,3 +704,17 @@ def test_size_limits_follow_the_machine_memory(monkeypatch):
         solve(big, jnp.asarray([1.0, 1.0]))
     small = Pool([list(range(16)), [0, 1]], np.ones(16))
     assert np.isfinite(np.asarray(solve(small, jnp.asarray([1.0, 1.0])).T)).all()
+
+
+# ------------------------------------------------------------- no silent reinterpretation
+def test_whole_pool_answer_is_labelled_as_such(capsys):
+    """A line of more than ``PER_CLASS_LINE_MAX_K`` servers is solved for the whole pool: the
+    table says so (``pool``, ``all``; it said ``class 0``) and so does stderr."""
+    from jaxqueue.pools.structured._spec import PER_CLASS_LINE_MAX_K
+
+    K = PER_CLASS_LINE_MAX_K + 1
+    assert main(["bf", "solve", "--pool", f"line:K={K},d=10", "--rho", "0.5"]) == 0
+    out, err = capsys.readouterr()
+    header, _, first = out.splitlines()[:3]
+    assert header.split()[0] == "pool" and first.split()[0] == "all", out
+    assert "metrics of the whole pool" in err

@@ -157,10 +157,12 @@ def _table(out: dict) -> str:
     cols = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in cols.items() if v is not None}
     cols = {k: v for k, v in cols.items() if v.size == n}
     sets = out.get("server_sets")
-    headers = ["class"] + (["servers"] if sets else []) + list(cols)
+    # structured pools answer per class, per type or for the whole pool (``per``, ``labels``)
+    labels = out.get("labels") or list(range(n))
+    headers = [out.get("per", "class")] + (["servers"] if sets else []) + list(cols)
     rows = []
     for i in range(n):
-        row = [i] + ([",".join(map(str, sets[i]))] if sets else [])
+        row = [labels[i]] + ([",".join(map(str, sets[i]))] if sets else [])
         rows.append(row + [float(cols[k][i]) for k in cols])
     text = [format_table(headers, rows)]
     if out.get("psi_server") is not None:
@@ -199,6 +201,8 @@ def run_solve(args: argparse.Namespace) -> int:
         }
         for k, v in dict(info).items():
             out.setdefault(k, v)
+        if out.get("per") == "pool":
+            log(f"bf solve: {spec}: metrics of the whole pool ({out.get('method')})")
     else:
         pool, file_lam = _generic_pool(args)
         lam = _rates(args, pool, file_lam)

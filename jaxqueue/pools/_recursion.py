@@ -383,16 +383,24 @@ def _solve_impl(masks, mu, lamB, layers, *, class_idle: bool, runtime_check: boo
         lip_minus = Fm[full].reshape(I, B).T  # (B, I); the I columns are a batch
         out["psi_class"] = jnp.exp(lip_minus - lip[:, None])
     if runtime_check:
-        out = check_traced(out, lamB, mu)
-        out = eqx.error_if(out, jnp.any(~(margin > 1)), _UNSTABLE_MSG)
+        out = check_traced(out, lamB, mu, jnp.any(~(margin > 1)))
     return out
 
 
-def check_traced(out, lam, mu):
-    """The eager checks of ``Pool.rates`` and of ``mu``, for traced values (``eqx.error_if``:
-    under ``jit`` the call raises at run time with this one line)."""
-    out = eqx.error_if(out, jnp.any(~(jnp.isfinite(lam) & (lam >= 0))), _RATES_MSG)
-    return eqx.error_if(out, jnp.any(~(jnp.isfinite(mu) & (mu > 0))), _MU_MSG)
+def check_traced(out, lam, mu, unstable=False):
+    """The eager checks of ``Pool.rates``, of ``mu`` and (``unstable``) of the stability
+    region, for traced values: one ``eqx.branched_error_if`` (under ``jit`` the call raises
+    at run time with the first failing check's line), one run-time callback for all."""
+    bad = jnp.stack(
+        [
+            jnp.any(~(jnp.isfinite(lam) & (lam >= 0))),
+            jnp.any(~(jnp.isfinite(mu) & (mu > 0))),
+            jnp.asarray(unstable),
+        ]
+    )
+    return eqx.branched_error_if(
+        out, jnp.any(bad), jnp.argmax(bad), (_RATES_MSG, _MU_MSG, _UNSTABLE_MSG)
+    )
 
 
 @functools.lru_cache(maxsize=8)

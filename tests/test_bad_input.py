@@ -372,7 +372,9 @@ def _cases():
     )
     for pool, fragment in (
         ("nosuch", "--pool 'nosuch': not a preset"),
-        ("{d}/missing.json", "not a preset"),
+        ("{d}/missing.json", "missing.json: no such file"),
+        ("{d}/adir", "adir: is a directory"),
+        ("{d}/broken.json", "invalid JSON"),
         ("random:S=0,d=2", "mu must be a non-empty"),
         ("random:S=4,d=9", "d must lie in 1..n_servers=4"),
     ):

@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from ._common import add_common, emit, format_table, log, read_spec
+from ._common import add_common, emit, format_table, log, names_a_file, read_spec
 
 
 def register(top, group) -> None:
@@ -61,7 +61,7 @@ def _generic_pool(args: argparse.Namespace):
         pool = Pool(sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
         return pool, file_lam
     spec = args.pool
-    if os.path.exists(spec) or os.sep in spec or spec.endswith((".json", ".toml")):
+    if names_a_file(spec):
         data = read_spec(spec)
         if "server_sets" not in data:
             raise ValueError(f"{spec}: needs a 'server_sets' entry (and 'mu')")

@@ -265,6 +265,12 @@ def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
+def names_a_file(spec: str) -> bool:
+    """Whether a ``--pool`` / ``--scenario`` value is meant as a file (it exists, holds a path
+    separator or ends in ``.json`` / ``.toml``), so that a missing one is reported as such."""
+    return os.path.exists(spec) or os.sep in spec or spec.endswith((".json", ".toml"))
+
+
 def read_spec(path: str) -> dict:
     """Read a JSON or TOML file into a dict (one-line errors naming the file:
     ``jaxqueue.scenarios._files.read_document``)."""

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import add_common, add_level, count, emit, format_table, log, nonnegative, read_spec
+from ._common import (
+    add_common,
+    add_level,
+    count,
+    emit,
+    format_table,
+    log,
+    names_a_file,
+    nonnegative,
+    read_spec,
+)
 
 LAWS = ("exp", "bimodal", "hyperexp", "zipf", "erlang3")
 
@@ -46,7 +56,7 @@ def parse_pool(spec: str):
 
         pool = preset_pool(spec)
         return ClassAssignment(pool.server_sets, np.asarray(pool.mu, dtype=float))
-    data = read_spec(spec) if _is_file(spec) else None
+    data = read_spec(spec) if names_a_file(spec) else None
     if data is None:
         raise ValueError(
             f"--pool {spec!r}: not a preset (m-model-sym, m-model-asym), a random:S=..,d=.. "
@@ -55,12 +65,6 @@ def parse_pool(spec: str):
     if "server_sets" not in data or "mu" not in data:
         raise ValueError(f"pool file {spec}: needs 'server_sets' (0-based) and 'mu'")
     return ClassAssignment(data["server_sets"], data["mu"])
-
-
-def _is_file(path: str) -> bool:
-    import os
-
-    return os.path.isfile(path)
 
 
 def loads(pool, rho: float) -> np.ndarray:

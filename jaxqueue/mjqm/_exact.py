@@ -164,137 +164,127 @@ def _log_multinomial(m: np.ndarray) -> np.ndarray:
     return lg(m.sum(-1) + 1.0) - lg(m + 1.0).sum(-1)
 
 
-@functools.lru_cache(maxsize=32)
-def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
-    a = np.asarray(cores, dtype=np.int64)
-    K = len(a)
-    nvec = _service_vectors(s, a)
-    nv = len(nvec)
-    used = nvec @ a
-    size = nvec.sum(1)
+def _indexer(s: int, a: np.ndarray, nvec: np.ndarray):
+    """``index_of(vecs)``: the rows of ``nvec`` equal to the service vectors ``vecs``."""
     radix = np.asarray([s // int(x) + 1 for x in a], dtype=np.int64)
     stride = np.concatenate([[1], np.cumprod(radix[:-1])]).astype(np.int64)
     keys = nvec @ stride
     order = np.argsort(keys)
     sorted_keys = keys[order]
+    return lambda vecs: order[np.searchsorted(sorted_keys, vecs @ stride)]
 
-    def index_of(vecs: np.ndarray) -> np.ndarray:
-        k = vecs @ stride
-        pos = np.searchsorted(sorted_keys, k)
-        return order[pos]
 
-    # head phases (n, h): n + e_h does not fit; sorted by |n| so a level's heads are a prefix
-    hn, hh = np.nonzero(used[:, None] + a[None, :] > s)
-    perm = np.lexsort((hh, hn, size[hn]))
-    head_n, head_h = hn[perm], hh[perm]
-    nh = len(head_n)
-    head_index = -np.ones((nv, K), dtype=np.int64)
-    head_index[head_n, head_h] = np.arange(nh)
-    none0 = nh
-    n_global = nh + nv + 1
+class _Transitions:
+    """Down transitions collected as arrays: source, target (global phases), departing class,
+    log coefficient and exponents of the class probabilities (``p^expo``)."""
 
-    # cascade outcomes from f free servers: multisets m (rows of nvec with a.m <= f)
+    def __init__(self, K: int):
+        self.K = K
+        self.parts: list[tuple] = []
+
+    def add(self, src, dst, j, logcoef, expo=None):
+        expo = np.zeros((len(src), self.K), dtype=np.int64) if expo is None else expo
+        self.parts.append((src, dst, np.full(len(src), j), logcoef, expo))
+
+    def arrays(self):
+        return [np.concatenate(x) for x in zip(*self.parts, strict=True)]
+
+
+def _cascades(tr, s, a, nvec, used, logmult, index_of, head_index, none0, j, x_, base, lr_):
+    """Head phases ``x_`` whose head entered after a class-``j`` departure (service vectors
+    ``base``, log rates ``lr_``): the cascade admits a multiset ``m`` of revealed jobs and
+    stops at a class ``k`` that does not fit, or empties the queue (a none phase)."""
+    K = len(a)
+    f = int(s - base[0] @ a)
+    ms = np.nonzero(used <= f)[0]
+    tgt_idx = index_of((base[:, None, :] + nvec[ms][None, :, :]).reshape(-1, K))
+    tgt_idx = tgt_idx.reshape(len(x_), len(ms))
+    lc = lr_[:, None] + logmult[ms][None, :]
+    xx = np.broadcast_to(x_[:, None], tgt_idx.shape)
+    # all revealed jobs fit and the queue is empty: none phase (valid iff |m| = b)
+    expo = np.broadcast_to(nvec[ms][None], (len(x_), len(ms), K)).reshape(-1, K)
+    tr.add(xx.ravel(), (none0 + tgt_idx).ravel(), j, lc.ravel(), expo)
+    for k in range(K):
+        stop = used[ms] + a[k] > f  # the next revealed job, of class k, does not fit
+        if stop.any():
+            ti = tgt_idx[:, stop]
+            expo = np.broadcast_to(
+                (nvec[ms][stop] + np.eye(K, dtype=np.int64)[k])[None], ti.shape + (K,)
+            ).reshape(-1, K)
+            tr.add(xx[:, stop].ravel(), head_index[ti.ravel(), k], j, lc[:, stop].ravel(), expo)
+
+
+def _down(s, a, nvec, head_n, head_h, head_index, none0, index_of) -> _Transitions:
+    """Every departure-and-cascade transition between global phases (module docstring)."""
+    K = len(a)
+    used = nvec @ a
     logmult = _log_multinomial(nvec.astype(float))
-
-    src, dst, cls, lcoef, expo = [], [], [], [], []
-
-    def add(s_, d_, j_, lc_, e_):
-        src.append(s_)
-        dst.append(d_)
-        cls.append(j_)
-        lcoef.append(lc_)
-        expo.append(e_)
-
-    # none phase n: departure j -> none phase n - e_j
-    for j in range(K):
+    tr = _Transitions(K)
+    for j in range(K):  # none phase n: departure j -> none phase n - e_j
         rows = np.nonzero(nvec[:, j] > 0)[0]
-        tgt = nvec[rows].copy()
-        tgt[:, j] -= 1
-        add(
-            none0 + rows,
-            none0 + index_of(tgt),
-            np.full(len(rows), j),
-            np.log(nvec[rows, j].astype(float)),
-            np.zeros((len(rows), K), dtype=np.int64),
-        )
-    # head phase x = (n, h): departure j
+        tgt = nvec[rows] - np.eye(K, dtype=np.int64)[j]
+        tr.add(none0 + rows, none0 + index_of(tgt), j, np.log(nvec[rows, j].astype(float)))
     hv = nvec[head_n]
-    for j in range(K):
+    for j in range(K):  # head phase x = (n, h): departure j
         xs = np.nonzero(hv[:, j] > 0)[0]
-        n1 = hv[xs].copy()
-        n1[:, j] -= 1
+        n1 = hv[xs] - np.eye(K, dtype=np.int64)[j]
         lrate = np.log(hv[xs, j].astype(float))
         h = head_h[xs]
         fits = n1 @ a + a[h] <= s
         # the head still does not fit: phase (n - e_j, h), probability 1
-        st = xs[~fits]
-        add(
-            st,
-            head_index[index_of(n1[~fits]), h[~fits]],
-            np.full(len(st), j),
-            lrate[~fits],
-            np.zeros((len(st), K), dtype=np.int64),
-        )
-        # the head enters; the cascade admits m and stops at k (or empties the queue)
-        xs2, n2, lr2 = xs[fits], n1[fits], lrate[fits]
-        n2[np.arange(len(xs2)), h[fits]] += 1
+        tr.add(xs[~fits], head_index[index_of(n1[~fits]), h[~fits]], j, lrate[~fits])
+        # the head enters: cascades, grouped by the servers then free
+        n2 = n1[fits] + np.eye(K, dtype=np.int64)[h[fits]]
         free = s - n2 @ a
         for f in np.unique(free):
             sel = free == f
-            ms = np.nonzero(used <= f)[0]
-            x_, base, lr_ = xs2[sel], n2[sel], lr2[sel]
-            tgt_n = base[:, None, :] + nvec[ms][None, :, :]  # (X, Mf, K)
-            tgt_idx = index_of(tgt_n.reshape(-1, K)).reshape(len(x_), len(ms))
-            lc = lr_[:, None] + logmult[ms][None, :]
-            xx = np.broadcast_to(x_[:, None], tgt_idx.shape)
-            # all revealed jobs fit and the queue is empty: none phase (valid iff |m| = b)
-            add(
-                xx.ravel(),
-                (none0 + tgt_idx).ravel(),
-                np.full(xx.size, j),
-                lc.ravel(),
-                np.broadcast_to(nvec[ms][None], (len(x_), len(ms), K)).reshape(-1, K),
+            _cascades(
+                tr,
+                s,
+                a,
+                nvec,
+                used,
+                logmult,
+                index_of,
+                head_index,
+                none0,
+                j,
+                xs[fits][sel],
+                n2[sel],
+                lrate[fits][sel],
             )
-            for k in range(K):
-                stop = used[ms] + a[k] > f  # the next revealed job, of class k, does not fit
-                if not stop.any():
-                    continue
-                ek = np.zeros(K, dtype=np.int64)
-                ek[k] = 1
-                ti = tgt_idx[:, stop]
-                add(
-                    xx[:, stop].ravel(),
-                    head_index[ti.ravel(), k],
-                    np.full(ti.size, j),
-                    lc[:, stop].ravel(),
-                    np.broadcast_to((nvec[ms][stop] + ek)[None], ti.shape + (K,)).reshape(-1, K),
-                )
-    d_src = np.concatenate(src)
-    d_dst = np.concatenate(dst)
-    assert np.all(d_dst >= 0)
+    return tr
 
-    # slots of each level: heads with |n| <= N - 1, then nones with |n| = N
+
+def _level_slots(size, head_n, none0, n_global):
+    """Levels ``0 .. N* + 2``: their global phases (heads with ``|n| <= N - 1``, then nones
+    with ``|n| = N``), and the ``(levels, P)`` slot table padded with the inert phase."""
     n_star = int(size.max()) + 1
     head_size = size[head_n]
-    levels = []
-    for N in range(n_star + 3):
-        heads = np.nonzero(head_size <= N - 1)[0]
-        nones = none0 + np.nonzero(size == N)[0]
-        levels.append(np.concatenate([heads, nones]))
+    levels = [
+        np.concatenate([np.nonzero(head_size <= N - 1)[0], none0 + np.nonzero(size == N)[0]])
+        for N in range(n_star + 3)
+    ]
     P = max(len(x) for x in levels)
     slots = np.full((len(levels), P), n_global - 1, dtype=np.int64)
     for N, x in enumerate(levels):
         slots[N, : len(x)] = x
+    return n_star, levels, slots
 
-    # arrivals, as (target slot one level up, weight class) per slot: a head phase stays
-    # (weight class K: lam), a none phase n reveals class k (weight p_k): none n + e_k if it
-    # fits, else head (n, k); unused entries have weight class K + 1 (zero)
-    arrive = np.empty((nv, K), dtype=np.int64)
+
+def _arrivals(s, a, nvec, head_index, nh, levels, n_star, P, index_of):
+    """Arrivals, as (target slot one level up, weight class) per slot: a head phase stays
+    (weight class ``K``: ``lam``), a none phase ``n`` reveals class ``k`` (weight ``p_k``):
+    none ``n + e_k`` if it fits, else head ``(n, k)``; unused entries have weight class
+    ``K + 1`` (zero)."""
+    K = len(a)
+    none0 = nh
+    n_global = nh + len(nvec) + 1
+    used = nvec @ a
+    arrive = np.empty((len(nvec), K), dtype=np.int64)
     for k in range(K):
-        tgt = nvec.copy()
-        tgt[:, k] += 1
         fit = used + a[k] <= s
-        arrive[fit, k] = none0 + index_of(tgt[fit])
+        arrive[fit, k] = none0 + index_of(nvec[fit] + np.eye(K, dtype=np.int64)[k])
         arrive[~fit, k] = head_index[np.nonzero(~fit)[0], k]
     up_slot = np.zeros((n_star, P, K), dtype=np.int64)
     up_cls = np.full((n_star, P, K), K + 1, dtype=np.int64)
@@ -309,7 +299,33 @@ def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
         up_slot[N, rows] = slot_of[arrive[x[rows] - none0]]
         up_cls[N, rows] = np.arange(K)[None, :]
     assert np.all(up_slot >= 0)
-    d_expo = np.concatenate(expo)
+    return up_slot, up_cls
+
+
+@functools.lru_cache(maxsize=32)
+def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
+    a = np.asarray(cores, dtype=np.int64)
+    K = len(a)
+    nvec = _service_vectors(s, a)
+    nv = len(nvec)
+    size = nvec.sum(1)
+    index_of = _indexer(s, a, nvec)
+    # head phases (n, h): n + e_h does not fit; sorted by |n| so a level's heads are a prefix
+    hn, hh = np.nonzero((nvec @ a)[:, None] + a[None, :] > s)
+    perm = np.lexsort((hh, hn, size[hn]))
+    head_n, head_h = hn[perm], hh[perm]
+    nh = len(head_n)
+    head_index = -np.ones((nv, K), dtype=np.int64)
+    head_index[head_n, head_h] = np.arange(nh)
+    n_global = nh + nv + 1
+    d_src, d_dst, d_cls, lcoef, d_expo = _down(
+        s, a, nvec, head_n, head_h, head_index, nh, index_of
+    ).arrays()
+    assert np.all(d_dst >= 0)
+    n_star, levels, slots = _level_slots(size, head_n, nh, n_global)
+    up_slot, up_cls = _arrivals(
+        s, a, nvec, head_index, nh, levels, n_star, slots.shape[1], index_of
+    )
     return _Structure(
         s=s,
         cores=a,
@@ -320,8 +336,8 @@ def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
         n_global=n_global,
         d_src=d_src.astype(np.int32),
         d_dst=d_dst.astype(np.int32),
-        d_cls=np.concatenate(cls).astype(np.int32),
-        d_coef=np.exp(np.concatenate(lcoef)),
+        d_cls=d_cls.astype(np.int32),
+        d_coef=np.exp(lcoef),
         d_expo=d_expo.astype(np.int32),
         slots=slots,
         up_slot=up_slot.astype(np.int32),

@@ -4,7 +4,9 @@ Generic engine (recursion over server subsets, ``bf-recursive`` Theorems 1-2), s
 linear programming, the balance function / stationary law on a box, and M-model closed forms.
 ``solve`` checks stability; ``solve_unchecked`` is the same kernel for optimisers (jittable with
 traced rates, reports ``stable`` and gives ``inf`` delays with finite gradients when unstable).
-Structured pools (polynomial in K) live in ``jaxqueue.pools.structured``.
+Structured pools (polynomial in K) live in ``jaxqueue.pools.structured``; typed pools (many
+servers of few types, ``TypedPool``) are solved exactly by ``solve`` over their ``2^T`` type
+subsets.
 """
 
 from ._box import (
@@ -67,6 +69,9 @@ from ._recursion import (
 from ._recursion import (
     subset_log_inv_psi as subset_log_inv_psi,
 )
+from ._recursion import (
+    typed_estimate as typed_estimate,
+)
 from ._result import (
     BFResult as BFResult,
 )
@@ -78,6 +83,15 @@ from ._stability import (
 )
 from ._stability import (
     stability as stability,
+)
+from ._typed import (
+    TypedPool as TypedPool,
+)
+from ._typed import (
+    parse_typed_spec as parse_typed_spec,
+)
+from ._typed import (
+    typed_pool_from_dict as typed_pool_from_dict,
 )
 
 # isort: split

@@ -16,10 +16,11 @@ def _is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
-def _normalise_sets(server_sets) -> tuple[tuple[int, ...], ...]:
+def _normalise_sets(server_sets, name: str = "server_sets") -> tuple[tuple[int, ...], ...]:
+    what = name.split("_")[0]
     if isinstance(server_sets, (str, bytes)) or not isinstance(server_sets, Sequence):
         raise ValueError(
-            "server_sets must be a sequence of sequences of server indices (0-based), "
+            f"{name} must be a sequence of sequences of {what} indices (0-based), "
             f"got {type(server_sets).__name__}"
         )
     out = []
@@ -28,10 +29,10 @@ def _normalise_sets(server_sets) -> tuple[tuple[int, ...], ...]:
             items = [int(k) for k in s]
         except (TypeError, ValueError):
             raise ValueError(
-                f"server_sets[{i}] must be a sequence of integer server indices, got {s!r}"
+                f"{name}[{i}] must be a sequence of integer {what} indices, got {s!r}"
             ) from None
         if any(int(k) != k for k in s):
-            raise ValueError(f"server_sets[{i}] must hold integers, got {s!r}")
+            raise ValueError(f"{name}[{i}] must hold integers, got {s!r}")
         out.append(tuple(items))
     return tuple(out)
 

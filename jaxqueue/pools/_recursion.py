@@ -26,6 +26,7 @@ from .._memory import memory_budget
 from ._pool import Pool, _is_concrete
 from ._result import BFResult
 from ._stability import check_stable
+from ._typed import TypedPool, check_type_mu
 
 #: Hard ceiling on the number of servers of the generic engine (int32 masks, memory).
 MAX_SERVERS = 30
@@ -511,7 +512,7 @@ def _prepare(pool: Pool, lam, mu, check: bool, max_bytes, kind: str = "solve"):
 
 
 def solve(
-    pool: Pool,
+    pool: Pool | TypedPool,
     lam,
     *,
     mu=None,
@@ -538,10 +539,17 @@ def solve(
     ``solve`` also works under ``jit``, ``vmap`` and ``grad`` (in ``lam`` and ``mu``); the
     reverse pass is plain JAX code, so higher derivatives work too.
 
+    A :class:`TypedPool` (many servers of few types) is solved exactly as its aggregated pool,
+    one server per type of capacity ``counts[t] mu[t]`` (same balance function, eq. (1); see
+    :mod:`jaxqueue.pools._typed`): ``2^T`` type subsets; ``psi_server`` is then per type and
+    ``busy_servers`` counts servers, ``sum_t counts[t] (1 - psi_server[t])``.
+
     Args:
-        pool: the pool (``K <= 30`` servers and within ``max_bytes``).
+        pool: the pool (``K <= 30`` servers and within ``max_bytes``), or a typed pool
+            (``T <= 30`` types).
         lam: arrival rates, shape ``(..., I)``.
-        mu: optional capacities overriding ``pool.mu`` (handy for gradients in ``mu``).
+        mu: optional capacities overriding ``pool.mu`` (handy for gradients in ``mu``; per
+            type for a typed pool).
         check: refuse unstable rates. With concrete inputs a ``ValueError`` names the
             bottleneck classes and servers (LP of :func:`stability`, run only when the exact
             margin ``min_L M(L) / Lambda(L)`` computed by the kernel is ``<= 1``); with traced
@@ -561,6 +569,8 @@ def solve(
         >>> res = solve(Pool([[0, 2], [1, 2]], [1.0, 1.0, 1.0]), [0.9, 0.9])
         >>> float(res.psi)  # doctest: +SKIP
     """
+    if isinstance(pool, TypedPool):
+        return _solve_typed(pool, lam, mu, check, class_idle, max_bytes)
     # the kernel computes the exact margin min_L M(L) / Lambda(L); the LP (which names the
     # bottleneck) runs only when that margin says unstable
     masks, mu, lam, layers, concrete = _prepare(pool, lam, mu, False, max_bytes)
@@ -592,12 +602,14 @@ def solve(
     return BFResult(**out)
 
 
-def log_inv_psi(pool: Pool, lam, mu=None) -> jax.Array:
+def log_inv_psi(pool: Pool | TypedPool, lam, mu=None) -> jax.Array:
     """``log(1/psi)`` of the whole pool (Theorem 1), differentiable in ``lam`` and ``mu``.
 
     ``lam_i * d/d lam_i`` of it is ``L_i`` (eq. (6)); no stability check (the caller's job:
-    see :func:`solve`), but an unstable ``lam`` raises at run time.
+    see :func:`solve`), but an unstable ``lam`` raises at run time. A typed pool is taken as
+    its aggregated pool (as in :func:`solve`; ``mu`` per type).
     """
+    pool, mu = _typed_as_pool(pool, mu)
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, False, None, "autodiff")
     F, margin = _lip_jit(masks, mu, lam, layers)
     return eqx.error_if(F[-1], ~(margin > 1), _UNSTABLE_MSG)
@@ -661,7 +673,9 @@ def _unchecked_impl(masks, mu, lamB, layers):
 _unchecked_jit = jax.jit(_unchecked_impl)
 
 
-def solve_unchecked(pool: Pool, lam, *, mu=None, max_bytes: float | None = None) -> dict:
+def solve_unchecked(
+    pool: Pool | TypedPool, lam, *, mu=None, max_bytes: float | None = None
+) -> dict:
     """The kernel of :func:`solve` without the stability check, for optimisers and barriers.
 
     Same recursion and formulas as :func:`solve` (Theorem 1, eq. (9); ``L_i`` by eq. (6),
@@ -675,9 +689,10 @@ def solve_unchecked(pool: Pool, lam, *, mu=None, max_bytes: float | None = None)
     traced ``mu``), ``vmap``, ``grad`` and ``jvp`` / ``jacfwd``. ``psi_class`` is not computed.
 
     Args:
-        pool: the pool (``K <= 30`` servers and within ``max_bytes``).
+        pool: the pool (``K <= 30`` servers and within ``max_bytes``), or a typed pool (solved
+            as its aggregated pool, as :func:`solve` does).
         lam: arrival rates, shape ``(..., I)`` (leading axes are a batch).
-        mu: optional capacities overriding ``pool.mu``.
+        mu: optional capacities overriding ``pool.mu`` (per type for a typed pool).
         max_bytes: memory budget (estimated for reverse-mode autodiff through the kernel);
             default :data:`DEFAULT_MAX_BYTES`.
 
@@ -695,7 +710,110 @@ def solve_unchecked(pool: Pool, lam, *, mu=None, max_bytes: float | None = None)
         >>> bool(out["stable"]), float(out["T"][0])  # doctest: +SKIP
         (False, inf)
     """
+    counts = pool.counts if isinstance(pool, TypedPool) else None
+    pool, mu = _typed_as_pool(pool, mu)
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, False, max_bytes, "autodiff")
     batch = lam.shape[:-1]
     out = _unchecked_jit(masks, mu, lam.reshape(-1, lam.shape[-1]), layers)
-    return jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), out)
+    out = jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), out)
+    if counts is not None:  # servers, not types: sum_t counts[t] (1 - psi_server[t])
+        c = jnp.asarray(counts, out["psi_server"].dtype)
+        out["busy_servers"] = jnp.sum(c * (1.0 - out["psi_server"]), axis=-1)
+    return out
+
+
+# ----------------------------------------------------------------------------- typed pools
+#: Seconds per (type subset x (classes + types) x rate vector) of a typed solve after
+#: compilation, and the fixed cost of one call (2-core CPU, float64; benchmarks/bench_typed.py).
+TYPED_SECONDS_PER_UNIT = 2e-8
+TYPED_SECONDS_PER_CALL = 2e-3
+
+
+def typed_estimate(pool: TypedPool, *, batch: int = 1, itemsize: int = 8) -> dict:
+    """What :func:`solve` will cost on a typed pool, predicted before the run.
+
+    Returns:
+        dict with ``states`` (``2^T`` type subsets of the recursion), ``count_vectors``
+        (``prod_t (counts[t] + 1)``, the states of a recursion over count vectors, for
+        comparison), ``servers`` (``K``), ``bytes`` (peak memory, :func:`memory_estimate` on
+        ``T`` servers) and ``seconds`` (run time after compilation, a rough model).
+    """
+    T, I = pool.num_types, pool.num_classes
+    return {
+        "states": 2**T,
+        "count_vectors": pool.count_vectors(),
+        "servers": pool.num_servers,
+        "bytes": memory_estimate(T, I, itemsize, batch=batch),
+        "seconds": TYPED_SECONDS_PER_CALL + TYPED_SECONDS_PER_UNIT * 2**T * (I + T) * batch,
+    }
+
+
+def _check_typed_size(pool: TypedPool, itemsize: int, max_bytes, batch: int) -> None:
+    est = typed_estimate(pool, batch=batch, itemsize=itemsize)
+    if max_bytes is None:
+        limit, label = memory_budget(DEFAULT_MAX_BYTES)
+    else:
+        limit, label = max_bytes, f"{max_bytes / 1e9:.3g} GB"
+    T = pool.num_types
+    if T > MAX_SERVERS or est["bytes"] > limit:
+        why = (
+            f"more than the {MAX_SERVERS} types the int32 subset masks allow"
+            if T > MAX_SERVERS
+            else f"above the memory limit of {label}"
+        )
+        raise ValueError(
+            f"typed pool too large: T={T} types ({pool.num_servers} servers, {batch} rate "
+            f"vector(s)) means 2^{T} = {2**T:,} type subsets and about "
+            f"{est['bytes'] / 1e9:.3g} GB of memory, {why}; merge types, split the batch or "
+            "pass max_bytes to raise the limit"
+        )
+
+
+def _solve_typed(pool: TypedPool, lam, mu, check: bool, class_idle, max_bytes) -> BFResult:
+    """:func:`solve` on a typed pool: the generic kernel on its aggregated pool (eq. (1))."""
+    lam = pool.rates(lam)
+    mu = pool.mu if mu is None else jnp.asarray(mu)
+    if mu.shape != (pool.num_types,):
+        raise ValueError(f"mu must have shape ({pool.num_types},), one per type; got {mu.shape}")
+    if _is_concrete(mu):
+        check_type_mu(mu)
+    dtype = jnp.result_type(lam.dtype, mu.dtype, float)
+    batch = math.prod(lam.shape[:-1])
+    _check_typed_size(pool, jnp.dtype(dtype).itemsize, max_bytes, batch)
+    concrete = _is_concrete(lam) and _is_concrete(mu)
+    caps = pool.capacities(mu.astype(dtype))
+    res = solve(
+        Pool(pool.type_sets, caps),
+        lam,
+        mu=caps,
+        check=bool(check and not concrete),
+        class_idle=class_idle,
+        max_bytes=max_bytes,
+    )
+    if check and concrete:
+        margins = np.asarray(res.stability_margin).reshape(-1)
+        bad = np.flatnonzero(~(margins > 1))
+        if bad.size:  # the LP over types names the bottleneck types
+            typed = TypedPool(pool.counts, pool.type_sets, mu)
+            check_stable(typed, np.asarray(lam).reshape(-1, pool.num_classes)[bad[0]])
+            raise ValueError(
+                f"unstable arrival rates (rate vector {int(bad[0])}): stability margin "
+                f"{float(margins[bad[0]]):.6g} <= 1"
+            )
+    counts = jnp.asarray(pool.counts, res.psi_server.dtype)
+    busy = jnp.sum(counts * (1.0 - res.psi_server), axis=-1)
+    return eqx.tree_at(lambda r: r.busy_servers, res, busy)
+
+
+def _typed_as_pool(pool, mu):
+    """``(pool, mu)`` for the generic kernels: a typed pool becomes its aggregated pool."""
+    if not isinstance(pool, TypedPool):
+        return pool, mu
+    mu = pool.mu if mu is None else jnp.asarray(mu)
+    if mu.shape != (pool.num_types,):
+        raise ValueError(f"mu must have shape ({pool.num_types},), one per type; got {mu.shape}")
+    if _is_concrete(mu):
+        check_type_mu(mu)
+    _check_typed_size(pool, jnp.dtype(jnp.result_type(mu.dtype, float)).itemsize, None, 1)
+    caps = pool.capacities(mu)
+    return Pool(pool.type_sets, caps), caps

@@ -9,6 +9,7 @@ import scipy.optimize
 import scipy.sparse
 
 from ._pool import Pool
+from ._typed import TypedPool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +25,9 @@ class Stability:
         bottleneck_servers: 0-based servers ``K(A)``, the union of their server sets.
         demand: ``lam(A)``, the arrival rate of the bottleneck classes.
         capacity: ``mu(K(A))``, the capacity of the bottleneck servers.
+        bottleneck_types: for a :class:`~jaxqueue.pools.TypedPool`, the 0-based server types
+            of ``K(A)`` (``bottleneck_servers`` then lists their servers, numbered type by
+            type as in :meth:`TypedPool.to_pool`); ``None`` for a :class:`Pool`.
     """
 
     margin: float
@@ -32,6 +36,7 @@ class Stability:
     bottleneck_servers: tuple[int, ...]
     demand: float
     capacity: float
+    bottleneck_types: tuple[int, ...] | None = None
 
     @property
     def load(self) -> float:
@@ -39,7 +44,7 @@ class Stability:
         return 0.0 if np.isinf(self.margin) else 1.0 / self.margin
 
 
-def stability(pool: Pool, lam) -> Stability:
+def stability(pool: Pool | TypedPool, lam) -> Stability:
     """Stability margin and bottleneck of ``pool`` under arrival rates ``lam``.
 
     Balanced fairness is stable iff ``lam(A) < mu(K(A))`` for every non-empty class set ``A``
@@ -55,8 +60,13 @@ def stability(pool: Pool, lam) -> Stability:
     taking the best level set ``{i : z_i >= t}`` (the LP value is an average of level-set
     ratios, so one of them attains it).
 
+    A :class:`~jaxqueue.pools.TypedPool` has the capacity region of its aggregated pool (one
+    server per type of capacity ``counts[t] mu[t]``: the capacity of a union of class server
+    sets is a sum over whole types), so its LP runs over the ``T`` types, with
+    ``sum_i |type_sets[i]| + 1`` constraints, and names the bottleneck types.
+
     Args:
-        pool: the pool.
+        pool: the pool (a :class:`Pool` or a :class:`~jaxqueue.pools.TypedPool`).
         lam: arrival rates, shape ``(I,)``, finite and ``>= 0`` (concrete values, not traced).
 
     Returns:
@@ -65,6 +75,8 @@ def stability(pool: Pool, lam) -> Stability:
     Raises:
         ValueError: malformed rates, or the LP solver failed.
     """
+    if isinstance(pool, TypedPool):
+        return _typed_stability(pool, lam)
     lam = np.asarray(pool.rates(lam), dtype=np.float64)
     if lam.ndim != 1:
         raise ValueError(f"stability takes one rate vector, got shape {lam.shape}")
@@ -121,7 +133,17 @@ def stability(pool: Pool, lam) -> Stability:
     return Stability(float(ratio), bool(ratio > 1.0), classes, servers, float(demand[b]), cap)
 
 
-def check_stable(pool: Pool, lam) -> Stability:
+def _typed_stability(pool: TypedPool, lam) -> Stability:
+    """The LP of :func:`stability` over the types of a typed pool (its aggregated pool)."""
+    st = stability(pool.aggregate(), lam)
+    first = np.concatenate([[0], np.cumsum(pool.counts)])
+    servers = tuple(k for t in st.bottleneck_servers for k in range(first[t], first[t + 1]))
+    return dataclasses.replace(
+        st, bottleneck_servers=servers, bottleneck_types=st.bottleneck_servers
+    )
+
+
+def check_stable(pool: Pool | TypedPool, lam) -> Stability:
     """Raise if ``lam`` is outside the stability region of ``pool``; else return the record.
 
     Raises:
@@ -129,6 +151,15 @@ def check_stable(pool: Pool, lam) -> Stability:
             and capacity, and the stability margin.
     """
     st = stability(pool, lam)
+    if not st.stable and st.bottleneck_types is not None:
+        n = sum(pool.counts[t] for t in st.bottleneck_types)
+        raise ValueError(
+            "unstable arrival rates (balanced fairness needs lam(A) < mu(K(A)) for every class "
+            f"set A): bottleneck classes {list(st.bottleneck_classes)} (0-based) bring "
+            f"{st.demand:.6g} but their server types {list(st.bottleneck_types)} (0-based, {n} "
+            f"servers) have capacity {st.capacity:.6g}; stability margin {st.margin:.6g} <= 1 "
+            f"(scale lam by less than {st.margin:.6g})"
+        )
     if not st.stable:
         raise ValueError(
             "unstable arrival rates (balanced fairness needs lam(A) < mu(K(A)) for every class "

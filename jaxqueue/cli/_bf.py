@@ -21,7 +21,9 @@ def register(top, group) -> None:
             "Exact balanced-fairness metrics of a pool. --pool takes a JSON/TOML file with "
             "server_sets (0-based server indices per class) and mu, a preset (m-model-sym, "
             "m-model-asym), or a structure such as random:K=100,d=10, "
-            "random:K=100,d=6+12,p=0.5+0.5, line:K=100,d=10, ring:K=100,d=10. Rates: --rho R "
+            "random:K=100,d=6+12,p=0.5+0.5, line:K=100,d=10, ring:K=100,d=10, or a typed pool "
+            "(many servers of few types) typed:counts=64+64+32+16,sets=0+1/1+2/2+3/0+3[,mu=...] "
+            "or a file with counts, type_sets, mu. Rates: --rho R "
             "(total arrival rate over total capacity, split equally among classes) or --lam."
         ),
     )
@@ -61,10 +63,22 @@ def _generic_pool(args: argparse.Namespace):
         pool = Pool(sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
         return pool, file_lam
     spec = args.pool
+    if spec.strip().lower().startswith("typed:"):  # before files: the spec holds '/'
+        from jaxqueue.pools import parse_typed_spec
+
+        return _typed_mu(parse_typed_spec(spec), args), file_lam
     if names_a_file(spec):
         data = read_spec(spec)
+        if "counts" in data or "type_sets" in data:
+            from jaxqueue.pools import typed_pool_from_dict
+
+            pool, file_lam = typed_pool_from_dict(data, spec)
+            return _typed_mu(pool, args), file_lam
         if "server_sets" not in data:
-            raise ValueError(f"{spec}: needs a 'server_sets' entry (and 'mu')")
+            raise ValueError(
+                f"{spec}: needs a 'server_sets' entry (and 'mu'), or 'counts' and 'type_sets' "
+                "for a typed pool"
+            )
         unknown = sorted(set(data) - _POOL_KEYS)
         if unknown:
             raise ValueError(
@@ -83,6 +97,18 @@ def _generic_pool(args: argparse.Namespace):
     return pool, file_lam
 
 
+def _typed_mu(pool, args):
+    """The typed pool with ``--mu`` (one capacity per server of each type) applied."""
+    from jaxqueue.pools import TypedPool
+
+    if args.mu is None:
+        return pool
+    mu = np.asarray(_parse_list(args.mu, "--mu"), dtype=float)
+    if mu.shape != (pool.num_types,):
+        raise ValueError(f"--mu has {mu.size} value(s) but the pool has {pool.num_types} types")
+    return TypedPool(pool.counts, pool.type_sets, mu)
+
+
 def _rates(args, pool, file_lam) -> np.ndarray:
     I = pool.num_classes
     if args.lam is not None:
@@ -93,7 +119,8 @@ def _rates(args, pool, file_lam) -> np.ndarray:
                 "class, or --rho for the load of the whole pool"
             )
     elif args.rho is not None:
-        lam = np.full(I, args.rho * float(np.sum(np.asarray(pool.mu))) / I)
+        caps = pool.capacities() if hasattr(pool, "capacities") else pool.mu
+        lam = np.full(I, args.rho * float(np.sum(np.asarray(caps))) / I)
     elif file_lam is not None:
         lam = np.asarray(file_lam, dtype=float)
     else:
@@ -144,6 +171,39 @@ def solve_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
     }
 
 
+def typed_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
+    """Solve a typed pool and return the JSON-able summary of ``jaxqueue bf solve``
+    (``psi_server`` per type)."""
+    import jax
+
+    from jaxqueue.pools import solve, stability, typed_estimate
+
+    st = stability(pool, lam)
+    res = solve(pool, lam, class_idle=class_idle or None)
+    est = typed_estimate(pool)
+    return {
+        **res.metrics(),
+        "lam": lam,
+        "stability_margin": st.margin,
+        "load": st.load,
+        "bottleneck_classes": list(st.bottleneck_classes),
+        "bottleneck_types": list(st.bottleneck_types),
+        "num_classes": pool.num_classes,
+        "num_servers": pool.num_servers,
+        "num_types": pool.num_types,
+        "counts": list(pool.counts),
+        "type_sets": [list(s) for s in pool.type_sets],
+        "mu": np.asarray(pool.mu),
+        "server_label": "type",
+        "states": est["states"],
+        "count_vectors": est["count_vectors"],
+        "indexing": "0-based",
+        "engine": "typed pool: generic recursion over the 2^T type subsets of the aggregated "
+        "pool (bf-recursive Theorems 1-2, eq. (1))",
+        "device": str(jax.devices()[0]),
+    }
+
+
 def _table(out: dict) -> str:
     L = np.atleast_1d(np.asarray(out["L"], dtype=float))
     n = L.size
@@ -156,10 +216,11 @@ def _table(out: dict) -> str:
     }
     cols = {k: np.atleast_1d(np.asarray(v, dtype=float)) for k, v in cols.items() if v is not None}
     cols = {k: v for k, v in cols.items() if v.size == n}
-    sets = out.get("server_sets")
+    sets = out.get("server_sets") or out.get("type_sets")
     # structured pools answer per class, per type or for the whole pool (``per``, ``labels``)
     labels = out.get("labels") or list(range(n))
-    headers = [out.get("per", "class")] + (["servers"] if sets else []) + list(cols)
+    what = "types" if out.get("type_sets") else "servers"
+    headers = [out.get("per", "class")] + ([what] if sets else []) + list(cols)
     rows = []
     for i in range(n):
         row = [labels[i]] + ([",".join(map(str, sets[i]))] if sets else [])
@@ -169,7 +230,10 @@ def _table(out: dict) -> str:
         ps = np.atleast_1d(np.asarray(out["psi_server"], dtype=float))
         if ps.size <= 64:
             text.append(
-                format_table(["server", "psi_server"], [[k, float(v)] for k, v in enumerate(ps)])
+                format_table(
+                    [out.get("server_label", "server"), "psi_server"],
+                    [[k, float(v)] for k, v in enumerate(ps)],
+                )
             )
     summ = [
         ["psi", out["psi"]],
@@ -192,7 +256,8 @@ def run_solve(args: argparse.Namespace) -> int:
     if args.pool is None and args.server_sets is None:
         raise ValueError("give a pool: --pool FILE|PRESET|STRUCTURE or --server-sets/--mu")
     spec = args.pool
-    if args.server_sets is None and not os.path.isfile(spec) and ":" in spec:
+    typed = spec is not None and spec.strip().lower().startswith("typed:")
+    if args.server_sets is None and not os.path.isfile(spec) and ":" in spec and not typed:
         res, info = _structured(args)
         out = {
             **res.metrics(),
@@ -206,8 +271,15 @@ def run_solve(args: argparse.Namespace) -> int:
     else:
         pool, file_lam = _generic_pool(args)
         lam = _rates(args, pool, file_lam)
-        log(f"bf solve: {pool.num_classes} classes, {pool.num_servers} servers")
-        out = solve_to_dict(pool, lam, class_idle=args.class_idle)
+        if hasattr(pool, "counts"):
+            log(
+                f"bf solve: {pool.num_classes} classes, {pool.num_servers} servers of "
+                f"{pool.num_types} types (2^{pool.num_types} type subsets)"
+            )
+            out = typed_to_dict(pool, lam, class_idle=args.class_idle)
+        else:
+            log(f"bf solve: {pool.num_classes} classes, {pool.num_servers} servers")
+            out = solve_to_dict(pool, lam, class_idle=args.class_idle)
     emit(args, out, _table)
     return 0
 

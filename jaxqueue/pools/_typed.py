@@ -217,7 +217,10 @@ def parse_typed_spec(spec: str) -> TypedPool:
         raise ValueError(
             f"mu must give one capacity per type in {spec!r}: {len(counts)} types, {len(mu)} values"
         )
-    return TypedPool(counts, sets, None if mu is None else np.asarray(mu, dtype=float))
+    try:
+        return TypedPool(counts, sets, None if mu is None else np.asarray(mu, dtype=float))
+    except ValueError as err:
+        raise ValueError(f"{err} (spec {spec!r})") from None
 
 
 def typed_pool_from_dict(data: dict, source: str = "pool file") -> tuple[TypedPool, list | None]:

@@ -284,3 +284,19 @@ def test_cli_bad_file_and_unstable(capsys, tmp_path):
     assert main(["bf", "solve", "--pool", "typed:counts=4+4,sets=0/1", "--rho", "1.2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("jaxqueue: error: unstable") and "server types [0]" in err
+
+
+def test_optimize_typed_capacity_case(capsys):
+    assert main(["optimize", "--case", "typed-capacity", "--fast", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("case", "cost", "targets_met", "slack", "params", "targets", "history"):
+        assert key in out
+    assert out["case"] == "typed-capacity" and out["targets_met"] is True
+    counts = out["params"]["counts"]
+    assert all(isinstance(n, int) and n >= 1 for n in counts)
+    # re-checked exactly here: the integer counts meet every target
+    res = solve(TypedPool(counts, out["type_sets"], out["mu"]), out["lam"])
+    assert np.all(np.asarray(res.T) <= np.asarray(out["targets"]["T"]) * (1 + 1e-12))
+    w = np.asarray(out["cost_weights"])
+    assert_close(out["cost"], w @ np.asarray(counts), rtol=1e-12)
+    assert out["cost"] >= w @ np.asarray(out["relaxed_counts"]) * (1 - 1e-9)

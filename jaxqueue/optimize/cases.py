@@ -12,6 +12,9 @@ Cases:
   :func:`jaxqueue.pools.solve`.
 * ``capacity-random-10``: the same on a random 10-server graph (fixed seed; 6 servers with
   ``fast``); objective by :class:`SubsetBF`, re-evaluated by :func:`jaxqueue.pools.solve`.
+* ``typed-capacity``: how many servers of each of four types (a :class:`TypedPool`) minimise
+  ``sum_t c_t n_t`` with ``T_i <= target_i``: continuous counts through the aggregated pool,
+  then rounded and re-checked exactly by :func:`jaxqueue.pools.solve`.
 * ``traffic-split``: two job types routed over two candidate server groups each, split
   probabilities chosen to minimise the mean delay.
 * ``degree-mix``: premium / regular jobs on K = 100 servers under randomized assignment
@@ -155,6 +158,97 @@ def capacity_random_10(fast: bool = False, progress=None):
         2.0 * np.ones(K),
         engine.metrics,
         opts,
+    )
+
+
+# ----------------------------------------------------------------------------- typed capacity
+TYPED_CAPACITY = {
+    # four server types (older / newer CPUs, two GPU models); a class may use a set of types
+    "type_sets": [[0, 1], [1], [2, 3], [3], [0, 1, 2, 3]],
+    "mu": [1.0, 1.5, 2.0, 3.0],  # capacity of one server of each type
+    "cost_weights": [1.0, 1.4, 3.0, 4.0],  # cost of one server of each type
+    "lam": [40.0, 15.0, 30.0, 10.0, 20.0],
+    "targets_T": [0.04, 0.06, 0.05, 0.08, 0.025],
+    "counts0": [60.0, 40.0, 30.0, 15.0],
+}
+
+
+def typed_capacity_exact(c: dict, counts) -> dict:
+    """Exact re-evaluation of server counts by :func:`jaxqueue.pools.solve`: on the
+    :class:`~jaxqueue.pools.TypedPool` for integer counts, on the aggregated pool (one server
+    per type of capacity ``n_t mu_t``, the same metrics) for relaxed ones."""
+    from jaxqueue.pools import Pool, TypedPool, solve, stability
+
+    n = np.asarray(counts, float)
+    mu = np.asarray(c["mu"], float)
+    lam = np.asarray(c["lam"], float)
+    integral = bool(np.all(n == np.round(n)) and np.all(n >= 1))
+    pool = (
+        TypedPool(n.astype(int), c["type_sets"], mu) if integral else Pool(c["type_sets"], n * mu)
+    )
+    margin = float(1.0 - stability(pool, lam).load)
+    if margin <= 0:
+        return {"T": np.full(lam.size, np.inf), "margin": margin, "integral": integral}
+    res = solve(pool, lam)
+    return {
+        "T": np.asarray(res.T),
+        "T_mean": float(res.T_mean),
+        "margin": margin,
+        "integral": integral,
+    }
+
+
+def _typed_candidates(params):
+    """Integer counts around the relaxed ones: per type its ceiling, one more, or its floor
+    (at least 1); each is re-checked exactly and the cheapest feasible one is kept."""
+    n = np.asarray(params["n"], float)
+    opts = [sorted({max(1, int(np.floor(x))), int(np.ceil(x)), int(np.ceil(x)) + 1}) for x in n]
+    grids = np.stack(np.meshgrid(*opts, indexing="ij"), -1).reshape(-1, n.size)
+    return [{"n": jnp.asarray(g, float)} for g in grids]
+
+
+def typed_capacity(fast: bool = False, progress=None):
+    """How many servers of each type minimise ``sum_t c_t n_t`` under ``T_i <= target_i``.
+
+    Balanced fairness on a typed pool is that of its aggregated pool (one server per type of
+    capacity ``n_t mu_t``), so the relaxation treats ``n_t`` as continuous through
+    :class:`SubsetBF` on the ``2^T`` type subsets; the counts are then rounded (ceiling, one
+    more, floor) and each rounding re-checked exactly on the :class:`~jaxqueue.pools.TypedPool`.
+    """
+    c = TYPED_CAPACITY
+    engine = SubsetBF(c["type_sets"], len(c["mu"]))
+    mu = jnp.asarray(c["mu"], float)
+    lam = jnp.asarray(c["lam"], float)
+    w = jnp.asarray(c["cost_weights"], float)
+    problem = Problem(
+        params0={"n": jnp.asarray(c["counts0"], float)},
+        transforms={"n": Positive()},
+        cost=lambda p: jnp.sum(w * p["n"]),
+        metrics=lambda p: engine.metrics(p["n"] * mu, lam),
+        targets=[Target("T", float(t), index=i) for i, t in enumerate(c["targets_T"])],
+        evaluate=lambda p: typed_capacity_exact(c, p["n"]),
+        candidates=_typed_candidates,
+    )
+    res = minimize(problem, steps=150 if fast else 300, rounds=6, progress=progress)
+    counts = [int(round(x)) for x in np.asarray(res.params["n"])]
+    return res, _summary(
+        res,
+        {
+            "case": "typed-capacity",
+            "type_sets": c["type_sets"],
+            "mu": c["mu"],
+            "lam": c["lam"],
+            "cost_weights": c["cost_weights"],
+            "targets": {"T": c["targets_T"]},
+            "params": {"counts": counts},
+            "relaxed_counts": np.asarray(res.relaxed_params["n"]).tolist(),
+            "num_servers": int(sum(counts)),
+            "metrics": {
+                "T": np.asarray(res.metrics["T"]).tolist(),
+                "margin": float(res.metrics["margin"]),
+                "integral": bool(res.metrics["integral"]),
+            },
+        },
     )
 
 
@@ -329,6 +423,7 @@ def _mjqm_case(name):
 CASES: dict[str, Callable] = {
     "capacity-m-model": capacity_m_model,
     "capacity-random-10": capacity_random_10,
+    "typed-capacity": typed_capacity,
     "traffic-split": traffic_split,
     "degree-mix": degree_mix,
     "mjqm-max-rate": _mjqm_case("mjqm-max-rate"),

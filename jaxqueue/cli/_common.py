@@ -97,7 +97,7 @@ def writable_folder(path: str, option: str) -> str:
 def mjqm_command(group, name: str, **kwargs) -> argparse.ArgumentParser:
     """The parser of ``jaxqueue mjqm NAME`` (``kwargs``: its ``help`` and ``description``) with
     the option every MJQM command takes, ``--scenario NAME|FILE``."""
-    p = group("mjqm", "multiserver-job queue (papers/mjsre.md)").add_parser(name, **kwargs)
+    p = group("mjqm", "multiserver-job queue (mjsre)").add_parser(name, **kwargs)
     p.add_argument(
         "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
     )

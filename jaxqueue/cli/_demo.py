@@ -17,7 +17,7 @@ _COMMANDS = [
         "mjqm stability --scenario five-class-exp",
     ),
     (
-        "Multiserver-job queue: stability limit by pile growth (mjsre.md Algorithm 2)",
+        "Multiserver-job queue: stability limit by pile growth (mjsre Algorithm 2)",
         "mjqm stability --scenario five-class-exp --pile-growth --rel-tol 0.02",
     ),
     (
@@ -25,7 +25,7 @@ _COMMANDS = [
         "mjqm exact --scenario five-class-exp --lam 1.5",
     ),
     (
-        "Multiserver-job queue: forward MJSRE simulation (mjsre.md Section 7.4)",
+        "Multiserver-job queue: forward MJSRE simulation (mjsre Section 7.4)",
         "mjqm simulate --scenario five-class-exp --lam 1.5 --jobs 20000 --replications 256",
     ),
     (
@@ -33,11 +33,11 @@ _COMMANDS = [
         "mjqm exact --scenario five-class-exp --lam 1.35",
     ),
     (
-        "Multiserver-job queue: backward sub-perfect samples (mjsre.md Algorithm 1)",
+        "Multiserver-job queue: backward sub-perfect samples (mjsre Algorithm 1)",
         "mjqm sample --scenario five-class-exp --lam 1.35 --samples 4000",
     ),
     (
-        "Interruption scheduler, M model, bimodal sizes, FCFS (bf-clusters.md Section 5)",
+        "Interruption scheduler, M model, bimodal sizes, FCFS (bf-clusters Section 5)",
         "sched simulate --pool m-model-sym --rho 0.7 --law bimodal --m 0 "
         "--replications 16 --jumps 20000 --warmup 20000",
     ),
@@ -105,11 +105,11 @@ def _run(args) -> int:
     t_start = time.perf_counter()
     print(f"jaxqueue demo on {jax.devices()[0].platform} ({len(jax.devices())} device(s))")
 
-    _section("Balanced fairness, recursion over server subsets (bf-recursive.md Theorems 1-2)")
+    _section("Balanced fairness, recursion over server subsets (bf-recursive Theorems 1-2)")
     print(bf_demo(), flush=True)
-    _section("Structured pools, exact in polynomial time (bf-recursive.md Sections 4-5)")
+    _section("Structured pools, exact in polynomial time (bf-recursive Sections 4-5)")
     print(structured_demo(), flush=True)
-    _section("Open network of pools: CPU pool -> GPU pool with feedback (bf-networks.md)")
+    _section("Open network of pools: CPU pool -> GPU pool with feedback (bf-networks)")
     print(_network_demo(), flush=True)
 
     parser = build_parser()

@@ -1,4 +1,4 @@
-"""``jaxqueue mjqm simulate``: forward MJSRE simulation of a scenario (``papers/mjsre.md``)."""
+"""``jaxqueue mjqm simulate``: forward MJSRE simulation of a scenario (``mjsre``)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ import pathlib
 from ._common import add_common, emit, log, writable_folder
 
 STUDIES = {
-    "bf-recursive": ("jaxqueue.studies.bf_recursive", "bf-recursive.md Section 6, Figures 9-12"),
-    "bf-clusters": ("jaxqueue.studies.bf_clusters", "bf-clusters.md Section 5, Figures 1-4"),
-    "mjsre": ("jaxqueue.studies.mjsre", "mjsre.md Sections 7.4 and 8"),
+    "bf-recursive": ("jaxqueue.studies.bf_recursive", "bf-recursive Section 6, Figures 9-12"),
+    "bf-clusters": ("jaxqueue.studies.bf_clusters", "bf-clusters Section 5, Figures 1-4"),
+    "mjsre": ("jaxqueue.studies.mjsre", "mjsre Sections 7.4 and 8"),
 }
 
 

@@ -11,9 +11,9 @@ Every law is an immutable ``eqx.Module`` with
   the uniforms from counter-based keys themselves and stay independent of chunking.
   Laws without such a transform (phase counts up to hundreds) set ``n_uniforms = None``.
 
-Sources: ``papers/mjsre.md`` Section 8 and Table 2 (exponential, Erlang-k, 2-phase
-hyperexponential, bounded Pareto); ``papers/bf-clusters.md`` Section 5 (bimodal and Zipf
-numbers of exponential phases, hyperexponential) with ``papers/ERRATA.md`` item 2.
+Sources: ``mjsre`` Section 8 and Table 2 (exponential, Erlang-k, 2-phase
+hyperexponential, bounded Pareto); ``bf-clusters`` Section 5 (bimodal and Zipf
+numbers of exponential phases, hyperexponential) with ``docs/errata.md`` item 2.
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ class Empirical(Law):
 class PhaseCount(Law):
     """Sum of N i.i.d. exponential phases of mean ``phase_mean``, N = counts[j] w.p. probs[j].
 
-    ``papers/bf-clusters.md`` Section 5. Mean ``E[N] m``, variance ``(E[N] + Var N) m^2``.
+    ``bf-clusters`` Section 5. Mean ``E[N] m``, variance ``(E[N] + Var N) m^2``.
     Sampled as ``m * Gamma(N, 1)`` (reparameterised in ``m``).
     """
 

@@ -2,7 +2,7 @@
 
 A job-size law ``X`` is a *phase mixture* when, with probability ``probs[j]``, ``X`` is the sum
 of ``counts[j]`` independent exponential phases of rate ``rates[j]`` (mean ``1 / rates[j]``).
-Exponential, Erlang-k, hyperexponential and the ``PhaseCount`` laws of ``papers/bf-clusters.md``
+Exponential, Erlang-k, hyperexponential and the ``PhaseCount`` laws of ``bf-clusters``
 Section 5 (bimodal and Zipf numbers of phases) are all of this form, which turns a queue with
 these sizes into a continuous-time Markov chain on the remaining phase counts (the setting of
 the simulator in ``jaxqueue.sched``).

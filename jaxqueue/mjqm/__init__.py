@@ -1,4 +1,4 @@
-"""The FCFS multiserver-job queue (MJQM) as a stochastic recurrence (``papers/mjsre.md``).
+"""The FCFS multiserver-job queue (MJQM) as a stochastic recurrence (``mjsre``).
 
 API for building on this package (stable signatures)
 ----------------------------------------------------
@@ -41,7 +41,7 @@ Guard (``_guard.py``)
 Forward simulation (``_forward.py``)
     ``simulate(workload, lam, *, key, n_jobs, n_replications, warmup, chunk, dtype, init,
     job_offset, variant, level, devices, override) -> ForwardResult`` (F-MJSRE, Section 7.4)
-    with the metrics of Section 6 (waste corrected per ``papers/ERRATA.md`` item 1);
+    with the metrics of Section 6 (waste corrected per ``docs/errata.md`` item 1);
     ``ForwardResult.as_dict()`` is the JSON of ``jaxqueue mjqm simulate``.
 """
 

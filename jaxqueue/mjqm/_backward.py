@@ -1,4 +1,4 @@
-"""Backward sub-perfect sampling of the stationary workload (``papers/mjsre.md`` Algorithm 1).
+"""Backward sub-perfect sampling of the stationary workload (``mjsre`` Algorithm 1).
 
 For sample ``i`` the Loynes state ``M_ell`` is the ordered workload found by job 0 when the
 system starts empty at the arrival of job ``-ell`` and is fed jobs ``-ell, ..., -1``
@@ -61,7 +61,7 @@ Implementation:
 * inputs of job ``-n`` depend only on ``(key, i, n)`` (:mod:`._bspec`), so doubling reuses the
   same past and the samples do not depend on batching or on the number of devices (they do
   depend on the number of samples through the batch test);
-* a host loop over doublings keeps only the samples not yet converged (``PERFORMANCE.md``:
+* a host loop over doublings keeps only the samples not yet converged (measured:
   a batch that waits for its slowest sample does up to 12x the necessary work); the active
   samples are run in batches of sizes ``min_batch * 8^k`` (greedy, only the last one padded),
   so the number of compilations stays small and the work done stays close to the work needed;
@@ -511,7 +511,7 @@ def _double(run: _Batcher, st: _Samples, active, prev_ell: int, ell: int) -> np.
 
 
 def _algorithm1(run, st, active, prev_ell, ell, max_ell, progress) -> None:
-    """Algorithm 1 (``mjsre.md`` 4.4) for the samples ``active`` from horizon ``ell``.
+    """Algorithm 1 (``mjsre`` 4.4) for the samples ``active`` from horizon ``ell``.
 
     ``st.M[active]`` holds ``M_prev_ell`` (``prev_ell = 0``: start from scratch). Doubles
     until every sample met ``M_{2 ell} == M_ell`` or ``ell`` passed ``max_ell``.
@@ -662,7 +662,7 @@ def sample_backward(
     on_test: Callable[[BiasTest], None] | None = None,
     max_seconds: float | None = None,
 ) -> BackwardSamples:
-    """Draw ``n_samples`` independent sub-perfect samples by Algorithm 1 (``mjsre.md`` 4.4),
+    """Draw ``n_samples`` independent sub-perfect samples by Algorithm 1 (``mjsre`` 4.4),
     with the batch-level bias control of the module docstring.
 
     Args:

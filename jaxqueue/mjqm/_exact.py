@@ -2,7 +2,7 @@
 
 Poisson arrivals of rate ``lam``, class ``i`` with probability ``p_i``, ``a_i`` servers out of
 ``s`` held for an exponential time of mean ``m_i`` (rate ``mu_i = 1 / m_i``), strict FCFS with
-head-of-line blocking (``papers/mjsre.md`` Section 2, the model of its Table 1, solved there for
+head-of-line blocking (``mjsre`` Section 2, the model of its Table 1, solved there for
 two classes by the matrix-analytic method of Anggraito et al. 2024). Here any number of classes.
 
 The chain. Level ``N`` = jobs in the system. Phase ``(n, h)``: ``n`` jobs in service per class
@@ -618,7 +618,7 @@ class ExactResult(eqx.Module):
 
 def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, tuple[int, ...]]:
     """``(s, cores)`` of a workload the QBD solves, else a one-line ``ValueError``. The stability
-    limit does not depend on the arrival law (``mjsre.md`` Remark 4): ``arrivals=False`` skips
+    limit does not depend on the arrival law (``mjsre`` Remark 4): ``arrivals=False`` skips
     the Poisson check."""
     s_c = _shape(workload)
     for i, law in enumerate(workload.services):
@@ -676,11 +676,11 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
 
     ``lambda_c = phi . d`` where ``phi`` is the stationary law of the saturated phase process
     (generator ``D_HH - diag(d)``, the queue never empties) and ``d`` the departure rate of a
-    phase: the long-run departure rate of the saturated queue (``papers/mjsre.md`` Theorem 5.1
+    phase: the long-run departure rate of the saturated queue (``mjsre`` Theorem 5.1
     gives the same limit as ``1 / gamma``; eq. (8) in closed form for one-or-all workloads).
     Differentiable in the service means and class probabilities.
 
-    Example:
+    Examples:
         >>> from jaxqueue import scenarios
         >>> round(float(exact_lambda_c(scenarios.get("five-class-exp"))), 3)  # doctest: +SKIP
         1.795
@@ -724,7 +724,7 @@ def exact(workload: Workload, lam) -> ExactResult:
             sees ``inf``); a traced ``lam <= 0`` or ``nan`` raises at run time
             (``eqx.error_if``).
 
-    Example:
+    Examples:
         >>> import jax; jax.config.update("jax_enable_x64", True)
         >>> from jaxqueue import scenarios
         >>> res = exact(scenarios.get("five-class-exp"), 1.0)

@@ -1,4 +1,4 @@
-"""Forward MJSRE simulation (F-MJSRE, ``papers/mjsre.md`` Section 7.4) with streaming metrics.
+"""Forward MJSRE simulation (F-MJSRE, ``mjsre`` Section 7.4) with streaming metrics.
 
 ``lax.scan`` over chunks of jobs (inputs drawn inside the jit from counter-based keys, see
 ``_inputs.py``), an inner ``lax.scan`` over the jobs of a chunk running the O(s) step
@@ -12,7 +12,7 @@ and the chunk sums are accumulated across chunks with compensated (Kahan) sums i
 float type enabled (float64 under x64). Memory does not grow with the number of jobs and a
 float32 state does not bias the means.
 
-Metrics (Section 6, waste corrected per ``papers/ERRATA.md`` item 1), per replication and
+Metrics (Section 6, waste corrected per ``docs/errata.md`` item 1), per replication and
 pooled with confidence intervals across replications: per class the mean, variance, quantiles
 and density of the waiting time ``W^alpha`` and the system time ``W^alpha + sigma``; the mean
 number in system (Little: sum of system times over elapsed time); the mean number of idle
@@ -421,7 +421,7 @@ class ForwardResult:
         return centres, counts[1:-1] / n / (hi - lo), counts[0] / n
 
     def as_dict(self) -> dict:
-        """The JSON object of ``jaxqueue mjqm simulate --json`` (DESIGN.md contract)."""
+        """The JSON object of ``jaxqueue mjqm simulate --json``."""
         wl = self.workload
         cores = np.asarray(wl.cores_array)
         probs = np.asarray(wl.probs, dtype=float)

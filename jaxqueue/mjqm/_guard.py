@@ -1,6 +1,6 @@
 """Refuse arrival rates at or beyond a known stability limit of the MJQM.
 
-Known limits (``papers/mjsre.md`` Section 5): ``lambda_ideal = min_t s_t / E[alpha_t sigma]``
+Known limits (``mjsre`` Section 5): ``lambda_ideal = min_t s_t / E[alpha_t sigma]``
 always bounds ``lambda_c`` from above; when some jobs ask for all servers and all the others
 for one server with exponential (or deterministic) service times, eq. (8) gives ``lambda_c``
 in closed form (``_stability.lambda_c_closed_form``). Beyond those, ``check_load`` asks

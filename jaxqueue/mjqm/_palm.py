@@ -1,4 +1,4 @@
-"""Job and system metrics from backward samples (``papers/mjsre.md`` Section 6).
+"""Job and system metrics from backward samples (``mjsre`` Section 6).
 
 A sample ``W`` is the ordered workload found by an arriving job (Palm probability of the
 arrivals). Job 0 is independent of ``W``, so one sample gives the waiting time of every class:
@@ -9,7 +9,7 @@ independent samples; the upper ends of the mean intervals (wait, response, ``L``
 the sampler's bias bound (``BackwardSamples.bias_bound``, the batch-level test of
 :mod:`._backward`): sub-perfect samples are lower bounds, so their bias is one-sided.
 
-System metrics (Section 6.3), corrected as in ``papers/ERRATA.md`` item 1:
+System metrics (Section 6.3), corrected as in ``docs/errata.md`` item 1:
 
 * servers idle because of HOL blocking: ``w_HOL = lam E0[sum_{i <= alpha_0} (W^{alpha_0} -
   W^i)]`` (untruncated: the printed eqs. (12)-(13) cut each term at ``tau`` and miss the part

@@ -1,4 +1,4 @@
-"""Stability limit of the FCFS multiserver-job queue (``papers/mjsre.md`` Section 5).
+"""Stability limit of the FCFS multiserver-job queue (``mjsre`` Section 5).
 
 Theorem 5.1: the queue is stable iff ``lam < lambda_c = 1 / gamma`` with ``gamma`` the growth
 rate ``lim |H_n|_inf / n`` of the pile ``H_{n+1} = R(S(alpha_n, H_n) + sigma_n L(alpha_n))``

@@ -5,7 +5,7 @@ jobs relaxing; its status says so (``nonstationary``) but gives no answer. This 
 
 1. **starts near the stationary law**: each replication starts from an independent
    sub-perfect backward sample of the workload seen by an arrival (:func:`sample_backward`,
-   Algorithm 1 of ``papers/mjsre.md`` with the batch bias control), which is what the
+   Algorithm 1 of ``mjsre`` with the batch bias control), which is what the
    recurrence eq. (2) carries from one arrival to the next; plain workloads only (one resource
    type, no specific servers), else it starts empty. The samples are lower bounds of
    stationary ones, so a warm-up (``n_jobs // 10``) is still run;

@@ -1,20 +1,21 @@
 """One step of the multiserver-job stochastic recurrence (MJSRE) and its variants.
 
 State: the ordered workload vector ``W`` (ascending, length ``s``) seen by an arriving job,
-``papers/mjsre.md`` eq. (2)::
+``mjsre`` eq. (2)::
 
     W_{n+1} = R( S(alpha_n, W_n) + sigma_n L(alpha_n) - tau_n U )^+,
     S(alpha, W)^i = W^alpha v W^i,  L(alpha)^i = 1{i <= alpha}.
 
 After ``S + sigma L`` the vector is sorted except for the block of ``alpha`` equal values
-``v = W^alpha + sigma`` in front, so ``R`` is an O(s) merge instead of a sort
-(``PERFORMANCE.md``): with ``X = W`` shifted left by ``alpha`` and padded with ``+inf``,
+``v = W^alpha + sigma`` in front, so ``R`` is an O(s) merge instead of a sort (a scan step
+with a sort runs 10-60x slower on the CPU): with ``X = W`` shifted left by ``alpha`` and padded
+with ``+inf``,
 
     R(S(alpha, W) + sigma L(alpha)) = min(X, max(v, W))      (elementwise).
 
 ``alpha`` counts servers (1-based: the job waits ``W[alpha - 1]`` in 0-based indexing).
 
-Per-job metrics (Section 6, with ``papers/ERRATA.md`` item 1): the waiting time
+Per-job metrics (Section 6, with ``docs/errata.md`` item 1): the waiting time
 ``W^alpha``; the HOL idle server-time reserved by the job, ``sum_{i <= alpha} (W^alpha - W^i)``
 (untruncated: these servers idle from ``W^i`` to ``W^alpha`` while the job is blocked); and the
 free idle server-time before the next arrival, ``sum_i (tau - X^i)^+`` with ``X`` the merged
@@ -231,7 +232,7 @@ def smjsre_step(W, alpha, beta, sigma, tau, u) -> Float[Array, " s"]:
 
 
 def ra_step_info(W, alpha, sigma, tau, u) -> tuple[Float[Array, " s"], StepInfo]:
-    """Random-assignment step (``papers/mjsre.md`` Appendix A) with its :class:`StepInfo`.
+    """Random-assignment step (``mjsre`` Appendix A) with its :class:`StepInfo`.
 
     The job takes ``alpha`` servers chosen uniformly at random (not the least loaded ones),
     i.e. eq. (14) with ``alpha`` specific and no arbitrary servers.

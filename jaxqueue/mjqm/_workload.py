@@ -1,4 +1,4 @@
-"""The workload model of the multiserver-job queue (``papers/mjsre.md`` Sections 4.1, 9.1, 9.2).
+"""The workload model of the multiserver-job queue (``mjsre`` Sections 4.1, 9.1, 9.2).
 
 A :class:`Workload` holds everything about the job stream except the arrival *rate*: the
 servers (one pool of ``s`` identical servers, or a vector of resource types), the job classes
@@ -73,7 +73,7 @@ class Workload(eqx.Module):
         ValueError: naming the field, for cores > servers, probabilities not summing to 1,
             a service law that is not a ``Law`` (or has no fixed-uniform transform), etc.
 
-    Example:
+    Examples:
         >>> from jaxqueue.dist import Exponential
         >>> w = Workload(20, [1, 10], [0.9, 0.1], [Exponential(1.0), Exponential(2.0)])
         >>> float(w.lambda_ideal())  # s / E[alpha sigma] = 20 / (0.9 + 2.0)
@@ -201,7 +201,7 @@ class Workload(eqx.Module):
     def lambda_ideal(self) -> Float[Array, ""]:
         """Stability limit without HOL blocking: ``min_t s_t / E[alpha_t sigma]``.
 
-        ``papers/mjsre.md`` Section 7.5 (``lambda_ideal = s / sum_i sigma_i alpha_i p_i``);
+        ``mjsre`` Section 7.5 (``lambda_ideal = s / sum_i sigma_i alpha_i p_i``);
         an upper bound of the true limit ``lambda_c`` of eq. (5).
         """
         work = self.mean_work()

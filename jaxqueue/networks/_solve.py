@@ -1,7 +1,7 @@
 """Stationary metrics of open, closed, mixed and truncated networks of pools.
 
 The stationary law of the aggregate state ``x = (x_1, .., x_K)`` (one vector per pool) is
-(``bf-networks`` Theorems 3-4, Proposition 4, see ``ERRATA.md`` item 5)
+(``bf-networks`` Theorems 3-4, Proposition 4, see ``docs/errata.md`` item 5)
 
     pi(x) = (1 / Z) prod_k Phi_k(x_k) lam^x
 
@@ -239,7 +239,7 @@ def solve(net: Network, *, engine: str = "auto") -> NetworkResult:
             classes and servers (on traced inputs an ``eqx.error_if`` run-time error is raised
             instead).
 
-    Example:
+    Examples:
         >>> net = Network([[[0, 1]], [[2]]], mu=[1.0, 1.0, 2.0],
         ...               routing=[[0.0, 1.0], [0.3, 0.0]], nu=[0.5, 0.0])
         >>> res = solve(net)  # res.L, res.throughput, res.sojourn
@@ -260,7 +260,7 @@ def solve_truncated(net: Network, n_max: int) -> NetworkResult:
     """Open network whose external arrivals are blocked while ``n_max`` jobs are present.
 
     Internal routing is never blocked; the stationary law is the product form of
-    :func:`solve` restricted to at most ``n_max`` jobs in total (``ERRATA.md`` item 5), so it
+    :func:`solve` restricted to at most ``n_max`` jobs in total (``docs/errata.md`` item 5), so it
     exists for any rates. ``throughput`` counts accepted jobs, ``blocking`` is the probability
     that an external arrival is refused.
 

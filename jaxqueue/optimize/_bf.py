@@ -3,13 +3,13 @@
 Three engines, each a pure JAX function of the rates (jittable, differentiable
 in every rate, dtype preserving):
 
-* :func:`m_model_metrics`: the closed forms (10)-(11) of ``bf-clusters.md`` Section 5 for the
+* :func:`m_model_metrics`: the closed forms (10)-(11) of ``bf-clusters`` Section 5 for the
   M model (servers 1, 2 dedicated to classes 1, 2; server 3 shared).
 * :class:`SubsetBF`: any pool, by the generic engine of :mod:`jaxqueue.pools` (the recursion
-  over server subsets of ``bf-recursive.md`` Theorems 1-2) through its unchecked kernel
+  over server subsets of ``bf-recursive`` Theorems 1-2) through its unchecked kernel
   :func:`jaxqueue.pools.solve_unchecked`; this class only adapts it to the optimiser.
 * :func:`random_degree_metrics`: randomized assignment with heterogeneous degrees
-  (``bf-recursive.md`` Section 4.2, per-type ``L_u``), where each job type may draw its degree
+  (``bf-recursive`` Section 4.2, per-type ``L_u``), where each job type may draw its degree
   from a distribution over integers (the relaxation used to optimise integer degrees: a type
   with a random degree is exactly a mixture of fixed-degree sub-types).
 
@@ -41,7 +41,7 @@ def _safe_pos(x, ok):
 def m_model_metrics(mu, lam) -> dict:
     """Mean service rates and delays of the M model under balanced fairness.
 
-    Implements ``bf-clusters.md`` eqs. (10)-(11) with ``delta_i = 1 / gamma_i`` (eq. (9),
+    Implements ``bf-clusters`` eqs. (10)-(11) with ``delta_i = 1 / gamma_i`` (eq. (9),
     unit mean sizes). Stability: ``lam1 < mu1 + mu3``, ``lam2 < mu2 + mu3``,
     ``lam1 + lam2 < mu1 + mu2 + mu3``.
 
@@ -54,7 +54,7 @@ def m_model_metrics(mu, lam) -> dict:
         ``L`` (mean numbers, ``lam * T``), ``T_mean`` and ``margin`` (the smallest relative gap
         ``1 - load`` of the three stability constraints). ``T`` is ``inf`` when unstable.
 
-    Example:
+    Examples:
         >>> m = m_model_metrics(jnp.array([1.0, 1.0, 1.0]), jnp.array([1.0, 1.0]))
     """
     mu = jnp.asarray(mu)
@@ -104,7 +104,7 @@ class SubsetBF:
     Raises:
         ValueError: empty class, server index out of range, or a server with no class.
 
-    Example:
+    Examples:
         >>> pool = SubsetBF([[0, 2], [1, 2]])
         >>> m = pool.metrics(jnp.array([1.0, 1.0, 1.0]), jnp.array([0.8, 0.8]))
     """
@@ -147,7 +147,7 @@ def _log_comb(n, k):
 
 @functools.partial(jax.jit, static_argnames=("n_servers",))
 def random_degree_metrics(rho, type_probs, degree_probs, *, n_servers: int) -> dict:
-    """Randomized assignment with random degrees, per job type (``bf-recursive.md`` §4.2).
+    """Randomized assignment with random degrees, per job type (``bf-recursive`` §4.2).
 
     ``K`` servers of unit rate, total arrival rate ``K rho``; a job is of type ``u`` with
     probability ``type_probs[u]`` and then draws its degree ``d`` with probability

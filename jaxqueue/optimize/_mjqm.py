@@ -1,4 +1,4 @@
-"""Differentiable estimators for the multiserver-job queue (MJQM, ``papers/mjsre.md``).
+"""Differentiable estimators for the multiserver-job queue (MJQM, ``mjsre``).
 
 A small forward scan of the MJSRE (eq. (2), the O(s) step of :mod:`jaxqueue.mjqm`) driven by
 the counter-based uniforms of :func:`jaxqueue.mjqm.job_uniforms`, written so that every input
@@ -42,7 +42,7 @@ __all__ = [
 
 
 def five_class_workload() -> Workload:
-    """The five-class MJQM of ``mjsre.md`` Section 8.2 / Table 2 with exponential service
+    """The five-class MJQM of ``mjsre`` Section 8.2 / Table 2 with exponential service
     times (``jaxqueue.scenarios.get("five-class-exp")``)."""
     from jaxqueue.scenarios import get
 
@@ -146,7 +146,7 @@ class MJQMSampler:
 
     def margin(self, params: dict):
         """``1 - lam E[alpha sigma] / s``: the no-HOL (ideal) load margin, a necessary
-        stability condition (``mjsre.md`` Section 7.3: ``lambda_ideal``)."""
+        stability condition (``mjsre`` Section 7.3: ``lambda_ideal``)."""
         params = self.full_params(params)
         p = jax.nn.softmax(params["logits"])
         work = jnp.sum(p * self.cores * self.mean_service) * params["scale"] / params["speed"]

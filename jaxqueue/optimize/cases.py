@@ -454,7 +454,7 @@ def run_case(name: str, fast: bool | None = None, progress=None) -> dict:
     Returns:
         dict with ``case``, ``cost``, ``targets_met``, ``slack``, ``params``, ... .
 
-    Example:
+    Examples:
         >>> out = run_case("capacity-m-model", fast=True)  # doctest: +SKIP
     """
     if fast is None:

@@ -52,7 +52,7 @@ class Pool(eqx.Module):
         ValueError: a class with no server, a server index out of ``[0, K)``, a repeated server
             in one class, no class at all, or capacities that are not finite and ``> 0``.
 
-    Example:
+    Examples:
         >>> pool = Pool([[0, 2], [1, 2]], [1.0, 1.0, 1.0])  # the M model
         >>> pool.num_classes, pool.num_servers
         (2, 3)

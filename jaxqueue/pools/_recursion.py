@@ -565,7 +565,7 @@ def solve(
         ValueError: malformed rates, unstable rates (naming bottleneck classes and servers,
             0-based), or a pool too large (naming ``K`` and the memory estimate).
 
-    Example:
+    Examples:
         >>> res = solve(Pool([[0, 2], [1, 2]], [1.0, 1.0, 1.0]), [0.9, 0.9])
         >>> float(res.psi)  # doctest: +SKIP
     """
@@ -705,7 +705,7 @@ def solve_unchecked(
     Raises:
         ValueError: malformed rates or capacities (checked when concrete), or a pool too large.
 
-    Example:
+    Examples:
         >>> out = solve_unchecked(Pool([[0, 2], [1, 2]], [1.0, 1.0, 1.0]), [2.0, 2.0])
         >>> bool(out["stable"]), float(out["T"][0])  # doctest: +SKIP
         (False, inf)

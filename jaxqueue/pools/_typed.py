@@ -68,7 +68,7 @@ class TypedPool(eqx.Module):
             no type, a type index outside ``[0, T)`` or repeated, capacities not finite and
             ``> 0``.
 
-    Example:
+    Examples:
         >>> pool = TypedPool([64, 64, 32, 16], [[0, 1], [1, 2], [2, 3], [0, 3]])
         >>> pool.num_servers, pool.num_types, pool.num_classes
         (176, 4, 4)

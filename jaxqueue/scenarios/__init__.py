@@ -6,12 +6,12 @@
 JSON file (``get("my-cluster.toml")``; schema in :mod:`jaxqueue.scenarios._files`, example in
 ``examples/workloads/five-class-exp.toml``).
 
-Multiserver-job queue (``papers/mjsre.md``):
+Multiserver-job queue (``mjsre``):
 
 * ``five-class-exp``, ``five-class-erlang3``, ``five-class-hyperexp``, ``five-class-bpareto``:
   Section 8.2 / Table 2, s = 20, five classes (1, 2, 5, 10, 15 cores), Poisson arrivals; the
   exact parameters of each service law are in ``data/five-class.csv`` (mean service times as
-  printed, 0.83 and 3.33, ``papers/ERRATA.md`` item 4). ``lambda_ideal = 2.107``.
+  printed, 0.83 and 3.33, ``docs/errata.md`` item 4). ``lambda_ideal = 2.107``.
 * ``two-class-200``: Section 8.1, s = 200, one-core and 100-core jobs equally likely,
   exponential service of mean 1 (``get("two-class-200", big_mean=m)`` varies the big jobs'
   mean, the x axis of Fig. 2(a)).
@@ -21,7 +21,7 @@ Multiserver-job queue (``papers/mjsre.md``):
   (``data/borg-cell-b-26.csv``; the paper's Section 8.3 uses a 17-class version of the same
   data), exponential service times with the measured means.
 
-Balanced fairness (``papers/bf-clusters.md`` Section 5): ``m-model-sym`` and ``m-model-asym``
+Balanced fairness (``bf-clusters`` Section 5): ``m-model-sym`` and ``m-model-asym``
 (see :func:`jaxqueue.pools.preset_pool`).
 """
 
@@ -39,15 +39,15 @@ from . import _files
 __all__ = ["get", "names", "describe"]
 
 _SOURCES = {
-    "five-class-exp": "papers/mjsre.md Section 8.2, Table 2 (exponential), s = 20",
-    "five-class-erlang3": "papers/mjsre.md Section 8.2, Table 2 (Erlang-3), s = 20",
-    "five-class-hyperexp": "papers/mjsre.md Section 8.2, Table 2 (2-phase hyperexponential)",
-    "five-class-bpareto": "papers/mjsre.md Section 8.2, Table 2 (bounded Pareto, shape 1.4)",
-    "two-class-200": "papers/mjsre.md Section 8.1, Fig. 2(a): s = 200, 1 or 100 cores",
-    "two-class-256": "papers/mjsre.md Section 7.4, Table 1: s = 256, 1 or 256 cores",
-    "borg-cell-b": "Google Borg cell B, 26 classes, s = 2048 (papers/mjsre.md Section 8.3)",
-    "m-model-sym": "papers/bf-clusters.md Section 5: M model, mu = (1, 1, 1)",
-    "m-model-asym": "papers/bf-clusters.md Section 5: M model, servers 1 and 3 only",
+    "five-class-exp": "mjsre Section 8.2, Table 2 (exponential), s = 20",
+    "five-class-erlang3": "mjsre Section 8.2, Table 2 (Erlang-3), s = 20",
+    "five-class-hyperexp": "mjsre Section 8.2, Table 2 (2-phase hyperexponential)",
+    "five-class-bpareto": "mjsre Section 8.2, Table 2 (bounded Pareto, shape 1.4)",
+    "two-class-200": "mjsre Section 8.1, Fig. 2(a): s = 200, 1 or 100 cores",
+    "two-class-256": "mjsre Section 7.4, Table 1: s = 256, 1 or 256 cores",
+    "borg-cell-b": "Google Borg cell B, 26 classes, s = 2048 (mjsre Section 8.3)",
+    "m-model-sym": "bf-clusters Section 5: M model, mu = (1, 1, 1)",
+    "m-model-asym": "bf-clusters Section 5: M model, servers 1 and 3 only",
 }
 
 
@@ -166,7 +166,7 @@ def get(name, **params):
         ValueError: unknown name or parameter; for a file, one line naming the file and the
             field (missing file, bad syntax, unknown or missing key, wrong type or value).
 
-    Example:
+    Examples:
         >>> w = get("five-class-exp")
         >>> w.servers, w.n_classes
         ((20,), 5)

@@ -360,7 +360,7 @@ def load(path) -> Workload:
         ValueError: one line ``"PATH: FIELD: what is wrong"`` (or ``"PATH: no such file"``,
             ``"PATH: invalid TOML: ... (at line L, column C)"``, ...).
 
-    Example:
+    Examples:
         >>> w = load("examples/workloads/five-class-exp.toml")  # doctest: +SKIP
         >>> w.servers, w.n_classes
         ((20,), 5)

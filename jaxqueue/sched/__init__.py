@@ -1,4 +1,4 @@
-"""The interruption scheduler of ``papers/bf-clusters.md`` (Algorithm 1) as a JAX simulation.
+"""The interruption scheduler of ``bf-clusters`` (Algorithm 1) as a JAX simulation.
 
 FCFS servers pool on the oldest compatible job; each busy server interrupts its job at rate
 ``C_s / theta`` (m = sigma / theta interruptions per job on average) and an interrupted job

@@ -1,6 +1,6 @@
 """The JAX kernel: one replication of the interruption scheduler as a jump chain.
 
-Model (``papers/bf-clusters.md`` Section 2 and Algorithm 1 of Section 4). Jobs wait in a single
+Model (``bf-clusters`` Section 2 and Algorithm 1 of Section 4). Jobs wait in a single
 virtual queue in order. Each server serves the oldest job of the queue that it may serve, so a
 job's service rate is the sum of the capacities of the servers for which it is the oldest
 compatible job. Job sizes are mixtures of sums of exponential phases

@@ -1,6 +1,6 @@
 """Server-assignment models for the interruption scheduler.
 
-Two ways of giving each job the set of servers it may use (``papers/bf-clusters.md`` Section 2
+Two ways of giving each job the set of servers it may use (``bf-clusters`` Section 2
 and Section 4, "Large system with random assignment"):
 
 * ``ClassAssignment(server_sets, mu)``: N classes, class i may use the servers

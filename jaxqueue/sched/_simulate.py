@@ -3,7 +3,7 @@
 ``simulate_sweep`` runs the kernel of ``_kernel.py`` for several sweep points (arrival rates
 and mean numbers of interruptions m) times independent replications in one jitted call,
 ``vmap`` over both, the replication axis sharded over ``jax.devices()``. The estimators are
-those of ``papers/bf-clusters.md`` Section 5, eq. (9): the mean delay of class i is
+those of ``bf-clusters`` Section 5, eq. (9): the mean delay of class i is
 ``delta_i = L_i / lam_i`` (Little's law on time-averaged numbers, warm-up discarded) and the
 mean service rate ``gamma_i = sigma / delta_i`` (sigma the mean job size), with Student-t
 intervals across replications on the log scale (never below 0).
@@ -434,7 +434,7 @@ def _drift(stats) -> tuple[np.ndarray, np.ndarray]:
 def simulate(pool, lam, law, *, m: float = 0.0, key, **kwargs) -> SchedResult:
     """Simulate the scheduler at one load; ``simulate_sweep`` with one point.
 
-    Example:
+    Examples:
         >>> from jaxqueue.sched import ClassAssignment, simulate
         >>> from jaxqueue.dist import get_law
         >>> pool = ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0])

@@ -1,4 +1,4 @@
-"""``jaxqueue reproduce bf-clusters``: Figures 1-4 of ``papers/bf-clusters.md`` Section 5.
+"""``jaxqueue reproduce bf-clusters``: Figures 1-4 of ``bf-clusters`` Section 5.
 
 Mean service rate ``gamma_i`` and mean delay ``delta_i`` (eq. (9)) against the load rho under the
 scheduler with random interruptions (Algorithm 1): FCFS (m = 0), m = 1, m = 5, each simulated

@@ -1,4 +1,4 @@
-"""``jaxqueue reproduce bf-recursive``: the studies of ``bf-recursive.md`` Section 6.
+"""``jaxqueue reproduce bf-recursive``: the studies of ``bf-recursive`` Section 6.
 
 * Figure 9: mean service rate of premium (degree 12) and regular (degree 6) jobs vs the load,
   K = 100, for regular-only, premium-only and half/half populations (Section 4.2 formulas).

@@ -1,4 +1,4 @@
-"""Study of ``papers/mjsre.md`` Section 8 and the backward/forward comparison of Section 7.4.
+"""Study of ``mjsre`` Section 8 and the backward/forward comparison of Section 7.4.
 
 ``jaxqueue reproduce mjsre [--fast]`` writes, under ``out_dir``:
 
@@ -241,7 +241,7 @@ def _figs3_6(out, plt, rec, stab, cores, files) -> None:
 
 
 def _five_class(out, fast, key, plt, files):
-    """Figures 2-6 of ``mjsre.md`` Section 8.2; returns the stability limits."""
+    """Figures 2-6 of ``mjsre`` Section 8.2; returns the stability limits."""
     stab, sweep, samples_bp = _five_class_sweep(out, fast, key, files)
     rec = np.array(sweep, dtype=object)
     _fig2(out, plt, rec, samples_bp, files)
@@ -430,7 +430,7 @@ def _table1_plot(out, plt, a) -> None:
 
 
 def _table1(out, fast, key, plt, files):
-    """Table 1 of ``mjsre.md`` (Section 7.4) with the exact column, coverage and statuses."""
+    """Table 1 of ``mjsre`` (Section 7.4) with the exact column, coverage and statuses."""
     wl = get("two-class-256")
     ks = [2, 5, 8] if fast else list(range(1, 10))
     lmax, exact_w, exact_t, exact_compile = _exact_column(wl, ks)
@@ -463,7 +463,7 @@ def _table1(out, fast, key, plt, files):
 
 
 def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
-    """Compute the figures of ``papers/mjsre.md`` Section 8 and the Section 7.4 comparison.
+    """Compute the figures of ``mjsre`` Section 8 and the Section 7.4 comparison.
 
     Args:
         out_dir: folder for PNG figures and CSV data (created).

@@ -365,7 +365,7 @@ class LinePool(_IntervalPool):
     Raises:
         ValueError: a class that is not an interval, bad capacities.
 
-    Example:
+    Examples:
         >>> LinePool([[0, 1, 2], [1, 2, 3, 4]], [1.0] * 5).solve([0.8, 1.2]).L
     """
 
@@ -607,7 +607,7 @@ class HomogeneousLine(_HomogeneousLocal):
     ``K`` servers of capacity ``mu``; each job is assigned a range of ``d`` consecutive servers
     chosen uniformly among the ``K - d + 1`` ranges. ``psi`` and ``L`` in ``O(K^2)``.
 
-    Example:
+    Examples:
         >>> HomogeneousLine(1000, 10).solve(0.9).L_total
     """
 

@@ -208,7 +208,7 @@ class RandomAssignment(eqx.Module):
     Raises:
         ValueError: ``K < 1``, a degree outside ``[1, K]``, a bad type mix or capacity.
 
-    Example:
+    Examples:
         >>> res = RandomAssignment(100, (6, 12), p=[0.5, 0.5]).solve(0.9)
         >>> res.gamma  # mean service rate per type (regular, premium)
     """

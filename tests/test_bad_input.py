@@ -2,7 +2,8 @@
 with its exit status (or exception) and a fragment of the one line it must print.
 
 Every command-line case runs in this process through ``jaxqueue.cli.main`` and must: return
-its exit status (2 for bad input), print nothing on stdout, print no traceback, and end its
+its exit status (2 for a command line that is not well formed, 1 for one that a file or a model
+refuses), print nothing on stdout, print no traceback, and end its
 stderr with one line ``jaxqueue...: error: ...`` holding the fragment. The fragments say what
 the message must name (the option, the file and field, the limit), written from the rule, not
 copied from the output. The cases are chosen to fail before any long computation.
@@ -94,28 +95,35 @@ FILES = {
 
 
 def _cases():
-    """``(id, argv with {d} for the files' folder, fragment)``; the exit status is 2."""
+    """``(id, argv with {d} for the files' folder, fragment, exit status)``: 2 for a command
+    line that is not well formed (``add``), 1 for one that a file or a model refuses
+    (``runtime``)."""
     c = []
 
-    def add(fragment, *argv):
-        c.append((" ".join(argv)[:90], list(argv), fragment))
+    def add(fragment, *argv, status=2):
+        c.append((" ".join(argv)[:90], list(argv), fragment, status))
+
+    def runtime(fragment, *argv):
+        add(fragment, *argv, status=1)
+
+    gt0 = "expected a finite number > 0"
 
     # --- mjqm exact: rates, loads, refusals
     for lam in ("-1", "0", "nan", "inf"):
-        add("lam must be positive", "mjqm", "exact", *S5, "--lam", lam)
+        add(f"argument --lam: {gt0}", "mjqm", "exact", *S5, "--lam", lam)
     for lam in ("1e9", "2.5", "1.80085536"):
-        add("stability limit lambda_c", "mjqm", "exact", *S5, "--lam", lam)
-    add("too close", "mjqm", "exact", *S5, "--lam", "1.8008553")
-    add("invalid float value: 'abc'", "mjqm", "exact", *S5, "--lam", "abc")
+        runtime("stability limit lambda_c", "mjqm", "exact", *S5, "--lam", lam)
+    runtime("too close", "mjqm", "exact", *S5, "--lam", "1.8008553")
+    add(f"argument --lam: {gt0}, got 'abc'", "mjqm", "exact", *S5, "--lam", "abc")
     for load in ("-0.5", "0", "nan"):
-        add("lam must be positive", "mjqm", "exact", *S5, "--load", load)
+        add(f"argument --load: {gt0}", "mjqm", "exact", *S5, "--load", load)
     for load in ("1", "1.5"):
-        add("stability limit lambda_c", "mjqm", "exact", *S5, "--load", load)
+        runtime("stability limit lambda_c", "mjqm", "exact", *S5, "--load", load)
     add("exactly one of --lam", "mjqm", "exact", *S5)
     add("exactly one of --lam", "mjqm", "exact", *S5, "--lam", "1", "--load", "0.5")
     add("unknown scenario 'nosuch'", "mjqm", "exact", "--scenario", "nosuch", "--lam", "1")
-    add("exponential", "mjqm", "exact", "--scenario", "five-class-erlang3", "--lam", "1")
-    add("phases", "mjqm", "exact", "--scenario", "borg-cell-b", "--lam", "1")
+    runtime("exponential", "mjqm", "exact", "--scenario", "five-class-erlang3", "--lam", "1")
+    runtime("phases", "mjqm", "exact", "--scenario", "borg-cell-b", "--lam", "1")
     add("the following arguments are required: --scenario", "mjqm", "exact", "--lam", "1")
     # --- workload files: the file and the field
     for name, fragment in (
@@ -140,7 +148,7 @@ def _cases():
         ("missing.toml", "missing.toml: no such file"),
         ("net_keys.json", "pools: unknown key"),
     ):
-        add(fragment, "mjqm", "exact", "--scenario", "{d}/" + name, "--lam", "0.5")
+        runtime(fragment, "mjqm", "exact", "--scenario", "{d}/" + name, "--lam", "0.5")
     for name, fragment in (
         ("broken.json", "invalid JSON"),
         ("probsum.toml", "sum to 0.7"),
@@ -148,9 +156,9 @@ def _cases():
         ("missing.toml", "no such file"),
         ("neg_mean.toml", "classes[0].mean"),
     ):
-        add(fragment, "mjqm", "stability", "--scenario", "{d}/" + name)
-        add(fragment, "mjqm", "simulate", "--scenario", "{d}/" + name, "--lam", "0.5")
-        add(fragment, "mjqm", "sample", "--scenario", "{d}/" + name, "--lam", "0.5")
+        runtime(fragment, "mjqm", "stability", "--scenario", "{d}/" + name)
+        runtime(fragment, "mjqm", "simulate", "--scenario", "{d}/" + name, "--lam", "0.5")
+        runtime(fragment, "mjqm", "sample", "--scenario", "{d}/" + name, "--lam", "0.5")
     # --- options checked when parsed: the option and the rule
     e3 = ("--scenario", "five-class-erlang3")
     for opt, vals, rule in (
@@ -163,8 +171,8 @@ def _cases():
             add(f"argument {opt}: expected {rule}", "mjqm", "stability", *e3, opt, v)
     add("argument --dtype: invalid choice", "mjqm", "stability", *S5, "--dtype", "float16")
     for lam in ("-1", "0", "nan", "inf"):
-        add("lam (arrival rate) must be finite and > 0", "mjqm", "simulate", *S5, "--lam", lam)
-    add("stability limit", "mjqm", "simulate", *S5, "--lam", "5")
+        add(f"argument --lam: {gt0}", "mjqm", "simulate", *S5, "--lam", lam)
+    runtime("stability limit", "mjqm", "simulate", *S5, "--lam", "5")
     for opt, vals in (
         ("--jobs", ("0", "-10", "nan")),
         ("--replications", ("0", "-1", "1")),
@@ -209,17 +217,17 @@ def _cases():
         "64",
     )
     add("the following arguments are required: --lam", "mjqm", "simulate", *S5)
-    for opt, v, fragment in (
-        ("--lam", "-1", "lam must be finite and > 0"),
-        ("--lam", "0", "lam must be finite and > 0"),
-        ("--lam", "nan", "lam must be finite and > 0"),
-        ("--lam", "5", "stability limit"),
-        ("--load", "0", "lam must be finite and > 0"),
-        ("--load", "-1", "lam must be finite and > 0"),
-        ("--load", "1", "not below the stability limit lambda_c"),
-        ("--load", "1.2", "stability limit"),
+    for opt, v, fragment, status in (
+        ("--lam", "-1", f"argument --lam: {gt0}", 2),
+        ("--lam", "0", f"argument --lam: {gt0}", 2),
+        ("--lam", "nan", f"argument --lam: {gt0}", 2),
+        ("--lam", "5", "stability limit", 1),
+        ("--load", "0", f"argument --load: {gt0}", 2),
+        ("--load", "-1", f"argument --load: {gt0}", 2),
+        ("--load", "1", "not below the stability limit lambda_c", 1),
+        ("--load", "1.2", "stability limit", 1),
     ):
-        add(fragment, "mjqm", "sample", *S5, opt, v)
+        add(fragment, "mjqm", "sample", *S5, opt, v, status=status)
     for opt, vals in (
         ("--samples", ("0", "-3", "1")),
         ("--ell0", ("0", "-8")),
@@ -230,7 +238,16 @@ def _cases():
     ):
         for v in vals:
             add(f"argument {opt}: expected", "mjqm", "sample", *S5, "--lam", "1.0", opt, v)
-    add("max_seconds must be >= 0", "mjqm", "sample", *S5, "--lam", "1.0", "--max-seconds", "-2")
+    add(
+        "argument --max-seconds: expected a number of seconds >= 0",
+        "mjqm",
+        "sample",
+        *S5,
+        "--lam",
+        "1.0",
+        "--max-seconds",
+        "-2",
+    )
     add(
         "need 1 <= ell0 <= max_ell",
         "mjqm",
@@ -263,7 +280,7 @@ def _cases():
         add(fragment, "mjqm", "compare", *S5, "--policies", pols)
     add("argument --jobs: expected an integer >= 10", "mjqm", "compare", *S5, "--jobs", "5")
     add("argument --replications: expected", "mjqm", "compare", *S5, "--replications", "0")
-    add(
+    runtime(
         "the folder /nonexistent/dir does not exist",
         "mjqm",
         "compare",
@@ -273,7 +290,9 @@ def _cases():
         "--plot",
         "/nonexistent/dir/x.png",
     )
-    add("is a folder, not a file", "mjqm", "compare", *S5, "--loads", "0.5", "--plot", "{d}/adir")
+    runtime(
+        "is a folder, not a file", "mjqm", "compare", *S5, "--loads", "0.5", "--plot", "{d}/adir"
+    )
     # --- bf solve
     for pool, fragment in (
         ("nosuch", "unknown pool preset 'nosuch'"),
@@ -294,25 +313,27 @@ def _cases():
         ("line:K=401", "lacks d="),
         ("m-model-sym:x=1", "unknown pool structure"),
     ):
-        add(fragment, "bf", "solve", "--pool", pool, "--rho", "0.5")
-    for rho, fragment in (
-        ("-0.5", "lam must be finite and >= 0"),
-        ("nan", "lam must be finite and >= 0"),
-        ("inf", "lam must be finite and >= 0"),
-        ("1", "unstable arrival rates"),
-        ("1.5", "unstable arrival rates"),
-        ("abc", "argument --rho: invalid float value"),
+        status = 1 if pool.startswith("{d}") else 2  # files: runtime; names, structures: usage
+        add(fragment, "bf", "solve", "--pool", pool, "--rho", "0.5", status=status)
+    ge0 = "argument --rho: expected a finite number >= 0"
+    for rho, fragment, status in (
+        ("-0.5", ge0, 2),
+        ("nan", ge0, 2),
+        ("inf", ge0, 2),
+        ("1", "unstable arrival rates", 1),
+        ("1.5", "unstable arrival rates", 1),
+        ("abc", ge0, 2),
     ):
-        add(fragment, "bf", "solve", "--pool", "m-model-sym", "--rho", rho)
-    for lam, fragment in (
-        ("[-1, 1]", "lam must be finite and >= 0"),
-        ("[1]", "--lam has 1 rate(s) but the pool has 2 classes"),
-        ("[nan, 1]", "--lam: cannot parse"),
-        ("abc", "--lam: cannot parse"),
-        ("[]", "--lam has 0 rate(s)"),
-        ("[5, 5]", "unstable arrival rates"),
+        add(fragment, "bf", "solve", "--pool", "m-model-sym", "--rho", rho, status=status)
+    for lam, fragment, status in (
+        ("[-1, 1]", "lam must be finite and >= 0", 1),
+        ("[1]", "--lam has 1 rate(s) but the pool has 2 classes", 2),
+        ("[nan, 1]", "--lam: cannot parse", 2),
+        ("abc", "--lam: cannot parse", 2),
+        ("[]", "--lam has 0 rate(s)", 2),
+        ("[5, 5]", "unstable arrival rates", 1),
     ):
-        add(fragment, "bf", "solve", "--pool", "m-model-sym", "--lam", lam)
+        add(fragment, "bf", "solve", "--pool", "m-model-sym", "--lam", lam, status=status)
     add("give the arrival rates", "bf", "solve", "--pool", "m-model-sym")
     add(
         "not allowed with argument --rho",
@@ -325,7 +346,7 @@ def _cases():
         "--lam",
         "[1, 1]",
     )
-    add(
+    runtime(
         "mu must be finite and > 0",
         "bf",
         "solve",
@@ -340,14 +361,14 @@ def _cases():
     add("give a pool", "bf", "solve", "--rho", "0.5")
     # --- sched simulate
     sched = ("sched", "simulate", "--pool", "m-model-sym", "--law", "exp")
-    for rho, fragment in (
-        ("-0.1", "--rho must be > 0"),
-        ("0", "--rho must be > 0"),
-        ("nan", "--rho must be > 0"),
-        ("1", "unstable arrival rates"),
-        ("1.2", "unstable arrival rates"),
+    for rho, fragment, status in (
+        ("-0.1", f"argument --rho: {gt0}", 2),
+        ("0", f"argument --rho: {gt0}", 2),
+        ("nan", f"argument --rho: {gt0}", 2),
+        ("1", "unstable arrival rates", 1),
+        ("1.2", "unstable arrival rates", 1),
     ):
-        add(fragment, *sched, "--rho", rho)
+        add(fragment, *sched, "--rho", rho, status=status)
     for opt, vals in (
         ("--m", ("-1", "nan")),
         ("--replications", ("0", "-2", "1")),
@@ -378,7 +399,9 @@ def _cases():
         ("random:S=0,d=2", "mu must be a non-empty"),
         ("random:S=4,d=9", "d must lie in 1..n_servers=4"),
     ):
-        add(fragment, "sched", "simulate", "--pool", pool, "--law", "exp", "--rho", "0.5")
+        status = 1 if pool.startswith("{d}") else 2
+        argv = ("sched", "simulate", "--pool", pool, "--law", "exp", "--rho", "0.5")
+        add(fragment, *argv, status=status)
     # --- network solve
     for name, fragment in (
         ("missing.json", "missing.json: no such file"),
@@ -403,7 +426,7 @@ def _cases():
         ("empty.json", "missing keys"),
         ("list.json", "must be a table"),
     ):
-        add(fragment, "network", "solve", "--spec", "{d}/" + name)
+        runtime(fragment, "network", "solve", "--spec", "{d}/" + name)
     for n in ("0", "-5"):
         add(
             "argument --truncate: expected an integer >= 1",
@@ -414,7 +437,7 @@ def _cases():
             "--truncate",
             n,
         )
-    add(
+    runtime(
         "population: N = 1000000",
         "network",
         "solve",
@@ -424,8 +447,8 @@ def _cases():
         "1000000",
     )
     # --- reproduce, optimize, several hosts
-    add("--out /proc/forbidden", "reproduce", "mjsre", "--out", "/proc/forbidden")
-    add("cannot create the folder", "reproduce", "mjsre", "--out", "{d}/empty.json")
+    runtime("--out /proc/forbidden", "reproduce", "mjsre", "--out", "/proc/forbidden")
+    runtime("cannot create the folder", "reproduce", "mjsre", "--out", "{d}/empty.json")
     add("argument --case: invalid choice", "optimize", "--case", "nosuch")
     dist = ("bf", "solve", "--pool", "m-model-sym", "--rho", "0.5")
     add(
@@ -479,13 +502,15 @@ def test_the_table_is_large():
     assert len(CASES) + len(API_CASES) >= 150, len(CASES) + len(API_CASES)
 
 
-@pytest.mark.parametrize(("argv", "fragment"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_command_line(argv, fragment, folder, capsys):
+@pytest.mark.parametrize(
+    ("argv", "fragment", "status"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_command_line(argv, fragment, status, folder, capsys):
     argv = [a.replace("{d}", str(folder)) for a in argv]
     rc = main(argv)
     out, err = capsys.readouterr()
     lines = [line for line in err.splitlines() if line.strip()]
-    assert rc == 2, (rc, err[-500:])
+    assert rc == status, (rc, err[-500:])
     assert out == "", out[-300:]
     assert "Traceback" not in err, err[-2000:]
     assert lines and ": error: " in lines[-1], err[-500:]

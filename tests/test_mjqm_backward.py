@@ -318,8 +318,8 @@ def test_cli_sample_contract(capsys):
         assert k in out
     assert [c["cores"] for c in out["classes"]] == [1, 2, 5, 10, 15]
     assert out["status"] == "ok" and out["bias_bound"] >= 0 and out["ell_batch"] >= 256
-    # Beyond lambda_c (but below lambda_ideal): refused with the estimate, exit status 2.
-    assert main(["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.95"]) == 2
+    # Beyond lambda_c (but below lambda_ideal): refused with the estimate, exit status 1.
+    assert main(["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.95"]) == 1
     assert "lambda_c" in capsys.readouterr().err
 
 

@@ -51,26 +51,33 @@ def test_exact_json_contract_from_a_file(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    ("argv", "needles"),
+    ("argv", "needles", "code"),
     [
-        (["--scenario", "five-class-erlang3", "--lam", "1.0"], ["Erlang", "mjqm simulate"]),
+        (["--scenario", "five-class-erlang3", "--lam", "1.0"], ["Erlang", "mjqm simulate"], 1),
         (
             ["--scenario", "five-class-hyperexp", "--lam", "1.0"],
             ["HyperExponential", "mjqm sample"],
+            1,
         ),
-        (["--scenario", "two-class-256", "--lam", "25"], ["lambda_c = 20.448", "stability limit"]),
-        (["--scenario", "two-class-256", "--load", "1.0"], ["lambda_c = 20.448"]),
-        (["--scenario", "borg-cell-b", "--lam", "1"], ["phases", "GB", "mjqm simulate"]),
-        (["--scenario", "five-class-exp", "--lam", "-1"], ["positive"]),
-        (["--scenario", "five-class-exp"], ["--lam", "--load"]),
-        (["--scenario", "m-model-sym", "--lam", "1"], ["not a multiserver-job workload"]),
-        (["--scenario", "missing.toml", "--lam", "1"], ["missing.toml", "no such file"]),
+        (
+            ["--scenario", "two-class-256", "--lam", "25"],
+            ["lambda_c = 20.448", "stability limit"],
+            1,
+        ),
+        (["--scenario", "two-class-256", "--load", "1.0"], ["lambda_c = 20.448"], 1),
+        (["--scenario", "borg-cell-b", "--lam", "1"], ["phases", "GB", "mjqm simulate"], 1),
+        (["--scenario", "five-class-exp", "--lam", "-1"], ["--lam", "> 0"], 2),
+        (["--scenario", "five-class-exp"], ["--lam", "--load"], 2),
+        (["--scenario", "m-model-sym", "--lam", "1"], ["not a multiserver-job workload"], 2),
+        (["--scenario", "missing.toml", "--lam", "1"], ["missing.toml", "no such file"], 1),
     ],
 )
-def test_exact_refusals_are_one_line(argv, needles, capsys):
+def test_exact_refusals_are_one_line(argv, needles, code, capsys):
+    """One line on stderr; under ``--json`` also ``{"error", "exit_status"}`` on stdout; 2 for
+    a command line that is not well formed, 1 for a refusal by the model or the file."""
     status, out, err = _run(["mjqm", "exact", *argv, "--json"], capsys)
-    assert status == 2 and out == ""
+    assert status == code and json.loads(out) == {"error": err.strip(), "exit_status": code}
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jaxqueue: error: "), err
+    assert len(lines) == 1 and ": error: " in lines[0], err
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])

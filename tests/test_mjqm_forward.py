@@ -313,7 +313,7 @@ def test_cli_simulate_json():
     for k in ("wait_mean", "wait_mean_ci", "idle_servers", "hol_idle_servers"):
         assert k in out
     with redirect_stdout(io.StringIO()):
-        assert main([*argv[:-4], "--lam", "5"]) == 2
+        assert main([*argv[:-4], "--lam", "5"]) == 1
 
 
 # ------------------------------------------------------------------ stationarity (issue 14)

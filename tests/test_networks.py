@@ -325,7 +325,7 @@ def test_cli_json_and_toml(tmp_path, capsys):
     np.testing.assert_allclose(out["lam"], out["throughput"])
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**spec, "nu": [0.25, 0.2, 2.0]}))
-    assert main(["network", "solve", "--spec", str(bad), "--json"]) == 2
+    assert main(["network", "solve", "--spec", str(bad), "--json"]) == 1
     assert "unstable: pool 1" in capsys.readouterr().err
 
 
@@ -419,13 +419,13 @@ def test_oversize_networks_refused_before_allocating(K, population, truncate, ma
 )
 def test_cli_network_bad_files_one_line(tmp_path, capsys, content, match):
     """``network solve --spec``: a missing file, a directory, a list, bad syntax: exit 2 and
-    one line naming the file (they were tracebacks)."""
+    one line naming the file (they were tracebacks; exit 1 since issue 20)."""
     path = tmp_path / "net.json"
     if content == "dir":
         path.mkdir()
     elif content is not None:
         path.write_text(content)
-    assert main(["network", "solve", "--spec", str(path)]) == 2
+    assert main(["network", "solve", "--spec", str(path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0], err
     import re

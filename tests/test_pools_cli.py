@@ -55,13 +55,14 @@ def test_pool_file_and_inline(capsys, tmp_path, suffix):
     assert_close(a["psi_server"], ref.psi_server, rtol=1e-10)
 
 
-def test_errors_exit_2(capsys):
-    assert main(["bf", "solve", "--pool", "m-model-sym", "--lam", "2.5,0.1"]) == 2
+def test_errors_exit_2_or_1(capsys):
+    """Issue 20: 2 for a command line that is not well formed, 1 for a refusal by the model."""
+    assert main(["bf", "solve", "--pool", "m-model-sym", "--lam", "2.5,0.1"]) == 1
     err = capsys.readouterr().err
     assert "bottleneck classes [0]" in err and "servers [0, 2]" in err
     assert main(["bf", "solve", "--pool", "no-such-preset", "--rho", "0.5"]) == 2
     assert "unknown pool preset" in capsys.readouterr().err
-    assert main(["bf", "solve", "--server-sets", "[[0],[]]", "--mu", "[1]", "--rho", "0.5"]) == 2
+    assert main(["bf", "solve", "--server-sets", "[[0],[]]", "--mu", "[1]", "--rho", "0.5"]) == 1
     assert "server_sets[1] is empty" in capsys.readouterr().err
     assert main(["bf", "solve", "--pool", "m-model-sym"]) == 2
     assert "--rho" in capsys.readouterr().err

@@ -27,13 +27,44 @@ _MODULES = (
 )
 
 
+def _add_global(parser: argparse.ArgumentParser, default) -> None:
+    """``--debug``, ``-q`` and ``-v``: on the top-level parser (``default``: their defaults)
+    and on every command (``default=SUPPRESS``, so a command does not undo them)."""
+    parser.add_argument(
+        "--debug", action="store_true", default=default or False, help="show tracebacks"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="count", default=default or 0, help="warnings and errors only"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=default or 0, help="debug lines too"
+    )
+
+
+def _leaves(parser: argparse.ArgumentParser):
+    """Every command's parser (those without sub-commands)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    for sub in subs:
+        for child in dict.fromkeys(sub.choices.values()):
+            yield from _leaves(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
     from ._common import Parser
 
     parser = Parser(
         prog="jaxqueue",
-        description="Differentiable JAX numerics for clusters modelled as queues.",
+        description="Differentiable JAX numerics for clusters modelled as queues. Exit status: "
+        "0 ok, 1 runtime error (a file or a model refuses the input, or the work fails), 2 "
+        "usage error (the command line is not well formed), 3 an estimate whose status is not "
+        "ok under --strict.",
     )
+    parser.add_argument("--version", action="version", version=f"jaxqueue {__version__}")
+    _add_global(parser, None)
     dist = parser.add_argument_group(
         "several hosts",
         "run one process per host with the same command; the batch axes (replications, "
@@ -59,24 +90,57 @@ def build_parser() -> argparse.ArgumentParser:
 
     for mod in _MODULES:
         importlib.import_module(f"{__name__}.{mod}").register(top, group)
+    for leaf in _leaves(parser):
+        _add_global(leaf, argparse.SUPPRESS)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ._common import configure
+    """Run one command; returns its exit status (0 ok, 1 runtime error, 2 usage error, 3 a
+    non-ok estimate under ``--strict``). Errors are one line on stderr (and, under ``--json``,
+    a JSON object ``{"error": ..., "exit_status": ...}`` on stdout); ``--debug`` adds the
+    traceback."""
+    from ._common import UsageError, configure, set_verbosity, writable_file
 
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json, debug = "--json" in argv, "--debug" in argv
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as stop:  # --help (0) or a bad option (2, its one line printed)
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # --help, --version
         return int(stop.code or 0)
+    except UsageError as err:
+        return _fail(err, f"{err.prog}: error: {err}", 2, as_json, debug)
+    set_verbosity(args.quiet, args.verbose)
     try:
+        if getattr(args, "csv", None):
+            writable_file(args.csv, "--csv")
         configure(args)
         return int(args.func(args) or 0)
-    except (ValueError, OSError) as err:  # bad input, a file or folder that cannot be used
+    except UsageError as err:
+        return _fail(err, f"jaxqueue: error: {err}", 2, as_json, debug)
+    except (ValueError, OSError) as err:  # a file, a folder or a model refuses the input
         message = str(err) if isinstance(err, ValueError) else _os_message(err)
-        print(f"jaxqueue: error: {message}", file=sys.stderr)
-        return 2
+        return _fail(err, f"jaxqueue: error: {message}", 1, as_json, debug)
+    except KeyboardInterrupt as err:
+        return _fail(err, "jaxqueue: error: interrupted", 130, as_json, debug)
+    except Exception as err:  # noqa: BLE001 - one line, not a traceback (--debug shows it)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        line = f"jaxqueue: error: {type(err).__name__}: {first} (--debug shows the traceback)"
+        return _fail(err, line, 1, as_json, debug)
+
+
+def _fail(err: BaseException, line: str, status: int, as_json: bool, debug: bool) -> int:
+    """Report an error: the traceback under ``--debug``, one line on stderr, and under
+    ``--json`` the JSON object ``{"error": LINE, "exit_status": STATUS}`` on stdout."""
+    import json
+    import traceback
+
+    if debug:
+        traceback.print_exception(err, file=sys.stderr)
+    print(line, file=sys.stderr, flush=True)
+    if as_json:
+        print(json.dumps({"error": line, "exit_status": status}), flush=True)
+    return status
 
 
 def _os_message(err: OSError) -> str:

@@ -8,7 +8,17 @@ import os
 
 import numpy as np
 
-from ._common import add_common, emit, format_table, log, names_a_file, read_spec
+from ._common import (
+    UsageError,
+    add_common,
+    emit,
+    format_table,
+    log,
+    names_a_file,
+    nonnegative,
+    read_spec,
+    usage_errors,
+)
 
 
 def register(top, group) -> None:
@@ -31,12 +41,12 @@ def register(top, group) -> None:
     p.add_argument("--server-sets", default=None, help="inline JSON list of server lists")
     p.add_argument("--mu", default=None, help="JSON list of capacities (overrides the pool's)")
     rates = p.add_mutually_exclusive_group()
-    rates.add_argument("--rho", type=float, default=None, help="load of the whole pool")
+    rates.add_argument("--rho", type=nonnegative, default=None, help="load of the whole pool")
     rates.add_argument("--lam", default=None, help="arrival rates: JSON list or a,b,c")
     p.add_argument(
         "--class-idle", action="store_true", help="also compute class idle probabilities"
     )
-    add_common(p, seed=False)
+    add_common(p, seed=False, csv=True)
     p.set_defaults(func=run_solve)
 
 
@@ -45,7 +55,7 @@ def _parse_list(text: str, what: str) -> list:
     try:
         val = json.loads(text if text.startswith("[") else f"[{text}]")
     except json.JSONDecodeError as err:
-        raise ValueError(f"{what}: cannot parse {text!r} as a list ({err})") from None
+        raise UsageError(f"{what}: cannot parse {text!r} as a list ({err})") from None
     return val
 
 
@@ -59,7 +69,7 @@ def _generic_pool(args: argparse.Namespace):
     if args.server_sets is not None:
         sets = _parse_list(args.server_sets, "--server-sets")
         if args.mu is None:
-            raise ValueError("--server-sets needs --mu (one capacity per server)")
+            raise UsageError("--server-sets needs --mu (one capacity per server)")
         pool = Pool(sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
         return pool, file_lam
     spec = args.pool
@@ -91,7 +101,8 @@ def _generic_pool(args: argparse.Namespace):
         file_lam = data.get("lam")
         pool = Pool(sets, np.asarray(mu, dtype=float))
     else:
-        pool = preset_pool(spec)
+        with usage_errors():
+            pool = preset_pool(spec)
     if args.mu is not None:
         pool = Pool(pool.server_sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
     return pool, file_lam
@@ -105,7 +116,7 @@ def _typed_mu(pool, args):
         return pool
     mu = np.asarray(_parse_list(args.mu, "--mu"), dtype=float)
     if mu.shape != (pool.num_types,):
-        raise ValueError(f"--mu has {mu.size} value(s) but the pool has {pool.num_types} types")
+        raise UsageError(f"--mu has {mu.size} value(s) but the pool has {pool.num_types} types")
     return TypedPool(pool.counts, pool.type_sets, mu)
 
 
@@ -114,7 +125,7 @@ def _rates(args, pool, file_lam) -> np.ndarray:
     if args.lam is not None:
         lam = np.asarray(_parse_list(args.lam, "--lam"), dtype=float)
         if lam.size != I:  # no silent broadcast of one rate to every class
-            raise ValueError(
+            raise UsageError(
                 f"--lam has {lam.size} rate(s) but the pool has {I} classes: give one rate per "
                 "class, or --rho for the load of the whole pool"
             )
@@ -124,7 +135,7 @@ def _rates(args, pool, file_lam) -> np.ndarray:
     elif file_lam is not None:
         lam = np.asarray(file_lam, dtype=float)
     else:
-        raise ValueError("give the arrival rates: --rho R or --lam a,b,...")
+        raise UsageError("give the arrival rates: --rho R or --lam a,b,...")
     return lam
 
 
@@ -141,7 +152,9 @@ def _structured(args):
             "jaxqueue.pools.structured has no solve_spec: structured specs unsupported"
         )
     if args.rho is None and args.lam is None:
-        raise ValueError("give the arrival rates: --rho R or --lam a,b,...")
+        raise UsageError("give the arrival rates: --rho R or --lam a,b,...")
+    with usage_errors():  # the structure's syntax; its values are the model's to refuse
+        structured.parse_spec(args.pool)
     lam = None if args.lam is None else _parse_list(args.lam, "--lam")
     return structured.solve_spec(args.pool, rho=args.rho, lam=lam)
 
@@ -254,7 +267,7 @@ def _table(out: dict) -> str:
 def run_solve(args: argparse.Namespace) -> int:
     """Entry point of ``jaxqueue bf solve``."""
     if args.pool is None and args.server_sets is None:
-        raise ValueError("give a pool: --pool FILE|PRESET|STRUCTURE or --server-sets/--mu")
+        raise UsageError("give a pool: --pool FILE|PRESET|STRUCTURE or --server-sets/--mu")
     spec = args.pool
     typed = spec is not None and spec.strip().lower().startswith("typed:")
     if args.server_sets is None and not os.path.isfile(spec) and ":" in spec and not typed:

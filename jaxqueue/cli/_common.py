@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import os
 import sys
@@ -20,16 +22,61 @@ STATUSES = ("ok", "unconverged", "biased", "nonstationary", "overflow", "unstabl
 its tolerance), ``nonstationary`` (the run has not reached steady state), ``overflow`` (a buffer
 overflowed), ``unstable`` (a load at or beyond the stability limit) say why not."""
 
+EXIT_RUNTIME = 1
+"""Exit status of a well-formed command whose work failed: a file that cannot be read or whose
+content is refused, a model that refuses the values (an unstable load, a workload the exact
+solver cannot take, a size beyond the memory limit), or any unexpected error."""
+
+EXIT_USAGE = 2
+"""Exit status of a command line that is not well formed: an unknown command or option, a
+missing or conflicting option, a value of the wrong form or outside its option's range, an
+unknown scenario, preset or policy name, a malformed pool structure."""
+
 EXIT_NOT_OK = 3
 """Exit status of an estimating command under ``--strict`` whose status is not ``ok``."""
 
 
+class UsageError(ValueError):
+    """A command line that is not well formed (exit status :data:`EXIT_USAGE`); ``prog`` is
+    the command that refused it."""
+
+    def __init__(self, message: str, prog: str = "jaxqueue"):
+        super().__init__(message)
+        self.prog = prog
+
+
+@contextlib.contextmanager
+def usage_errors():
+    """Inside this block a ``ValueError`` is a :class:`UsageError`: for the checks of what the
+    command line says (names, option syntax), as opposed to what a model or a file says."""
+    try:
+        yield
+    except UsageError:
+        raise
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help with each option's default, unless the help already names it or it is empty."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line, ``PROG: error: MESSAGE`` (exit status 2),
-    without the usage block (``--help`` has it)."""
+    without the usage block (``--help`` has it), and whose help shows the defaults."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        raise UsageError(f"{message} (see --help)", self.prog)
 
 
 def _number(text: str, kind, check, rule: str):
@@ -55,6 +102,11 @@ def positive(text: str) -> float:
 def nonnegative(text: str) -> float:
     """An ``argparse`` type: a finite number ``>= 0``."""
     return _number(text, float, lambda v: 0 <= v < math.inf, "a finite number >= 0")
+
+
+def budget(text: str) -> float:
+    """An ``argparse`` type: a number of seconds ``>= 0``, ``inf`` allowed."""
+    return _number(text, float, lambda v: v >= 0, "a number of seconds >= 0 (or inf)")
 
 
 def fraction(text: str) -> float:
@@ -97,18 +149,52 @@ def writable_folder(path: str, option: str) -> str:
 def mjqm_command(group, name: str, **kwargs) -> argparse.ArgumentParser:
     """The parser of ``jaxqueue mjqm NAME`` (``kwargs``: its ``help`` and ``description``) with
     the option every MJQM command takes, ``--scenario NAME|FILE``."""
+    from ..scenarios import names
+
     p = group("mjqm", "multiserver-job queue (mjsre)").add_parser(name, **kwargs)
     p.add_argument(
-        "--scenario", required=True, metavar="NAME|FILE", help="NAME or a TOML/JSON workload file"
+        "--scenario",
+        required=True,
+        metavar="NAME|FILE",
+        help=f"a scenario ({', '.join(names())}) or a TOML/JSON workload file",
     )
     return p
 
 
-def add_common(parser: argparse.ArgumentParser, *, seed: bool = True, strict: bool = False) -> None:
-    """``--json``, (for anything random) ``--seed`` and (for estimates) ``--strict``."""
+def workload(spec: str):
+    """The multiserver-job workload of ``--scenario``: an unknown name, or a pool scenario, is
+    a usage error; a file that cannot be read or is refused is a runtime error."""
+    from ..scenarios import get
+
+    if not names_a_file(spec):
+        with usage_errors():
+            wl = get(spec)
+    else:
+        wl = get(spec)
+    if not hasattr(wl, "lambda_ideal"):
+        raise UsageError(f"scenario {spec!r} is not a multiserver-job workload")
+    return wl
+
+
+def add_common(
+    parser: argparse.ArgumentParser,
+    *,
+    seed: bool = True,
+    strict: bool = False,
+    csv: bool = False,
+    seed_default: int = DEFAULT_SEED,
+) -> None:
+    """``--json``, (for anything random) ``--seed``, (for estimates) ``--strict`` and (for
+    commands that print a table of classes or points) ``--csv FILE``."""
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    if csv:
+        parser.add_argument(
+            "--csv",
+            metavar="FILE",
+            help="also write the table (one row per class or point) as CSV; needs pandas",
+        )
     if seed:
-        parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="PRNG seed")
+        parser.add_argument("--seed", type=int, default=seed_default, help="PRNG seed")
     if strict:
         parser.add_argument(
             "--strict",
@@ -163,7 +249,7 @@ def _check_distributed(args: argparse.Namespace) -> None:
     otherwise fails with a traceback, or waits for peers that never come)."""
     given = [args.coordinator, args.num_processes, args.process_id]
     if any(v is not None for v in given) and any(v is None for v in given):
-        raise ValueError(
+        raise UsageError(
             "--distributed: give all of --coordinator HOST:PORT, --num-processes N and "
             "--process-id I, or none of them (cluster auto-detection)"
         )
@@ -171,9 +257,9 @@ def _check_distributed(args: argparse.Namespace) -> None:
         return
     host, _, port = args.coordinator.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--coordinator: expected HOST:PORT, got {args.coordinator!r}")
+        raise UsageError(f"--coordinator: expected HOST:PORT, got {args.coordinator!r}")
     if args.num_processes < 1 or not 0 <= args.process_id < args.num_processes:
-        raise ValueError(
+        raise UsageError(
             f"--distributed: need --num-processes N >= 1 and 0 <= --process-id < N, got "
             f"N = {args.num_processes}, --process-id {args.process_id}"
         )
@@ -219,15 +305,24 @@ def to_jsonable(obj):
     return obj
 
 
-def emit(args: argparse.Namespace, obj: dict, table: Callable[[dict], str] | None = None) -> int:
+def emit(
+    args: argparse.Namespace,
+    obj: dict,
+    table: Callable[[dict], str] | None = None,
+    frame: Callable[[], object] | None = None,
+) -> int:
     """Print ``obj`` as one JSON object (``--json``) or as a human-readable table (process 0
-    only), and return the command's exit status.
+    only), write ``frame()`` (a pandas DataFrame: the result's ``to_frame()``) to ``--csv``,
+    and return the command's exit status.
 
     An estimate whose ``status`` is not ``ok`` gets one warning line on stderr (with its
     ``status_reason``) and, under ``--strict``, the exit status :data:`EXIT_NOT_OK`.
     """
     status = obj.get("status", "ok")
     if _is_lead_process():
+        if getattr(args, "csv", None) and frame is not None:
+            frame().to_csv(args.csv, index=False)
+            log(f"wrote {args.csv}")
         if getattr(args, "json", False):
             print(json.dumps(to_jsonable(obj)))
         elif table is not None:
@@ -239,7 +334,7 @@ def emit(args: argparse.Namespace, obj: dict, table: Callable[[dict], str] | Non
     if status not in STATUSES:
         raise AssertionError(f"status {status!r} is not one of {STATUSES}")
     reason = obj.get("status_reason") or "the figures are not to be trusted"
-    log(f"warning: status {status}: {reason}")
+    LOGGER.warning(f"warning: status {status}: {reason}")
     return EXIT_NOT_OK if getattr(args, "strict", False) else 0
 
 
@@ -259,10 +354,33 @@ def interval(ci) -> str:
     return f"[{ci[0]:.4g}, {ci[1]:.4g}]"
 
 
+LOGGER = logging.getLogger("jaxqueue")
+"""The command line's logger: progress and logs on stderr (process 0 only); ``-q`` shows
+warnings only, ``-v`` adds debug lines."""
+
+
+class _Stderr(logging.Handler):
+    """Writes to the ``sys.stderr`` of the moment (tests swap it), on process 0 only."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _is_lead_process():
+            print(self.format(record), file=sys.stderr, flush=True)
+
+
+if not any(isinstance(h, _Stderr) for h in LOGGER.handlers):
+    LOGGER.addHandler(_Stderr())
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
+
+
+def set_verbosity(quiet: int, verbose: int) -> None:
+    """``-q``: warnings and errors only; ``-v``: also debug lines; else progress (info)."""
+    LOGGER.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
 def log(msg: str) -> None:
-    """Progress and logs go to stderr (process 0 only)."""
-    if _is_lead_process():
-        print(msg, file=sys.stderr, flush=True)
+    """Progress and logs go to stderr (process 0 only) through :data:`LOGGER` (info level)."""
+    LOGGER.info(msg)
 
 
 def names_a_file(spec: str) -> bool:

@@ -6,9 +6,12 @@ shows is exactly what the command line gives. Minutes on a 2-core laptop CPU.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import time
 
-from ._common import log
+from ._common import add_common, log, to_jsonable
 
 #: (title, command line) of each section after the balanced-fairness ones.
 _COMMANDS = [
@@ -63,11 +66,32 @@ def register(top, group) -> None:
         help="the main job: a tour of every engine (minutes on a laptop CPU)",
         description=__doc__,
     )
+    add_common(p)
     p.set_defaults(func=_run)
 
 
-def _section(title: str) -> None:
+def _section(args, sections: list, title: str, text: str | None = None, result=None) -> None:
+    """One section: printed (title, then ``text``), or kept for the JSON object (``--json``)."""
+    if args.json:
+        sections.append({"title": title, "text": text, "result": result})
+        return
     print(f"\n{'=' * 100}\n{title}\n{'=' * 100}", flush=True)
+    if text is not None:
+        print(text, flush=True)
+
+
+def _command(parser, command: str, args) -> tuple[int, dict | None]:
+    """Run one command of the tour with the demo's ``--seed``: its exit status and, under
+    ``--json``, its JSON object (its table is printed otherwise)."""
+    sub = parser.parse_args(command.split() + (["--json"] if args.json else []))
+    if hasattr(sub, "seed"):
+        sub.seed = args.seed
+    if not args.json:
+        return sub.func(sub), None
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        status = sub.func(sub)
+    return status, json.loads(buffer.getvalue())
 
 
 def _network_demo() -> str:
@@ -103,23 +127,30 @@ def _run(args) -> int:
     from ._bf import demo_text as bf_demo
 
     t_start = time.perf_counter()
-    print(f"jaxqueue demo on {jax.devices()[0].platform} ({len(jax.devices())} device(s))")
-
-    _section("Balanced fairness, recursion over server subsets (bf-recursive Theorems 1-2)")
-    print(bf_demo(), flush=True)
-    _section("Structured pools, exact in polynomial time (bf-recursive Sections 4-5)")
-    print(structured_demo(), flush=True)
-    _section("Open network of pools: CPU pool -> GPU pool with feedback (bf-networks)")
-    print(_network_demo(), flush=True)
+    device = f"{jax.devices()[0].platform} ({len(jax.devices())} device(s))"
+    if not args.json:
+        print(f"jaxqueue demo on {device}")
+    sections: list = []
+    title = "Balanced fairness, recursion over server subsets (bf-recursive.md Theorems 1-2)"
+    _section(args, sections, title, bf_demo())
+    title = "Structured pools, exact in polynomial time (bf-recursive.md Sections 4-5)"
+    _section(args, sections, title, structured_demo())
+    title = "Open network of pools: CPU pool -> GPU pool with feedback (bf-networks.md)"
+    _section(args, sections, title, _network_demo())
 
     parser = build_parser()
     for title, command in _COMMANDS:
-        _section(f"{title}\n$ jaxqueue {command}")
         t0 = time.perf_counter()
-        sub = parser.parse_args(command.split())
-        status = sub.func(sub)
+        _section(args, sections, f"{title}\n$ jaxqueue {command}")
+        status, result = _command(parser, command, args)
+        if args.json:
+            sections[-1].update(title=title, command=f"jaxqueue {command}", result=result)
         if status:
             return status
         log(f"[demo] '{command}' took {time.perf_counter() - t0:.1f} s")
-    log(f"[demo] total {time.perf_counter() - t_start:.1f} s")
+    elapsed = time.perf_counter() - t_start
+    log(f"[demo] total {elapsed:.1f} s")
+    if args.json:
+        out = {"device": device, "seed": args.seed, "sections": sections, "elapsed_s": elapsed}
+        print(json.dumps(to_jsonable(out)))
     return 0

@@ -6,6 +6,7 @@ import argparse
 import time
 
 from ._common import (
+    UsageError,
     add_common,
     add_level,
     count,
@@ -15,6 +16,8 @@ from ._common import (
     log,
     mjqm_command,
     positive,
+    usage_errors,
+    workload,
 )
 
 
@@ -64,16 +67,15 @@ def _simulate(args: argparse.Namespace) -> int:
     from ..mjqm import simulate_steady
     from ..mjqm._forward import MIN_EFFECTIVE
     from ..mjqm.policies import parse_policy
-    from ..scenarios import get
     from ._mjqm_policies import simulate_with_policy
 
-    wl = get(args.scenario)
-    if not hasattr(wl, "lambda_ideal"):
-        raise ValueError(f"scenario {args.scenario!r} is not a multiserver-job workload")
-    if parse_policy(args.policy).name != "fcfs":
+    with usage_errors():
+        fcfs = parse_policy(args.policy).name == "fcfs"
+    if fcfs and args.max_buffer is not None:
+        raise UsageError("--max-buffer applies to the event engine (a --policy other than fcfs)")
+    wl = workload(args.scenario)
+    if not fcfs:
         return simulate_with_policy(args, wl)
-    if args.max_buffer is not None:
-        raise ValueError("--max-buffer applies to the event engine (a --policy other than fcfs)")
     args.start = args.start or "backward"
     args.max_seconds = args.max_seconds or 120.0
     dtype = {"float32": jnp.float32, "float64": jnp.float64}[args.dtype or "float32"]
@@ -135,7 +137,7 @@ _DESCRIPTION = (
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm simulate``."""
     p = mjqm_command(group, "simulate", help=_HELP, description=_DESCRIPTION)
-    p.add_argument("--lam", type=float, required=True, help="arrival rate")
+    p.add_argument("--lam", type=positive, required=True, help="arrival rate")
     p.add_argument("--jobs", type=count(1), default=20_000, help="jobs per replication")
     p.add_argument("--replications", type=count(2), default=256, help="independent replications")
     p.add_argument(

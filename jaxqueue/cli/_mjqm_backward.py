@@ -6,8 +6,10 @@ import argparse
 import time
 
 from ._common import (
+    UsageError,
     add_common,
     add_level,
+    budget,
     count,
     emit,
     format_table,
@@ -15,18 +17,13 @@ from ._common import (
     log,
     mjqm_command,
     positive,
+    workload,
 )
 from ._mjqm import classes_table
 
 SAMPLE_SECONDS = 40.0
 """Default time budget of ``mjqm sample`` (with start-up and compilation, a default run stays
 under a minute on a 2-core CPU)."""
-
-
-def _workload(name: str):
-    from ..scenarios import get
-
-    return get(name)
 
 
 def _device() -> str:
@@ -63,7 +60,7 @@ def _run_stability(args: argparse.Namespace) -> int:
 
     from ..mjqm._stability import lambda_c_closed_form, pile_growth
 
-    wl = _workload(args.scenario)
+    wl = workload(args.scenario)
     t0 = time.perf_counter()
     exact = None if args.random_assignment or args.pile_growth else _exact_limit(wl)
     if exact is not None:
@@ -153,9 +150,13 @@ def _run_sample(args: argparse.Namespace) -> int:
     from ..mjqm._palm import palm_metrics
     from ..mjqm._stability import lambda_c_estimate
 
-    wl = _workload(args.scenario)
     if (args.lam is None) == (args.load is None):
-        raise ValueError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+        raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+    if args.ell0 is not None and args.ell0 > args.max_ell:
+        raise UsageError(
+            f"need 1 <= ell0 <= max_ell, got --ell0 {args.ell0} > --max-ell {args.max_ell}"
+        )
+    wl = workload(args.scenario)
     lam = args.lam
     if lam is None:
         est = lambda_c_estimate(wl, key=jax.random.key(args.seed))
@@ -239,9 +240,9 @@ def register(top, group) -> None:
         "ends of the mean intervals. status: ok, unconverged (per-sample cap), biased (bias "
         "not controlled at --max-ell or --max-work); a non-ok status prints a warning.",
     )
-    p.add_argument("--lam", type=float, default=None, help="arrival rate")
+    p.add_argument("--lam", type=positive, default=None, help="arrival rate")
     p.add_argument(
-        "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"
+        "--load", type=positive, default=None, help="arrival rate as a fraction of lambda_c"
     )
     p.add_argument(
         "--samples",
@@ -251,7 +252,7 @@ def register(top, group) -> None:
     )
     p.add_argument(
         "--max-seconds",
-        type=float,
+        type=budget,
         default=SAMPLE_SECONDS,
         help="time budget: the bias control runs on a pilot of 1000 samples (to its end, "
         "whatever the budget), then more samples are drawn at its batch horizon while the "

@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import time
 
-from ._common import add_common, emit, format_table, log, mjqm_command
+from ._common import (
+    UsageError,
+    add_common,
+    emit,
+    format_table,
+    log,
+    mjqm_command,
+    positive,
+    workload,
+)
 
 
 def exact_dict(wl, lam: float) -> dict:
@@ -70,13 +79,10 @@ def _table(o: dict) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from ..mjqm import exact_lambda_c, exact_size
-    from ..scenarios import get
 
-    wl = get(args.scenario)
-    if not hasattr(wl, "lambda_ideal"):
-        raise ValueError(f"scenario {args.scenario!r} is not a multiserver-job workload")
     if (args.lam is None) == (args.load is None):
-        raise ValueError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+        raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+    wl = workload(args.scenario)
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else args.load * float(exact_lambda_c(wl))
     out = {"scenario": args.scenario, **exact_dict(wl, lam)}
@@ -101,9 +107,9 @@ _DESCRIPTION = (
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm exact``."""
     p = mjqm_command(group, "exact", help=_HELP, description=_DESCRIPTION)
-    p.add_argument("--lam", type=float, default=None, help="arrival rate")
+    p.add_argument("--lam", type=positive, default=None, help="arrival rate")
     p.add_argument(
-        "--load", type=float, default=None, help="arrival rate as a fraction of lambda_c"
+        "--load", type=positive, default=None, help="arrival rate as a fraction of lambda_c"
     )
     add_common(p, seed=False)
     p.set_defaults(func=_run)

@@ -7,7 +7,18 @@ import argparse
 import math
 import time
 
-from ._common import add_common, count, emit, format_table, log, mjqm_command, writable_file
+from ._common import (
+    UsageError,
+    add_common,
+    count,
+    emit,
+    format_table,
+    log,
+    mjqm_command,
+    usage_errors,
+    workload,
+    writable_file,
+)
 from ._mjqm import classes_table
 
 STATUS_REASON = {
@@ -52,7 +63,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
         if value is not None
     ]
     if fcfs_only:
-        raise ValueError(
+        raise UsageError(
             f"{', '.join(fcfs_only)} apply to --policy fcfs (the MJSRE scan) only; the event "
             "engine starts empty, runs in float64 and has no time budget"
         )
@@ -85,19 +96,17 @@ def _compare(args: argparse.Namespace) -> int:
     from ..mjqm import lambda_c_estimate
     from ..mjqm._events import _check_workload
     from ..mjqm.policies import parse_policy
-    from ..scenarios import get
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not policies:
-        raise ValueError(f"--policies names no policy: {args.policies!r}")
-    for p in policies:
-        parse_policy(p)
+        raise UsageError(f"--policies names no policy: {args.policies!r}")
+    with usage_errors():
+        for p in policies:
+            parse_policy(p)
     loads = _fractions(args.loads)
     if args.plot:
         writable_file(args.plot, "--plot")
-    wl = get(args.scenario)
-    if not hasattr(wl, "lambda_ideal"):
-        raise ValueError(f"scenario {args.scenario!r} is not a multiserver-job workload")
+    wl = workload(args.scenario)
     _check_workload(wl)
     key = jax.random.key(args.seed)
     lam_c = float(lambda_c_estimate(wl, key=jax.random.fold_in(key, 0x5AB1E)).lambda_c)
@@ -155,9 +164,9 @@ def _fractions(text: str) -> list[float]:
     try:
         loads = [float(x) for x in text.split(",")]
     except ValueError:
-        raise ValueError(f"--loads must be comma-separated numbers, got {text!r}") from None
+        raise UsageError(f"--loads must be comma-separated numbers, got {text!r}") from None
     if not loads or any(not (0 < x < math.inf) for x in loads):
-        raise ValueError(f"--loads must be positive fractions of lambda_c, got {text!r}")
+        raise UsageError(f"--loads must be positive fractions of lambda_c, got {text!r}")
     return loads
 
 

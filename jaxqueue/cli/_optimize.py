@@ -22,7 +22,7 @@ def _run(args) -> int:
             f"cost {info['cost']:.6g}, max log-violation {info['violation']:.3g}"
         )
 
-    out = run_case(args.case, fast=args.fast, progress=progress)
+    out = run_case(args.case, fast=args.fast, progress=progress, seed=args.seed)
     log(f"[optimize {args.case}] targets met: {out['targets_met']} (status {out['status']})")
     emit(args, out, _table)
     return 0
@@ -40,5 +40,5 @@ def register(top, group) -> None:
     )
     p.add_argument("--case", required=True, choices=sorted(CASES), help="case study")
     p.add_argument("--fast", action="store_true", help="reduced sizes (seconds)")
-    add_common(p, seed=False)
+    add_common(p, seed_default=0)
     p.set_defaults(func=_run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import (
+    UsageError,
     add_common,
     add_level,
     count,
@@ -19,7 +20,9 @@ from ._common import (
     log,
     names_a_file,
     nonnegative,
+    positive,
     read_spec,
+    usage_errors,
 )
 
 LAWS = ("exp", "bimodal", "hyperexp", "zipf", "erlang3")
@@ -40,17 +43,18 @@ def parse_pool(spec: str):
         for item in filter(None, (s.strip() for s in spec.partition(":")[2].split(","))):
             key, eq, val = item.partition("=")
             if not eq or key.strip() not in ("S", "K", "d", "mu"):
-                raise ValueError(f"--pool {spec!r}: expected random:S=100,d=2 (or K=...), mu=...")
+                raise UsageError(f"--pool {spec!r}: expected random:S=100,d=2 (or K=...), mu=...")
             params[key.strip()] = val.strip()
         if ("S" in params) == ("K" in params) or "d" not in params:
-            raise ValueError(f"--pool {spec!r}: give exactly one of S or K, and d")
+            raise UsageError(f"--pool {spec!r}: give exactly one of S or K, and d")
         try:
             S = int(params.get("S", params.get("K")))
             d = int(params["d"])
             mu = float(params.get("mu", 1.0))
         except ValueError:
-            raise ValueError(f"--pool {spec!r}: S/K and d must be integers, mu a number") from None
-        return RandomAssignment(S, d, mu)
+            raise UsageError(f"--pool {spec!r}: S/K and d must be integers, mu a number") from None
+        with usage_errors():  # the structure on the command line names an impossible pool
+            return RandomAssignment(S, d, mu)
     if spec in ("m-model-sym", "m-model-asym"):
         from jaxqueue.pools import preset_pool
 
@@ -58,7 +62,7 @@ def parse_pool(spec: str):
         return ClassAssignment(pool.server_sets, np.asarray(pool.mu, dtype=float))
     data = read_spec(spec) if names_a_file(spec) else None
     if data is None:
-        raise ValueError(
+        raise UsageError(
             f"--pool {spec!r}: not a preset (m-model-sym, m-model-asym), a random:S=..,d=.. "
             "structure or a JSON/TOML file"
         )
@@ -96,7 +100,7 @@ def register(top, group) -> None:
         help="m-model-sym | m-model-asym | random:S=..,d=.. "
         "| FILE (JSON/TOML with server_sets, mu)",
     )
-    p.add_argument("--rho", type=float, required=True, help="total arrival / total capacity")
+    p.add_argument("--rho", type=positive, required=True, help="total arrival / total capacity")
     p.add_argument("--law", default="exp", choices=LAWS, help="job-size law (rescaled to mean 1)")
     p.add_argument(
         "--m", type=nonnegative, default=0.0, help="mean interruptions per job (0: FCFS)"
@@ -113,7 +117,7 @@ def register(top, group) -> None:
     p.add_argument("--warmup", type=count(0), default=None, help="warm-up jumps (default: --jumps)")
     p.add_argument("--queue-size", type=count(1), default=128, help="initial job buffer (grows)")
     add_level(p)
-    add_common(p, strict=True)
+    add_common(p, strict=True, csv=True)
     p.set_defaults(func=_run)
 
 

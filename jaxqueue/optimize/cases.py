@@ -432,24 +432,31 @@ CASES: dict[str, Callable] = {
 }
 
 
-def build_case(name: str, fast: bool = False, progress=None):
-    """Run case ``name`` and return ``(OptimizeResult, summary dict)``.
+def build_case(name: str, fast: bool = False, progress=None, seed: int | None = None):
+    """Run case ``name`` and return ``(OptimizeResult, summary dict)``. ``seed`` (default 0)
+    is the PRNG seed of the cases that simulate; the others are deterministic.
 
     Raises:
         ValueError: unknown case name.
     """
+    import inspect
+
     if name not in CASES:
         raise ValueError(f"case: unknown {name!r}; choose one of {sorted(CASES)}")
-    return CASES[name](fast=fast, progress=progress)
+    kwargs = {"fast": fast, "progress": progress}
+    if seed is not None and "seed" in inspect.signature(CASES[name]).parameters:
+        kwargs["seed"] = seed
+    return CASES[name](**kwargs)
 
 
-def run_case(name: str, fast: bool | None = None, progress=None) -> dict:
+def run_case(name: str, fast: bool | None = None, progress=None, seed: int | None = None) -> dict:
     """Run a case study and return the JSON-able dict printed by ``jaxqueue optimize``.
 
     Args:
         name: one of :data:`CASES`.
         fast: reduced sizes (default: the ``JAXQUEUE_FAST`` environment variable).
         progress: optional ``progress(round, info)`` callback.
+        seed: PRNG seed of the cases that simulate (``mjqm-max-rate``, ``mjqm-speedup``).
 
     Returns:
         dict with ``case``, ``cost``, ``targets_met``, ``slack``, ``params``, ... .
@@ -459,4 +466,4 @@ def run_case(name: str, fast: bool | None = None, progress=None) -> dict:
     """
     if fast is None:
         fast = os.environ.get("JAXQUEUE_FAST", "") not in ("", "0")
-    return build_case(name, fast=fast, progress=progress)[1]
+    return build_case(name, fast=fast, progress=progress, seed=seed)[1]

@@ -131,11 +131,11 @@ def _run(args) -> int:
     if not args.json:
         print(f"jaxqueue demo on {device}")
     sections: list = []
-    title = "Balanced fairness, recursion over server subsets (bf-recursive.md Theorems 1-2)"
+    title = "Balanced fairness, recursion over server subsets (bf-recursive Theorems 1-2)"
     _section(args, sections, title, bf_demo())
-    title = "Structured pools, exact in polynomial time (bf-recursive.md Sections 4-5)"
+    title = "Structured pools, exact in polynomial time (bf-recursive Sections 4-5)"
     _section(args, sections, title, structured_demo())
-    title = "Open network of pools: CPU pool -> GPU pool with feedback (bf-networks.md)"
+    title = "Open network of pools: CPU pool -> GPU pool with feedback (bf-networks)"
     _section(args, sections, title, _network_demo())
 
     parser = build_parser()

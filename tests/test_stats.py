@@ -69,3 +69,19 @@ def test_log_mean_ci_is_positive_and_agrees_with_t_when_precise():
     a, b = stats.log_mean_ci(precise, axis=1), stats.mean_ci(precise, axis=1)
     np.testing.assert_allclose(np.asarray(a.low), np.asarray(b.low), rtol=1e-6)
     np.testing.assert_allclose(np.asarray(a.high), np.asarray(b.high), rtol=1e-6)
+
+
+def test_shape_corrected_interval_covers_heavy_tails_better():
+    # 32 lognormal(0, 1.5) observations (mean exp(1.125), a closed form; excess kurtosis in the
+    # hundreds): the plain t interval covers about 79% of 8000 experiments, the shape-corrected
+    # one (skewness term and kurtosis-matched degrees of freedom) about 86%; normal data keep
+    # the exact t coverage (df = n - 1 when the sample kurtosis is <= 0, nearly so otherwise).
+    rng = np.random.default_rng(3)
+    x = rng.lognormal(0.0, 1.5, (8000, 32))
+    truth = np.exp(1.125)
+    plain = float(np.mean(np.asarray(stats.mean_ci(x, axis=1).covers(truth))))
+    shaped = float(np.mean(np.asarray(stats.mean_ci(x, axis=1, shape=True).covers(truth))))
+    assert plain < 0.81 and shaped > 0.84 and shaped - plain > 0.05, (plain, shaped)
+    z = rng.standard_normal((8000, 32))
+    cover = float(np.mean(np.asarray(stats.mean_ci(z, axis=1, shape=True).covers(0.0))))
+    assert abs(cover - 0.95) < 5 * np.sqrt(0.95 * 0.05 / 8000), cover

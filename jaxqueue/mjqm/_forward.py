@@ -306,7 +306,8 @@ def _linearise(num, den):
 
 def _ratio_ci(num, den, level, control=None):
     """Ratio estimator ``sum(num) / sum(den)`` over replications with a delta-method t
-    interval, corrected for the skewness of the replications (``stats.mean_ci(skew=True)``).
+    interval, corrected for the skewness and kurtosis of the replications
+    (``stats.mean_ci(shape=True)``).
 
     ``control``: optional ``(R,)`` per-replication values of a control variate with known mean
     0 (the idle-server identity, :func:`_idle_control`). The estimate is then
@@ -321,7 +322,7 @@ def _ratio_ci(num, den, level, control=None):
         var = float(np.sum(cc**2))
         beta = np.sum((z - z.mean(axis=0)) * cc, axis=0) / var if var > 0 else 0.0
         z = z - beta * c
-    est = mean_ci(z, axis=0, level=level, skew=True)
+    est = mean_ci(z, axis=0, level=level, shape=True)
     m, lo, hi = (np.asarray(v, float) for v in (est.mean, est.low, est.high))
     bad = np.isnan(r)
     m, lo, hi = (np.where(bad, np.nan, v) for v in (m, lo, hi))

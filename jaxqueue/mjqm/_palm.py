@@ -34,8 +34,8 @@ __all__ = ["palm_metrics", "wait_samples", "wait_density"]
 
 
 def _mean_ci(x: np.ndarray, level: float) -> tuple[float, list[float]]:
-    """Mean of independent samples with the skewness-corrected t interval (``stats.mean_ci``)."""
-    est = mean_ci(np.asarray(x, dtype=np.float64), level=level, skew=True)
+    """Mean of independent samples with the shape-corrected t interval (``stats.mean_ci``)."""
+    est = mean_ci(np.asarray(x, dtype=np.float64), level=level, shape=True)
     return float(est.mean), [float(est.low), float(est.high)]
 
 

@@ -50,18 +50,28 @@ def t_quantile(n: int, level: float = 0.95) -> float:
 
 
 def mean_ci(
-    x: Float[ArrayLike, "n ..."], *, axis: int = 0, level: float = 0.95, skew: bool = False
+    x: Float[ArrayLike, "n ..."], *, axis: int = 0, level: float = 0.95, shape: bool = False
 ) -> Estimate:
     """Mean over ``axis`` (independent replications) with a Student-t interval.
 
-    With ``skew``, the interval is corrected for the skewness ``g`` of the observations by the
-    first Edgeworth term of the studentised mean (Hall, "On the removal of skewness by
-    transformation", JRSS B 54, 1992; Johnson, JASA 73, 1978): the quantiles of
-    ``(xbar - mu) / se`` are ``q_a - g (2 q_a^2 + 1) / (6 sqrt(n))``, so the interval is
-    ``[xbar - (q - c) se, xbar + (q + c) se]`` with ``c = g (2 q^2 + 1) / (6 sqrt(n))``
-    (clipped to ``|c| <= q / 2``). Right-skewed waits (a rare long job) get a longer upper arm:
-    the plain t interval undercovers there (measured: 91% for a nominal 95% with 400 backward
-    samples of a workload with a 1% all-server class, ``benchmarks/bench_coverage.py``).
+    With ``shape`` (host-side: ``x`` must be concrete), the interval is corrected for the
+    shape of the observations, as right-skewed, heavy-tailed waits (a rare long job) need:
+
+    * **skewness** ``g``: the first Edgeworth term of the studentised mean (Hall, "On the
+      removal of skewness by transformation", JRSS B 54, 1992; Johnson, JASA 73, 1978): the
+      quantiles of ``(xbar - mu) / se`` are ``q_a - g (2 q_a^2 + 1) / (6 sqrt(n))``, so the
+      interval is ``[xbar - (q - c) se, xbar + (q + c) se]`` with
+      ``c = g (2 q^2 + 1) / (6 sqrt(n))`` (clipped to ``|c| <= q / 2``);
+    * **kurtosis** ``k`` (excess): the t quantile takes the degrees of freedom of a scaled
+      chi-square with the variance of ``s^2``, ``Var(s^2) / sigma^4 = 2 / (n - 1) + k / n``
+      (Satterthwaite, Biometrics Bulletin 2, 1946, applied to one non-normal variance), so
+      ``df = 2 / (2 / (n - 1) + max(k, 0) / n)`` in ``[2, n - 1]``: normal data keep
+      ``n - 1``; heavy tails, whose sample variance is often too small, get a longer interval.
+
+    Measured (``tests/test_stats.py``, 95% level, 32 lognormal(0, 1.5) observations): plain t
+    79%, skewness term 81%, both 86%; a 1% all-server class, 400 backward samples: 91% -> 93.5%
+    (``benchmarks/bench_coverage.py``). What no sample shows (a tail it did not reach) no
+    formula restores: estimators also require enough replications (their status says so).
     """
     x = jnp.asarray(x)
     n = x.shape[axis]
@@ -70,9 +80,13 @@ def mean_ci(
     sd = jnp.std(x, axis=axis, ddof=1)
     se = sd / np.sqrt(n)
     c = 0.0
-    if skew and n >= 3:
-        d = x - jnp.expand_dims(m, axis)
-        g = jnp.mean(d**3, axis=axis) / jnp.where(sd > 0, sd, 1.0) ** 3
+    if shape and n >= 3:
+        d = np.asarray(x - jnp.expand_dims(m, axis), dtype=np.float64)
+        s = np.where(np.asarray(sd) > 0, np.asarray(sd, dtype=np.float64), 1.0)
+        g = np.mean(d**3, axis=axis) / s**3
+        k = np.mean(d**4, axis=axis) / s**4 - 3.0
+        df = np.clip(2.0 / (2.0 / (n - 1) + np.maximum(k, 0.0) / n), 2.0, n - 1.0)
+        q = jnp.asarray(scipy.stats.t.ppf(0.5 + level / 2.0, df), dtype=m.dtype)
         c = jnp.clip(g * (2 * q * q + 1) / (6 * np.sqrt(n)), -q / 2, q / 2)
     return Estimate(m, m - (q - c) * se, m + (q + c) * se, n, level)
 

@@ -3,8 +3,14 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+VENV_MIN ?= .venv-min
+# A fast subset of the suite for the minimum versions (ci/constraints-min.txt).
+MIN_TESTS := tests/test_dist.py tests/test_stats.py tests/test_pools_core.py \
+	tests/test_mjqm_step.py tests/test_mjqm_workload.py tests/test_scenario_files.py \
+	tests/test_sharding.py tests/test_networks.py tests/test_mjqm_exact.py \
+	tests/test_bad_input.py tests/test_tables.py
 
-.PHONY: setup demo test test-slow lint bench docs notebooks clean
+.PHONY: setup demo test test-slow test-min lint bench docs notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +29,15 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
+# The dependency floors: a fresh venv with the minimum versions, then the fast subset.
+test-min:
+	rm -rf $(VENV_MIN)
+	$(PYTHON) -m venv $(VENV_MIN)
+	$(VENV_MIN)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_MIN)/bin/python -m pip install --quiet -c ci/constraints-min.txt -e ".[test]"
+	$(VENV_MIN)/bin/python -m pytest -n 2 -q -p no:cacheprovider $(MIN_TESTS) \
+		-k "not vmap_over_loads_does_not_hang"
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check jaxqueue tests benchmarks
 
@@ -40,4 +55,4 @@ notebooks: $(STAMP)
 	$(PY) tools/run_notebooks.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache site .cache
+	rm -rf $(VENV) $(VENV_MIN) .pytest_cache site .cache

@@ -293,7 +293,9 @@ def run_solve(args: argparse.Namespace) -> int:
         else:
             log(f"bf solve: {pool.num_classes} classes, {pool.num_servers} servers")
             out = solve_to_dict(pool, lam, class_idle=args.class_idle)
-    emit(args, out, _table)
+    from .._tables import bf_frame
+
+    emit(args, out, _table, frame=lambda: bf_frame(out))
     return 0
 
 

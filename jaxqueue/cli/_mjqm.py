@@ -118,7 +118,7 @@ def _simulate(args: argparse.Namespace) -> int:
         )
     out["elapsed_s"] = time.perf_counter() - t0
     out["seed"] = args.seed
-    return emit(args, out, _table)
+    return emit(args, out, _table, frame=res.to_frame)
 
 
 _HELP = "forward MJSRE simulation with per-class waiting times and waste"
@@ -179,5 +179,5 @@ def register(top, group) -> None:
     p.add_argument(
         "--override", action="store_true", help="simulate even beyond a known stability limit"
     )
-    add_common(p, strict=True)
+    add_common(p, strict=True, csv=True)
     p.set_defaults(func=_simulate)

@@ -195,7 +195,9 @@ def _run_sample(args: argparse.Namespace) -> int:
             f"bias bound {o['bias_bound']:.3g} in the interval, batch horizon {o['ell_batch']})"
         )
 
-    return emit(args, out, table)
+    from .._tables import metrics_frame
+
+    return emit(args, out, table, frame=lambda: metrics_frame(out))
 
 
 def register(top, group) -> None:
@@ -304,5 +306,5 @@ def register(top, group) -> None:
     p.add_argument(
         "--allow-unconverged", action="store_true", help="report metrics with capped samples"
     )
-    add_common(p, strict=True)
+    add_common(p, strict=True, csv=True)
     p.set_defaults(func=_run_sample)

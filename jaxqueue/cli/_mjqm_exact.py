@@ -17,13 +17,14 @@ from ._common import (
 )
 
 
-def exact_dict(wl, lam: float) -> dict:
-    """The JSON of ``mjqm exact`` for a workload at one arrival rate (refusals raise)."""
+def exact_dict(wl, lam: float, res=None) -> dict:
+    """The JSON of ``mjqm exact`` for a workload at one arrival rate (refusals raise); ``res``:
+    the ``exact(wl, lam)`` already computed."""
     import numpy as np
 
     from ..mjqm import exact
 
-    res = exact(wl, lam)
+    res = exact(wl, lam) if res is None else res
     probs = np.asarray(wl.probs, dtype=float)
     means = np.asarray(wl.mean_service(), dtype=float)
     classes = [
@@ -78,21 +79,22 @@ def _table(o: dict) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..mjqm import exact_lambda_c, exact_size
+    from ..mjqm import exact, exact_lambda_c, exact_size
 
     if (args.lam is None) == (args.load is None):
         raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
     wl = workload(args.scenario)
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else args.load * float(exact_lambda_c(wl))
-    out = {"scenario": args.scenario, **exact_dict(wl, lam)}
+    res = exact(wl, lam)
+    out = {"scenario": args.scenario, **exact_dict(wl, lam, res)}
     out["elapsed_s"] = time.perf_counter() - t0
     size = exact_size(wl)
     log(
         f"[exact] {size['phases']} phases per level, {size['levels']} boundary levels, about "
         f"{size['bytes'] / 2**20:.0f} MB, {out['elapsed_s']:.2f} s (compilation included)"
     )
-    emit(args, out, _table)
+    emit(args, out, _table, frame=lambda: res.to_frame(wl))
     return 0
 
 
@@ -111,5 +113,5 @@ def register(top, group) -> None:
     p.add_argument(
         "--load", type=positive, default=None, help="arrival rate as a fraction of lambda_c"
     )
-    add_common(p, seed=False)
+    add_common(p, seed=False, csv=True)
     p.set_defaults(func=_run)

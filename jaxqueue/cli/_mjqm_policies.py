@@ -51,7 +51,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
     """``mjqm simulate --policy NAME`` for a policy other than fcfs: the event engine."""
     import jax
 
-    from ..mjqm import simulate_policy
+    from ..mjqm import metrics_frame, simulate_policy
 
     fcfs_only = [
         opt
@@ -87,7 +87,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
         )
     out["elapsed_s"] = time.perf_counter() - t0
     out["seed"] = args.seed
-    return emit(args, out, _table)
+    return emit(args, out, _table, frame=lambda: metrics_frame(res, wl))
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -132,7 +132,14 @@ def _compare(args: argparse.Namespace) -> int:
         )
     if args.plot:
         _plot(out, args.plot)
-    return emit(args, out, _compare_table)
+    return emit(args, out, _compare_table, frame=lambda: compare_frame(out))
+
+
+def compare_frame(out: dict):
+    """The table of ``mjqm compare``: one row per policy and load."""
+    from .._tables import rows
+
+    return rows([{"policy": p["policy"], **r} for p in out["policies"] for r in p["rows"]])
 
 
 def _policy_rows(wl, pol, name, loads, lam_c, key, args) -> dict:
@@ -254,5 +261,5 @@ def register(top, group) -> None:
     p.add_argument("--jobs", type=count(10), default=20_000, help="jobs per replication")
     p.add_argument("--replications", type=count(2), default=64, help="independent replications")
     p.add_argument("--plot", metavar="FILE.png", help="write a figure of the table")
-    add_common(p, strict=True)
+    add_common(p, strict=True, csv=True)
     p.set_defaults(func=_compare)

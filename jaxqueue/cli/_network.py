@@ -65,7 +65,7 @@ def _run_solve(args) -> int:
             tail += f", end-to-end sojourn of an open job = {float(o['sojourn']):.6g}"
         return f"{head}\n\n{pools}\n\n{tail}"
 
-    emit(args, out, table)
+    emit(args, out, table, frame=res.to_frame)
     return 0
 
 
@@ -91,5 +91,5 @@ def register(top, group) -> None:
         metavar="N",
         help="open networks: block external arrivals while N jobs are present (exact)",
     )
-    add_common(p, seed=False)
+    add_common(p, seed=False, csv=True)
     p.set_defaults(func=_run_solve)

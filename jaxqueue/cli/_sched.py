@@ -186,7 +186,7 @@ def _run(args) -> int:
             }
             for i in range(len(lam))
         ]
-    return emit(args, out, _table)
+    return emit(args, out, _table, frame=res.to_frame)
 
 
 def status_reason(res) -> str:

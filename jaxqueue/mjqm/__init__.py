@@ -86,6 +86,7 @@ from ._workload import Workload as Workload
 # / Algorithm 2 / eq. (8) / Appendix A in ``_stability.py``.
 # ---------------------------------------------------------------------------------------------
 # isort: split
+from .._tables import metrics_frame as metrics_frame
 from ._backward import BackwardSamples as BackwardSamples
 from ._backward import sample_backward as sample_backward
 from ._backward import sample_backward_numpy as sample_backward_numpy

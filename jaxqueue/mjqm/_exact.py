@@ -615,6 +615,30 @@ class ExactResult(eqx.Module):
         """``"ok"``, or ``"unstable"`` when some load is at or beyond ``lambda_c``."""
         return "ok" if bool(np.all(np.asarray(self.stable))) else "unstable"
 
+    def to_frame(self, workload: Workload | None = None):
+        """One row per class: ``class``, ``lam``, ``lambda_c``, ``wait_mean``, ``jobs_waiting``,
+        ``jobs_in_service`` and, given the ``workload``, ``cores``, ``prob``, ``mean_service``,
+        ``response_mean``; a batched result (``jax.vmap`` over loads) gets a ``point`` column.
+        Needs pandas (``pip install 'jaxqueue[tables]'``)."""
+        from .._tables import per_class
+
+        wait = np.asarray(self.wait_mean_class, dtype=float)
+        cols = {"wait_mean": wait}
+        if workload is not None:
+            means = np.asarray(workload.mean_service(), dtype=float)
+            cols = {
+                "cores": np.broadcast_to([c[0] for c in workload.cores], wait.shape),
+                "prob": np.broadcast_to(np.asarray(workload.probs, dtype=float), wait.shape),
+                "mean_service": np.broadcast_to(means, wait.shape),
+                "wait_mean": wait,
+                "response_mean": wait + means,
+            }
+        cols |= {
+            "jobs_waiting": self.jobs_waiting_class,
+            "jobs_in_service": self.jobs_service_class,
+        }
+        return per_class(cols, point={"lam": self.lam, "lambda_c": self.lambda_c})
+
 
 def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, tuple[int, ...]]:
     """``(s, cores)`` of a workload the QBD solves, else a one-line ``ValueError``. The stability

@@ -475,6 +475,13 @@ class ForwardResult:
             "rounds": [list(r) for r in self.rounds],
         }
 
+    def to_frame(self):
+        """One row per class, the ``classes`` of :meth:`as_dict` (intervals as ``_low`` /
+        ``_high`` columns). Needs pandas (``pip install 'jaxqueue[tables]'``)."""
+        from .._tables import metrics_frame
+
+        return metrics_frame(self.as_dict())
+
 
 def _hist_layout(lo, hi, bins_per_octave):
     """Waiting-time histogram: bin 0 the atom at 0, bin 1 (0, lo), then the float32 codes

@@ -71,6 +71,14 @@ class NetworkResult(eqx.Module):
     blocking: Float[Array, ""]
     log_norm: Float[Array, ""]
 
+    def to_frame(self):
+        """One row per class: ``class``, ``visits``, ``lam``, ``throughput``, ``L``, ``T``.
+        Needs pandas (``pip install 'jaxqueue[tables]'``)."""
+        from .._tables import per_class
+
+        names = ("visits", "lam", "throughput", "L", "T")
+        return per_class({k: getattr(self, k) for k in names})
+
 
 def _local_sets(net: Network, k: int) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
     servers = net.pool_servers[k]

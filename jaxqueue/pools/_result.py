@@ -44,3 +44,11 @@ class BFResult(eqx.Module):
         are)."""
         names = ("psi", "L", "T", "psi_server", "L_total", "T_mean", "gamma", "psi_class")
         return {k: getattr(self, k) for k in names} | {"busy_servers": self.busy_servers}
+
+    def to_frame(self):
+        """One row per class (per type for structured and typed pools): ``class``, ``L``,
+        ``T``, ``gamma`` and, when computed, ``psi_class``; a batched result (``jax.vmap``)
+        gets a ``point`` column. Needs pandas (``pip install 'jaxqueue[tables]'``)."""
+        from .._tables import bf_frame
+
+        return bf_frame(self.metrics())

@@ -114,6 +114,16 @@ class SchedResult(eqx.Module):
         """The result of sweep point ``p`` (arrays without the leading axis)."""
         return jax.tree_util.tree_map(lambda x: x[p] if isinstance(x, np.ndarray) else x, self)
 
+    def to_frame(self):
+        """One row per class (per sweep point and class, with a ``point`` column): ``class``,
+        ``delay``, ``delay_low``, ``delay_high``, ``service_rate`` (with its interval), ``L``.
+        Needs pandas (``pip install 'jaxqueue[tables]'``)."""
+        from .._tables import per_class
+
+        names = ("delay", "delay_low", "delay_high", "service_rate", "service_rate_low")
+        names += ("service_rate_high", "L")
+        return per_class({k: getattr(self, k) for k in names})
+
 
 def _law_arrays(law) -> tuple[PhaseMixture, float]:
     mix = law if isinstance(law, PhaseMixture) else phase_mixture(law)

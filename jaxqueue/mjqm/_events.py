@@ -267,7 +267,7 @@ class PolicyResult(eqx.Module):
 
     def as_dict(self, workload: Workload) -> dict:
         """The JSON object of ``jaxqueue mjqm simulate --policy NAME --json``: the keys of
-        ``mjqm simulate`` (DESIGN.md contract) that the event engine measures, plus
+        ``mjqm simulate`` that the event engine measures, plus
         ``response_mean``, ``response_mean_ci`` (overall and per class) and the policy's
         stability limit. ``wait_p90`` is ``None`` (no per-job histogram in the engine)."""
         cores = np.asarray(workload.cores_array)[:, 0]

@@ -1,4 +1,4 @@
-"""``fcfs``: first come, first served (``papers/mjsre.md`` Section 2) on the job list.
+"""``fcfs``: first come, first served (``mjsre`` Section 2) on the job list.
 
 The MJSRE recurrence eq. (2) (``jaxqueue.mjqm.simulate``) is the fast path for FCFS; this file
 is its event-engine twin, tested to give the same waits job by job on the same inputs."""

@@ -23,6 +23,7 @@ _MODULES = (
     "_network",
     "_optimize",
     "_reproduce",
+    "_sweep",
     "_demo",
 )
 

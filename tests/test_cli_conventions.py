@@ -1,0 +1,123 @@
+"""Command-line conventions (issue 20): every command refuses a bad argument with its exit
+status and one line without a traceback (and a JSON object on stdout under ``--json``);
+``--version``; ``--help`` with defaults and the scenario names; ``--debug``; ``-q``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jaxqueue import __version__
+from jaxqueue.cli import _leaves, build_parser, main
+
+
+def _commands() -> list[list[str]]:
+    """The words of every command (``["mjqm", "exact"]``, ``["demo"]``, ...)."""
+    out = []
+    for leaf in _leaves(build_parser()):
+        out.append(leaf.prog.split()[1:])
+    return out
+
+
+COMMANDS = _commands()
+
+# one bad value per command that the parser accepts but a file or a model refuses (exit 1)
+RUNTIME = {
+    "bf solve": ["--pool", "{d}/missing.json", "--rho", "0.5"],
+    "mjqm exact": ["--scenario", "five-class-exp", "--lam", "9"],
+    "mjqm stability": ["--scenario", "{d}/missing.toml"],
+    "mjqm simulate": ["--scenario", "five-class-exp", "--lam", "9"],
+    "mjqm sample": ["--scenario", "five-class-exp", "--lam", "9"],
+    "mjqm compare": ["--scenario", "{d}/missing.toml"],
+    "sched simulate": ["--pool", "m-model-sym", "--rho", "1.5"],
+    "network solve": ["--spec", "{d}/missing.json"],
+    "reproduce": ["mjsre", "--out", "/proc/forbidden"],
+    "sweep": ["{d}/missing.toml", "--out", "{d}/out"],
+}
+
+
+def test_every_command_is_listed():
+    names = {" ".join(c) for c in COMMANDS}
+    assert set(RUNTIME) | {"optimize", "demo"} == names, names
+
+
+def _check_error(status, want, out, err, as_json):
+    assert status == want, (status, err[-500:])
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and ": error: " in lines[-1], err
+    if as_json:
+        assert json.loads(out) == {"error": lines[-1], "exit_status": want}
+    else:
+        assert out == ""
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_unknown_option_is_a_usage_error(words, as_json, tmp_path, capsys):
+    """A well-formed command line plus one unknown option."""
+    name = " ".join(words)
+    good = {**RUNTIME, "optimize": ["--case", "capacity-m-model"], "demo": []}[name]
+    argv = [*words, *(a.replace("{d}", str(tmp_path)) for a in good), "--no-such-option"]
+    status = main([*argv, *(["--json"] if as_json else [])])
+    out, err = capsys.readouterr()
+    _check_error(status, 2, out, err, as_json)
+    assert "--no-such-option" in err
+
+
+@pytest.mark.parametrize("words", sorted(RUNTIME), ids=sorted(RUNTIME))
+def test_a_refused_value_is_a_runtime_error(words, tmp_path, capsys):
+    argv = [*words.split(), *(a.replace("{d}", str(tmp_path)) for a in RUNTIME[words])]
+    status = main([*argv, "--json"])
+    out, err = capsys.readouterr()
+    _check_error(status, 1, out, err, True)
+
+
+def test_every_command_takes_json_and_global_options():
+    for leaf in _leaves(build_parser()):
+        options = {s for a in leaf._actions for s in a.option_strings}
+        assert {"--json", "--debug", "-q", "-v", "--help"} <= options, leaf.prog
+    optimize = next(p for p in _leaves(build_parser()) if p.prog.endswith("optimize"))
+    assert "--seed" in {s for a in optimize._actions for s in a.option_strings}
+
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"jaxqueue {__version__}"
+    assert main(["mjqm", "simulate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "five-class-exp" in text and "two-class-256" in text  # the scenario names
+    assert "(default: 20000)" in text and "(default: 256)" in text  # --jobs, --replications
+    assert main(["bf", "solve", "--help"]) == 0
+    assert "m-model-sym" in capsys.readouterr().out
+
+
+def test_internal_errors_are_one_line_unless_debug(monkeypatch, capsys):
+    import jaxqueue.cli._bf as bf
+
+    def broken(args):
+        raise RuntimeError("something broke\nsecond line")
+
+    monkeypatch.setattr(bf, "run_solve", broken)
+    argv = ["bf", "solve", "--pool", "m-model-sym", "--rho", "0.5"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "jaxqueue: error: RuntimeError: something broke (--debug shows the traceback)"
+    )
+    assert main(["--debug", *argv]) == 1
+    assert "Traceback" in capsys.readouterr().err
+    assert main([*argv, "--debug"]) == 1  # after the command too
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_quiet_and_verbose(capsys):
+    argv = ["bf", "solve", "--pool", "m-model-sym", "--rho", "0.5", "--json"]
+    assert main(argv) == 0
+    assert "bf solve: 2 classes" in capsys.readouterr().err
+    assert main([*argv, "-q"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and json.loads(captured.out)["T_mean"] > 0
+    assert main(["-v", *argv]) == 0
+    assert "bf solve: 2 classes" in capsys.readouterr().err

@@ -1,0 +1,135 @@
+"""``jaxqueue sweep`` (issue 20): 2 scenarios x 5 loads x 2 methods from the command line, its
+progress bar, the tidy CSV and the figures; an interrupted sweep and one whose CSV lost rows
+are resumed without recomputing the finished points."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+pytest.importorskip("pandas")
+
+from jaxqueue.cli import _sweep, main  # noqa: E402
+
+WORKLOAD = """name = "{name}"
+servers = {s}
+[[classes]]
+cores = 1
+prob = 0.7
+law = "exponential"
+mean = 1.0
+[[classes]]
+cores = {c}
+prob = 0.3
+law = "exponential"
+mean = 1.0
+"""
+SWEEP = """scenarios = ["{a}", "{b}"]
+loads = [0.2, 0.4, 0.5, 0.6, 0.7]
+methods = ["exact", "simulate"]
+seed = 3
+[simulate]
+jobs = 500
+replications = 4
+"""
+
+
+@pytest.fixture
+def sweep_file(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text(WORKLOAD.format(name="a", s=4, c=2))
+    b.write_text(WORKLOAD.format(name="b", s=6, c=3))
+    path = tmp_path / "sweep.toml"
+    path.write_text(SWEEP.format(a=a, b=b))
+    return path
+
+
+def _sweep_run(path, out, capsys):
+    status = main(["sweep", str(path), "--out", str(out), "--json"])
+    captured = capsys.readouterr()
+    return status, json.loads(captured.out), captured.err
+
+
+def _rows(out):
+    with open(out / "sweep.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _point(row):
+    return (row["scenario"], row["method"], row["policy"], row["load"])
+
+
+def test_sweep_runs_resumes_and_skips_finished_points(sweep_file, tmp_path, capsys):
+    out = tmp_path / "out"
+    status, summary, err = _sweep_run(sweep_file, out, capsys)
+    assert status == 0 and summary["points"] == 20 and summary["computed"] == 20
+    assert "sweep: 100%" in err and "20/20" in err  # the progress bar, on stderr
+    rows = _rows(out)
+    assert len(rows) == 20 * 3 and {r["class"] for r in rows} == {"0", "1", "all"}
+    assert len({_point(r) for r in rows}) == 20 and {r["run"] for r in rows} == {"1"}
+    assert (out / "wait_mean.png").stat().st_size > 1000
+    assert (out / "response_mean.png").stat().st_size > 1000
+    for r in rows:  # exact rows: a point interval; simulated rows: an interval around the mean
+        low, mean, high = (float(r[k]) for k in ("wait_mean_low", "wait_mean", "wait_mean_high"))
+        assert low <= mean <= high and (low == high) == (r["method"] == "exact"), r
+
+    # lose 3 points (a crash while writing, an edit): only they are computed again
+    lost = {_point(rows[i]) for i in (0, 33, 57)}
+    kept = [r for r in rows if _point(r) not in lost]
+    with open(out / "sweep.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(kept)
+    status, summary, _ = _sweep_run(sweep_file, out, capsys)
+    assert status == 0 and summary["computed"] == 3 and summary["skipped"] == 17
+    again = _rows(out)
+    assert again[: len(kept)] == kept  # the finished points untouched (run 1)
+    redone = again[len(kept) :]
+    assert {_point(r) for r in redone} == lost and {r["run"] for r in redone} == {"2"}
+    before = {(_point(r), r["class"]): r["wait_mean"] for r in rows}
+    assert all(before[(_point(r), r["class"])] == r["wait_mean"] for r in redone)  # same keys
+    # nothing left: a third run computes nothing
+    status, summary, _ = _sweep_run(sweep_file, out, capsys)
+    assert summary["computed"] == 0 and len(_rows(out)) == 60
+
+
+def test_interrupted_sweep_keeps_its_finished_points(sweep_file, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    calls = []
+    estimate = _sweep._estimate
+
+    def interrupted(*args, **kwargs):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(args[1])
+        return estimate(*args, **kwargs)
+
+    monkeypatch.setattr(_sweep, "_estimate", interrupted)
+    assert main(["sweep", str(sweep_file), "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    rows = _rows(out)
+    assert len({_point(r) for r in rows}) == 5 + 2  # the exact loads of a.toml, 2 simulations
+    monkeypatch.setattr(_sweep, "_estimate", estimate)
+    status, summary, _ = _sweep_run(sweep_file, out, capsys)
+    assert status == 0 and summary["computed"] == 13 and summary["skipped"] == 7
+    assert _rows(out)[: len(rows)] == rows and len(_rows(out)) == 60
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('scenarios = ["five-class-exp"]\nmethods = ["exact"]\n', "exactly one of loads"),
+        ('scenarios = ["nosuch"]\nloads = [0.5]\nmethods = ["exact"]\n', "unknown scenario"),
+        ('scenarios = ["five-class-exp"]\nloads = [0.5]\nmethods = ["guess"]\n', "methods"),
+        ('scenarios = ["five-class-exp"]\nloads = [-1]\nmethods = ["exact"]\n', "numbers > 0"),
+        ('scenarios = ["five-class-exp"]\nlams = [1]\nmethods = ["exact"]\nx = 1\n', "unknown"),
+    ],
+)
+def test_bad_sweep_files_are_runtime_errors(text, message, tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]

@@ -121,3 +121,18 @@ def test_quiet_and_verbose(capsys):
     assert captured.err == "" and json.loads(captured.out)["T_mean"] > 0
     assert main(["-v", *argv]) == 0
     assert "bf solve: 2 classes" in capsys.readouterr().err
+
+
+def test_progress_line_on_stderr_leaves_stdout_alone(monkeypatch, capsys):
+    """The live progress line (forced: stderr is not a terminal here) goes to stderr, the log
+    lines above it; stdout keeps exactly the JSON object; ``-q`` turns it off."""
+    monkeypatch.setenv("JAXQUEUE_PROGRESS", "1")
+    argv = ["sched", "simulate", "--pool", "m-model-sym", "--rho", "0.5", "--law", "exp"]
+    argv += ["--replications", "4", "--jumps", "2000", "--json"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["delay"] > 0
+    assert "jaxqueue sched simulate: 00:0" in err and "sched simulate: 4 replications" in err
+    assert main([*argv, "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "00:0" not in err and "replications x" not in err  # warnings only

@@ -125,6 +125,7 @@ def test_interrupted_sweep_keeps_its_finished_points(sweep_file, tmp_path, capsy
         ('scenarios = ["five-class-exp"]\nloads = [0.5]\nmethods = ["guess"]\n', "methods"),
         ('scenarios = ["five-class-exp"]\nloads = [-1]\nmethods = ["exact"]\n', "numbers > 0"),
         ('scenarios = ["five-class-exp"]\nlams = [1]\nmethods = ["exact"]\nx = 1\n', "unknown"),
+        ('scenarios = ["five-class-erlang3"]\nlams = [1]\nmethods = ["exact"]\n', "Erlang"),
     ],
 )
 def test_bad_sweep_files_are_runtime_errors(text, message, tmp_path, capsys):

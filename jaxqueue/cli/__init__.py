@@ -28,6 +28,10 @@ _MODULES = (
 )
 
 
+_OWN_PROGRESS = ("sweep", "demo")
+"""Commands that show their own progress (a bar over points; the demo's sections)."""
+
+
 def _add_global(parser: argparse.ArgumentParser, default) -> None:
     """``--debug``, ``-q`` and ``-v``: on the top-level parser (``default``: their defaults)
     and on every command (``default=SUPPRESS``, so a command does not undo them)."""
@@ -101,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     non-ok estimate under ``--strict``). Errors are one line on stderr (and, under ``--json``,
     a JSON object ``{"error": ..., "exit_status": ...}`` on stdout); ``--debug`` adds the
     traceback."""
-    from ._common import UsageError, configure, set_verbosity, writable_file
+    from ._common import UsageError, activity, configure, set_verbosity, writable_file
 
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json, debug = "--json" in argv, "--debug" in argv
@@ -116,7 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "csv", None):
             writable_file(args.csv, "--csv")
         configure(args)
-        return int(args.func(args) or 0)
+        if args.command in _OWN_PROGRESS:
+            return int(args.func(args) or 0)
+        words = [args.command, getattr(args, "subcommand", None)]
+        with activity(" ".join(["jaxqueue", *filter(None, words)])):
+            return int(args.func(args) or 0)
     except UsageError as err:
         return _fail(err, f"jaxqueue: error: {err}", 2, as_json, debug)
     except (ValueError, OSError) as err:  # a file, a folder or a model refuses the input

@@ -359,12 +359,23 @@ LOGGER = logging.getLogger("jaxqueue")
 warnings only, ``-v`` adds debug lines."""
 
 
+_BARS: list = []
+"""The live progress bar of :func:`activity`, if any (log lines are written above it)."""
+
+
 class _Stderr(logging.Handler):
-    """Writes to the ``sys.stderr`` of the moment (tests swap it), on process 0 only."""
+    """Writes to the ``sys.stderr`` of the moment (tests swap it), on process 0 only; above
+    the live progress bar when there is one."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        if _is_lead_process():
-            print(self.format(record), file=sys.stderr, flush=True)
+        if not _is_lead_process():
+            return
+        text = self.format(record)
+        if _BARS:
+            _BARS[-1].write(text, file=sys.stderr)
+            _BARS[-1].set_postfix_str(text.strip()[:60], refresh=False)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
 
 if not any(isinstance(h, _Stderr) for h in LOGGER.handlers):
@@ -376,6 +387,44 @@ if not any(isinstance(h, _Stderr) for h in LOGGER.handlers):
 def set_verbosity(quiet: int, verbose: int) -> None:
     """``-q``: warnings and errors only; ``-v``: also debug lines; else progress (info)."""
     LOGGER.setLevel(logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO)
+
+
+@contextlib.contextmanager
+def activity(desc: str):
+    """A live line on stderr while a command runs (tqdm): the elapsed time and the latest log
+    line, refreshed each second by a thread that only sleeps in between (the computation is
+    not slowed). Shown after 2 s on a terminal (``JAXQUEUE_PROGRESS=1``: always, at once;
+    ``=0``: never), never under ``-q`` or on a process other than 0."""
+    force = os.environ.get("JAXQUEUE_PROGRESS", "")
+    show = force == "1" or (force != "0" and sys.stderr.isatty())
+    if not show or LOGGER.getEffectiveLevel() > logging.INFO or not _is_lead_process():
+        yield
+        return
+    import threading
+
+    from tqdm import tqdm
+
+    bar = tqdm(
+        desc=desc,
+        file=sys.stderr,
+        bar_format="{desc}: {elapsed}{postfix}",
+        delay=0 if force == "1" else 2,
+        leave=False,
+    )
+    stop = threading.Event()
+    ticker = threading.Thread(
+        target=lambda: [bar.refresh() for _ in iter(lambda: stop.wait(1), True)]
+    )
+    ticker.daemon = True
+    ticker.start()
+    _BARS.append(bar)
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
+        _BARS.pop()
+        bar.close()
 
 
 def log(msg: str) -> None:

@@ -184,13 +184,22 @@ def _estimate(wl, lam: float, method: str, policy: str, spec: dict, key) -> dict
 
 
 def _workloads(spec: dict, path: str) -> dict:
-    """The workloads of the sweep file (a name it gives that is unknown is the file's error)."""
+    """The workloads of the sweep file (a name it gives that is unknown is the file's error;
+    so is a workload the exact method cannot solve when the sweep asks for it)."""
+    from ..mjqm._exact import _check_exponential
     from ._common import UsageError
 
     try:
-        return {sc: workload(sc) for sc in spec["scenarios"]}
+        wls = {sc: workload(sc) for sc in spec["scenarios"]}
     except UsageError as err:
         raise ValueError(f"{path}: scenarios: {err}") from None
+    for sc, wl in wls.items():
+        if "exact" in spec["methods"]:
+            try:
+                _check_exponential(wl)
+            except ValueError as err:
+                raise ValueError(f"{path}: scenario {sc}: {err}") from None
+    return wls
 
 
 def _lambda_c(wl, key) -> float:

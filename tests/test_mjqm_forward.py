@@ -22,7 +22,7 @@ from mjqm_exact_values import FIVE_CLASS_EXP_EXACT
 
 from jaxqueue import scenarios
 from jaxqueue.dist import Deterministic, Exponential
-from jaxqueue.mjqm import Workload, draw_jobs, simulate
+from jaxqueue.mjqm import Workload, draw_jobs, simulate, simulate_steady
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -323,12 +323,29 @@ def test_idle_identity_flags_a_start_far_above_the_stationary_law():
     the measured idle servers fall short of s - lam E[sigma] (the identity's z-score)."""
     wl = Workload(2, [1], [1.0], [Exponential(1.0)])
     key = jax.random.key(5)
-    run = dict(key=key, n_jobs=4000, n_replications=32, dtype=jnp.float64)
+    run = dict(key=key, n_jobs=4000, n_replications=64, dtype=jnp.float64)
     bad = simulate(wl, 1.0, init=np.full(2, 200.0), warmup=0, **run)
     assert bad.wait_growth < 0 and bad.idle_z < -3.29
     assert bad.status == "nonstationary"
     good = simulate(wl, 1.0, **run)
     assert good.status == "ok" and abs(good.idle_z) < 3.29
+
+
+def test_too_few_replications_are_unconverged_and_not_extended():
+    """Fewer than MIN_REPLICATIONS replications: the interval of heavy-tailed replications is
+    too short (90% coverage with 32 on a rare-class workload, bench_coverage), so the status is
+    unconverged, and simulate_steady does not spend its budget on more jobs (they do not
+    mend it); the same run with MIN_REPLICATIONS replications is ok."""
+    from jaxqueue.mjqm._forward import MIN_REPLICATIONS
+
+    wl = Workload(2, [1], [1.0], [Exponential(1.0)])
+    few = simulate_steady(wl, 1.0, key=jax.random.key(5), n_jobs=2000, n_replications=32)
+    assert few.status == "unconverged" and len(few.rounds) == 1
+    assert abs(few.idle_z) < 3.29 and abs(few.wait_growth) < 0.5  # stationary, just few
+    enough = simulate_steady(
+        wl, 1.0, key=jax.random.key(5), n_jobs=2000, n_replications=MIN_REPLICATIONS
+    )
+    assert enough.status == "ok"
 
 
 def test_idle_identity_flags_a_short_run_from_empty_near_saturation():

@@ -65,7 +65,7 @@ def _simulate(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from ..mjqm import simulate_steady
-    from ..mjqm._forward import MIN_EFFECTIVE
+    from ..mjqm._forward import MIN_EFFECTIVE, MIN_REPLICATIONS
     from ..mjqm.policies import parse_policy
     from ._mjqm_policies import simulate_with_policy
 
@@ -100,7 +100,13 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     out = res.as_dict()
     _add_response(out)
-    if res.status == "unconverged":
+    if res.status == "unconverged" and res.n_replications < MIN_REPLICATIONS:
+        out["status_reason"] = (
+            f"mjqm simulate: {res.n_replications} replications, fewer than the "
+            f"{MIN_REPLICATIONS} an interval of heavy-tailed waits needs to be trusted; raise "
+            f"--replications"
+        )
+    elif res.status == "unconverged":
         out["status_reason"] = (
             f"mjqm simulate: a class has waiting times in fewer than 2 replications after "
             f"{len(res.rounds)} round(s) ({res.n_jobs} jobs per replication in the last): no "

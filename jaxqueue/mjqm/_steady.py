@@ -20,8 +20,10 @@ jobs relaxing; its status says so (``nonstationary``) but gives no answer. This 
    state (the previous rounds are its warm-up) with twice as many jobs, as long as the round
    is expected to end within ``max_seconds`` (a failed round also ends the exemption from the
    ``MIN_EFFECTIVE`` rule); the answer is the last round, ``ok`` only if it passed every
-   check, else ``nonstationary``. The start's exemption holds only while the backward
-   sampler's bias bound stays within a quarter of the forward interval's half-width.
+   check, else ``nonstationary`` (or ``unconverged`` with fewer than ``MIN_REPLICATIONS``
+   replications, which more jobs do not mend: not extended). The start's exemption holds
+   only while the backward sampler's bias bound stays within a quarter of the forward
+   interval's half-width.
    Testing round after round until one passes gives a non-stationary run several chances;
    the doubling makes each round mostly warm-up for the next, and the checks are at 99.9%.
 
@@ -38,7 +40,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from ._forward import MIN_EFFECTIVE, ForwardResult, simulate
+from ._forward import MIN_EFFECTIVE, MIN_REPLICATIONS, ForwardResult, simulate
 from ._guard import check_load
 from ._workload import Workload
 
@@ -153,7 +155,8 @@ def simulate_steady(
                 f"{res.status} (wait growth {res.wait_growth:.3g}, idle z {res.idle_z:.2f}), "
                 f"{took:.1f} s"
             )
-        if res.status == "ok" or time.perf_counter() - t0 + 2 * took > max_seconds:
+        more_reps = res.status == "unconverged" and n_replications < MIN_REPLICATIONS
+        if res.status == "ok" or more_reps or time.perf_counter() - t0 + 2 * took > max_seconds:
             break
         # a failed round shows the start was not stationary enough: no exemption any more
         init, offset, warmup, n, stationary = res.final_state, offset + n, 0, 2 * n, False

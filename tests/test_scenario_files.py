@@ -412,12 +412,14 @@ COMMANDS = {
 
 @pytest.mark.parametrize("kind", ["missing", "syntax", "type", "binary", "directory"])
 @pytest.mark.parametrize("command", list(COMMANDS))
-def test_cli_bad_file_exit_2(tmp_path, capsys, command, kind):
+def test_cli_bad_file_exit_1(tmp_path, capsys, command, kind):
+    """A workload file that cannot be read or is refused: a runtime error (exit status 1), one
+    line on stderr, and under ``--json`` the same line as a JSON object on stdout."""
     path = _bad_file(tmp_path, kind)
     argv = COMMANDS[command][:2] + ["--scenario", str(path)] + COMMANDS[command][2:]
-    assert main(argv) == 2
+    assert main(argv) == 1
     out, err = capsys.readouterr()
-    assert out == ""
+    assert json.loads(out) == {"error": err.strip(), "exit_status": 1}
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("jaxqueue: error: "), err
     assert path.name in lines[0] and "Traceback" not in err

@@ -335,7 +335,7 @@ def test_cli_json_contract(capsys, tmp_path):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["delay"] >= 0.5 and "classes" not in out  # a job is served at rate <= d = 2
-    assert main(["sched", "simulate", "--pool", "random:K=12,d=2", "--rho", "1.5"]) == 2
+    assert main(["sched", "simulate", "--pool", "random:K=12,d=2", "--rho", "1.5"]) == 1
 
 
 # --------------------------------------------------------------------------- slow versions

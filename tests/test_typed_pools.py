@@ -279,9 +279,9 @@ def test_cli_bad_specs_one_line(capsys, spec, msg):
 def test_cli_bad_file_and_unstable(capsys, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"counts": [2, 2], "type_sets": [[0]], "speed": 1}))
-    assert main(["bf", "solve", "--pool", str(path), "--rho", "0.5"]) == 2
+    assert main(["bf", "solve", "--pool", str(path), "--rho", "0.5"]) == 1
     assert "unknown key(s) ['speed']" in capsys.readouterr().err
-    assert main(["bf", "solve", "--pool", "typed:counts=4+4,sets=0/1", "--rho", "1.2"]) == 2
+    assert main(["bf", "solve", "--pool", "typed:counts=4+4,sets=0/1", "--rho", "1.2"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("jaxqueue: error: unstable") and "server types [0]" in err
 

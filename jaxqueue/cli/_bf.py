@@ -76,7 +76,9 @@ def _generic_pool(args: argparse.Namespace):
     if spec.strip().lower().startswith("typed:"):  # before files: the spec holds '/'
         from jaxqueue.pools import parse_typed_spec
 
-        return _typed_mu(parse_typed_spec(spec), args), file_lam
+        with usage_errors():  # the spec on the command line, as the structures
+            pool = parse_typed_spec(spec)
+        return _typed_mu(pool, args), file_lam
     if names_a_file(spec):
         data = read_spec(spec)
         if "counts" in data or "type_sets" in data:

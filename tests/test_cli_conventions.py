@@ -136,3 +136,24 @@ def test_progress_line_on_stderr_leaves_stdout_alone(monkeypatch, capsys):
     assert main([*argv, "-q"]) == 0
     err = capsys.readouterr().err
     assert "00:0" not in err and "replications x" not in err  # warnings only
+
+
+def test_demo_json_is_one_object(monkeypatch, capsys):
+    """``demo --json``: one JSON object with a section per step, each command's own JSON
+    object inside (the tour shortened to one command here; the text sections stubbed)."""
+    import jaxqueue.cli._bf as bf
+    import jaxqueue.cli._demo as demo
+    import jaxqueue.studies.bf_recursive as structured
+
+    command = "mjqm exact --scenario five-class-exp --lam 1.0"
+    monkeypatch.setattr(demo, "_COMMANDS", [("exact", command)])
+    monkeypatch.setattr(demo, "_network_demo", lambda: "network")
+    monkeypatch.setattr(bf, "demo_text", lambda: "bf")
+    monkeypatch.setattr(structured, "demo_text", lambda: "structured")
+    assert main(["demo", "--json", "--seed", "5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["seed"] == 5 and [s["text"] for s in out["sections"][:3]] == [
+        "bf", "structured", "network"
+    ]  # fmt: skip
+    last = out["sections"][-1]
+    assert last["command"] == f"jaxqueue {command}" and last["result"]["wait_mean"] > 0

@@ -1,22 +1,27 @@
 """The event engine: batched event simulation of the MJQM under any job-list policy.
 
-All replications advance together in one ``lax.while_loop``, one event each per round (an
-arrival or a completion, whichever comes first), in ``(slots, replications)`` arrays sharded
-over devices on the replication axis like the forward scan. The state is a fixed buffer of
-``B`` job slots in arrival order (:class:`~jaxqueue.mjqm.policies.Jobs`): class, need,
-remaining work, age, age at the first start. At every event the clock moves by ``dt``, the
-remaining work of the jobs in service and the ages of all jobs advance, the event is applied
-(a completion leaves and the later slots shift down; an arrival fills the next slot, drawn from
-the counter-based inputs of ``_inputs.py``, so job ``n`` of replication ``r`` is the same job
-as in the MJSRE simulators), and the policy chooses the jobs in service (``policy.select``).
-Times are kept relative (ages and remaining work), so float32 runs do not lose digits as the
-clock grows.
+All replications advance together in one ``lax.while_loop`` of rounds, on arrays with the
+replications on the last axis, sharded over devices on that axis like the forward scan. The
+jobs are kept as ``policies._queues`` describes: the jobs in service in ``M = s // min(need)``
+unordered slots (absolute end time, arrival time, packed class / need / flags), the waiting
+jobs in ring-buffer deques of ``B`` entries (one FIFO, or one per need) whose fronts are also
+kept in registers. A round of a replication is its next event (an arrival or a completion,
+whichever comes first; skipped while a pick is pending) followed by one *pick* of the policy
+(start a waiting job, preempt one in service, ...) at the new instant; picks repeat, one per
+round, until the policy names none. An event touches one slot and one deque entry, so a round
+costs the same whatever the queue length (the former engine shifted and scanned a buffer of
+every job at every event). Arrivals are drawn from the counter-based inputs of ``_inputs.py``
+(job ``n`` of replication ``r`` is the same job as in the MJSRE simulators) in blocks of
+``_DRAWN`` jobs per ``_CHUNK`` rounds: the draw costs more than a round, and a replication
+that needs more arrivals in a block waits for the next (its events come in the same order).
+float64 runs keep absolute times, as the heapq reference does; float32 runs move the epoch to
+the clock every ``_REBASE`` blocks, so they do not lose digits as the clock grows.
 
 Measured: the jobs ``warmup .. n_jobs - 1`` of each replication, until every one of them has
-left (arrivals go on meanwhile); time averages over the arrivals of those jobs. An arrival that
-finds the buffer full is an overflow (never used silently): the replications that overflowed
-run again with twice the slots, up to ``max_buffer``, and beyond it the status is
-``overflow``.
+left (arrivals go on meanwhile); time averages over the arrivals of those jobs. An arrival (or
+a preemption) that finds its deque full is an overflow (never used silently): the replications
+that overflowed go on from there with twice the entries, up to ``max_buffer``, and beyond it
+the status is ``overflow``.
 """
 
 from __future__ import annotations
@@ -37,8 +42,18 @@ from ..stats import Estimate, drift
 from ._forward import MIN_EFFECTIVE, _effective_jobs, _ratio_ci
 from ._inputs import draw_jobs_each, replication_keypairs
 from ._workload import Workload
-from .policies import EventPolicy, Jobs, parse_policy
-from .policies._base import at_slot, first_slot, positions
+from .policies import EventPolicy, parse_policy
+from .policies._queues import (
+    Queues,
+    cls_of,
+    code_of,
+    decode,
+    encode,
+    need_of,
+    pack,
+    set_started,
+    started_of,
+)
 
 __all__ = ["PolicyResult", "simulate_policy", "saturated_throughput"]
 
@@ -63,160 +78,408 @@ class _Acc(NamedTuple):
 
 
 class _State(NamedTuple):
-    jobs: Jobs  # the buffers, (B, R), in arrival order
-    code: Array  # (B, R) 0: not measured (warm-up, or after n_jobs), 1: first half, 2: second
-    to_arrival: Array  # (R,) time until the next arrival
-    n_next: Array  # (R,) index of the next arriving job
+    """All replications (the last axis of every array)."""
+
+    q: Queues
+    now: Array  # clock, relative to the epoch of the arrival and end times
+    to_arrival: Array  # time until the next arrival
+    n_next: Array  # index of the next arriving job
+    count: Array  # jobs in the system
+    pending: Array  # a pick was made at this instant: pick again before the next event
     acc: _Acc
-    overflow: Array  # (R,)
-    events: Array  # (R,)
+    overflow: Array  # an arrival or a pick found its deque full: stopped before it
+    events: Array  # arrivals and completions so far
 
 
-def _empty(B: int, R: int, K: int, dt) -> _State:
-    z = jnp.zeros((B, R), dt)
-    zi = jnp.zeros((B, R), jnp.int32)
-    zb = jnp.zeros((B, R), bool)
-    i0 = jnp.zeros(R, jnp.int32)
-    jobs = Jobs(cls=zi, need=zi, rem=z, age=z, wait=z, started=zb, run=zb, count=i0)
-    zk = jnp.zeros((K, R), dt)
-    z0 = jnp.zeros(R, dt)
-    acc = _Acc(zk, zk, zk, zk, zk, z0, z0, z0, z0, z0, z0, z0)
-    return _State(jobs, zi, z0, i0, acc, jnp.zeros(R, bool), i0)
+def _empty(s: int, M: int, D: int, Q: int, R: int, K: int, dt) -> _State:
+    """``R`` empty replications of ``s`` servers: ``M`` service slots, ``D`` deques of ``Q``
+    entries."""
+    f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
+    i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
+    q = Queues(
+        s_end=jnp.full((M, R), jnp.inf, dt),
+        s_arr=f(M),
+        s_info=i(M),
+        f_arr=f(D),
+        f_rem=f(D),
+        f_info=i(D),
+        body=jnp.zeros(D * Q * 3 * R, dt),
+        head=i(D),
+        size=i(D),
+        busy=i(D),
+        free=jnp.full(R, s, jnp.int32),
+        prefix=i(),
+    )
+    acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f())
+    return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
 
 
-def _record(acc: _Acc, jobs: Jobs, code, j, leaves) -> _Acc:
-    """Add the response and wait of the job leaving slot ``j`` where it is a measured one."""
-    c = at_slot(code, j)
-    dt = acc.resp.dtype
-    K = acc.resp.shape[0]
-    one = ((jnp.arange(K)[:, None] == at_slot(jobs.cls, j)) & (c > 0) & leaves).astype(dt)
-    r, w = at_slot(jobs.age, j), at_slot(jobs.wait, j)
-    late = leaves & (c == 2)
-    return acc._replace(
-        resp=acc.resp + one * r,
-        resp2=acc.resp2 + one * r * r,
-        wait=acc.wait + one * w,
-        wait2=acc.wait2 + one * w * w,
-        cnt=acc.cnt + one,
-        late_resp=acc.late_resp + jnp.where(late, r, 0),
-        late_cnt=acc.late_cnt + late,
-        done=acc.done + leaves,
+def _layout(policy: EventPolicy, needs: tuple[int, ...]) -> int:
+    """Number of deques of the policy's layout (``_queues`` module docstring)."""
+    return {"fifo": 1, "need": len(needs), "prefix": len(needs) + 1}[policy.layout]
+
+
+def _deque_of(need, needs):
+    """The per-need deque of ``need`` (``needs`` largest first)."""
+    return sum(jnp.where(need == v, k, 0) for k, v in enumerate(needs)).astype(jnp.int32)
+
+
+def _index(q: Queues, d, r):
+    """Flat indices ``(3, R)`` of entry ``r`` (ring index) of deque ``d`` in ``q.body``."""
+    R = q.free.shape[0]
+    base = (d * q.capacity + r) * 3
+    return (base[None] + jnp.arange(3)[:, None]) * R + jnp.arange(R)[None]
+
+
+def _read(q: Queues, d, r):
+    """``(arr, rem, info)`` of entry ``r`` of deque ``d`` (one gather)."""
+    x = q.body[_index(q, d, r)]
+    return x[0], x[1], decode(x[2])
+
+
+def _onehot(n: int, d):
+    return jnp.arange(n)[:, None] == d[None]
+
+
+def _push(q: Queues, d, item, on, front=False) -> Queues:
+    """Add a job ``(arr, rem, info)`` at the back (an arrival, a job joining the server-filling
+    prefix) or at the front (a preempted job: older than every waiting job of its need) of
+    deque ``d`` where ``on`` (one scatter; the front registers follow)."""
+    Q, D = q.capacity, q.head.shape[0]
+    hit = _onehot(D, d) & on[None]
+    head = jnp.sum(jnp.where(hit, q.head, 0), axis=0)
+    size = jnp.sum(jnp.where(hit, q.size, 0), axis=0)
+    r = (head - 1) % Q if front else (head + size) % Q
+    idx = jnp.where(on[None], _index(q, d, r), q.body.shape[0])
+    arr, rem, info = item
+    vals = jnp.stack([arr, rem, encode(info, arr.dtype)])
+    body = q.body.at[idx].set(vals, mode="drop", unique_indices=True)
+    new_front = hit & ((size == 0) | front)[None]
+    return q._replace(
+        body=body,
+        head=jnp.where(hit & front, r[None], q.head),
+        size=q.size + hit,
+        f_arr=jnp.where(new_front, arr[None], q.f_arr),
+        f_rem=jnp.where(new_front, rem[None], q.f_rem),
+        f_info=jnp.where(new_front, info[None], q.f_info),
     )
 
 
-def _integrate(acc: _Acc, jobs: Jobs, s, dt, inside) -> _Acc:
+def _take(q: Queues, d, p, on, inside: bool) -> tuple[Queues, tuple]:
+    """Remove position ``p`` of deque ``d`` where ``on`` and return it; ``inside``: ``p`` may
+    be past the front (FIFO layout only: the positions before it move one step back, a masked
+    roll of the deque), else it is the front (from the registers)."""
+    Q, D = q.capacity, q.head.shape[0]
+    hit = _onehot(D, d) & on[None]
+    pick = lambda x: jnp.sum(jnp.where(_onehot(D, d), x, 0), axis=0)  # noqa: E731
+    head = pick(q.head)
+    if inside:
+        item = _read(q, d, (head + p) % Q)
+        arr, rem, info, pos = q.deque(0)
+        move = on[None] & (pos >= 1) & (pos <= p[None])
+        R = q.free.shape[0]
+        b = q.body.reshape(D, Q, 3, R)
+        rolled = jnp.where(move[:, None], jnp.roll(b[0], 1, axis=0), b[0])
+        q = q._replace(body=b.at[0].set(rolled).reshape(-1))
+    else:
+        item = (pick(q.f_arr), pick(q.f_rem), pick(q.f_info))
+    head = (head + 1) % Q
+    nxt = _read(q, d, head)
+    q = q._replace(
+        head=jnp.where(hit, head[None], q.head),
+        size=q.size - hit,
+        f_arr=jnp.where(hit, nxt[0][None], q.f_arr),
+        f_rem=jnp.where(hit, nxt[1][None], q.f_rem),
+        f_info=jnp.where(hit, nxt[2][None], q.f_info),
+    )
+    return q, item
+
+
+def _record_departure(acc: _Acc, info, resp, on) -> _Acc:
+    """Add the response of a departing job where ``on`` and it is a measured one."""
+    c = code_of(info)
+    dt = acc.resp.dtype
+    one = (_onehot(acc.resp.shape[0], cls_of(info)) & ((c > 0) & on)[None]).astype(dt)
+    late = on & (c == 2)
+    return acc._replace(
+        resp=acc.resp + one * resp,
+        resp2=acc.resp2 + one * (resp * resp),
+        cnt=acc.cnt + one,
+        late_resp=acc.late_resp + jnp.where(late, resp, 0),
+        late_cnt=acc.late_cnt + late,
+        done=acc.done + on,
+    )
+
+
+def _record_wait(acc: _Acc, info, wait, on) -> _Acc:
+    """Add the wait of a job starting for the first time where ``on`` and it is measured (at
+    its start: every measured job starts before the run ends)."""
+    dt = acc.wait.dtype
+    one = _onehot(acc.wait.shape[0], cls_of(info)) & ((code_of(info) > 0) & on)[None]
+    one = one.astype(dt)
+    return acc._replace(wait=acc.wait + one * wait, wait2=acc.wait2 + one * (wait * wait))
+
+
+def _integrate(acc: _Acc, st: _State, dt, inside) -> _Acc:
     """Time integrals over ``dt`` where ``inside`` the measuring window."""
     d = jnp.where(inside, dt, 0)
-    idle = jobs.free(s).astype(dt.dtype)
-    someone_waits = jnp.any(jobs.waiting, axis=0)
+    idle = st.q.free.astype(dt.dtype)
+    someone_waits = jnp.any(st.q.size > 0, axis=0)
     return acc._replace(
-        area_jobs=acc.area_jobs + d * jobs.count,
+        area_jobs=acc.area_jobs + d * st.count,
         area_idle=acc.area_idle + d * idle,
         area_hol=acc.area_hol + d * idle * someone_waits,
         time=acc.time + d,
     )
 
 
-def _shift(x, after):
-    """Slots at and after a leaving job take the next slot's value (a static slice); the last
-    slot empties (no state of a job that left stays behind, e.g. in service)."""
-    return jnp.where(after, jnp.concatenate([x[1:], jnp.zeros_like(x[-1:])]), x)
+class _Ctx(NamedTuple):
+    """Static facts of a run: the policy, servers, distinct needs (largest first), whether the
+    system is saturated, the buffer, and the measured jobs ``warmup .. n_jobs - 1``."""
+
+    policy: EventPolicy
+    s: int
+    needs: tuple
+    saturated: bool
+    B: int
+    warmup: Array
+    n_jobs: Array
 
 
-def _put(x, at, v):
-    return jnp.where(at, jnp.asarray(v).astype(x.dtype), x)
-
-
-def _event(policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs, active, st):
-    """One event of every ``active`` replication: its next completion or arrival, then the
-    policy; the others stand still."""
-    jobs, code, count = st.jobs, st.code, st.jobs.count
-    B = code.shape[0]
-    pos = positions(code)
-    ends = jnp.where(jobs.run, jobs.rem, jnp.inf)
-    end = jnp.min(ends, axis=0)
-    j = first_slot(ends == end)
-    if saturated:  # topped up at once; measured over the departures warmup .. n_jobs
-        to_arrival = jnp.where(count >= B, jnp.inf, 0.0).astype(st.to_arrival.dtype)
-        inside = st.acc.done >= warmup
+def _event(ctx: _Ctx, st: _State, job, on):
+    """The next arrival or completion of every replication where ``on``. Returns the state,
+    where an arrival found its deque full (``blocked``: nothing happens, overflow) and where
+    the next arrival is not drawn yet (``stalled``: nothing happens until the next block)."""
+    q, (cls, need, sigma, tau, drawn) = st.q, job
+    end = jnp.min(q.s_end, axis=0)
+    ending = q.s_end == end[None]
+    arr_j = jnp.min(jnp.where(ending, q.s_arr, jnp.inf), axis=0)
+    hit_j = ending & (q.s_arr == arr_j[None])  # the oldest of those ending first
+    info_j = jnp.sum(jnp.where(hit_j, q.s_info, 0), axis=0)
+    if ctx.saturated:  # topped up at once; measured over the departures warmup .. n_jobs
+        to_arrival = jnp.where(st.count >= ctx.B, jnp.inf, 0.0).astype(st.now.dtype)
+        inside = st.acc.done >= ctx.warmup
     else:  # measured over the arrivals of the jobs warmup .. n_jobs - 1
         to_arrival = st.to_arrival
-        inside = (st.n_next > warmup) & (st.n_next <= n_jobs)
-    # an arrival that finds the buffer full stops its replication before the event, so that it
-    # can go on from there with more slots (``_runs``)
-    blocked = active & (to_arrival < end) & (count >= B)
-    active = active & ~blocked
-    leaves = active & (end <= to_arrival)
-    arrives = active & ~leaves
-    dt = jnp.where(active, jnp.minimum(end, to_arrival), 0)
-    acc = _integrate(st.acc, jobs, s, dt, inside)
-    jobs = jobs._replace(
-        rem=jnp.where(jobs.run, jobs.rem - dt, jobs.rem),
-        age=jnp.where(jobs.live, jobs.age + dt, jobs.age),
+        inside = (st.n_next > ctx.warmup) & (st.n_next <= ctx.n_jobs)
+    d_new = _deque_of(need, ctx.needs) if ctx.policy.layout != "fifo" else jnp.zeros_like(need)
+    if ctx.policy.layout == "prefix":
+        joins = q.prefix < ctx.s  # the arrival joins the prefix, else waits behind it
+        d_new = jnp.where(joins, d_new, len(ctx.needs))
+    arrival_next = st.now + to_arrival < end
+    full = jnp.sum(jnp.where(_onehot(q.head.shape[0], d_new), q.size, 0), axis=0) >= q.capacity
+    blocked = on & arrival_next & full
+    stalled = on & arrival_next & ~drawn
+    on = on & ~blocked & ~stalled
+    leaves, arrives = on & ~arrival_next, on & arrival_next
+    now = jnp.where(leaves, end, jnp.where(arrives, st.now + to_arrival, st.now))
+    acc = _integrate(st.acc, st, now - st.now, inside)
+    # a completion: its slot empties
+    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    need_j = jnp.where(leaves, need_of(info_j), 0)
+    gone = hit_j & leaves[None]
+    q = q._replace(
+        s_end=jnp.where(gone, jnp.inf, q.s_end),
+        s_info=jnp.where(gone, 0, q.s_info),
+        free=q.free + need_j,
+        prefix=q.prefix - need_j,
+        busy=q.busy - (_onehot(q.head.shape[0], _deque_of(need_j, ctx.needs)) & leaves[None]),
     )
-    # a completion: slot j empties and the later slots shift down
-    acc = _record(acc, jobs, code, j, leaves)
-    after = leaves & (pos >= j)
-    jobs = Jobs(*(_shift(x, after) for x in jobs[:-1]), count=count - leaves)
-    code = _shift(code, after)
-    # an arrival: job n_next takes the slot after the last job
+    # an arrival: job n_next at the back of its deque
     n = st.n_next
-    job = draw_jobs_each(workload, lam, keypairs, n, dtype=jobs.rem.dtype)
-    at = arrives & (pos == count)
-    mid = (warmup + n_jobs) // 2
-    jobs = jobs._replace(
-        cls=_put(jobs.cls, at, job.cls),
-        need=_put(jobs.need, at, job.alpha[..., 0]),
-        rem=_put(jobs.rem, at, job.sigma),
-        age=_put(jobs.age, at, 0),
-        wait=_put(jobs.wait, at, 0),
-        started=_put(jobs.started, at, False),
-        count=jobs.count + arrives,
-    )
-    code = _put(code, at, jnp.where((n >= warmup) & (n < n_jobs), 1 + (n >= mid), 0))
-    # the policy
-    run = policy.select(jobs, s, needs)
-    first = run & ~jobs.started
-    jobs = jobs._replace(
-        run=run, started=jobs.started | run, wait=jnp.where(first, jobs.age, jobs.wait)
-    )
-    gap = jnp.zeros_like(dt) if saturated else job.tau.astype(dt.dtype)
-    return _State(
-        jobs=jobs,
-        code=code,
+    mid = (ctx.warmup + ctx.n_jobs) // 2
+    code = jnp.where((n >= ctx.warmup) & (n < ctx.n_jobs), 1 + (n >= mid), 0)
+    info = pack(need, cls, code, jnp.zeros_like(arrives))
+    q = _push(q, d_new, (now, sigma, info), arrives)
+    if ctx.policy.layout == "prefix":
+        q = q._replace(prefix=q.prefix + jnp.where(arrives & joins, need, 0))
+    gap = jnp.zeros_like(now) if ctx.saturated else tau
+    dt = now - st.now
+    st = st._replace(
+        q=q,
+        now=now,
         to_arrival=jnp.where(leaves, to_arrival - dt, jnp.where(arrives, gap, st.to_arrival)),
         n_next=n + arrives,
+        count=st.count + arrives - leaves,
         acc=acc,
-        overflow=st.overflow | blocked,
-        events=st.events + active,
+        events=st.events + on,
     )
+    return st, blocked, stalled
+
+
+def _apply(ctx: _Ctx, st: _State, pk, on):
+    """Apply the policy's pick where ``on``; returns the state and where the pick found its
+    deque full (then nothing happens: overflow; the pick is made again on resuming)."""
+    q, needs, M = st.q, ctx.needs, st.q.s_end.shape[0]
+    start, preempt, move = on & (pk.kind == 1), on & (pk.kind == 2), on & (pk.kind == 3)
+    D = q.head.shape[0]
+    if ctx.policy.preemptive:  # slot i back to the front of its need's deque
+        hit = _onehot(M, pk.i)
+        at = lambda x: jnp.sum(jnp.where(hit, x, 0), axis=0)  # noqa: E731
+        info_i = at(q.s_info)
+        d_pre = _deque_of(need_of(info_i), needs)
+        dest = jnp.where(preempt, d_pre, pk.d)
+        full = (preempt | move) & (
+            jnp.sum(jnp.where(_onehot(D, dest), q.size, 0), axis=0) >= q.capacity
+        )
+        start, preempt, move = start & ~full, preempt & ~full, move & ~full
+        item = (at(q.s_arr), at(q.s_end) - st.now, info_i)
+        q = _push(q, d_pre, item, preempt, front=True)
+        out = hit & preempt[None]
+        q = q._replace(
+            s_end=jnp.where(out, jnp.inf, q.s_end),
+            s_info=jnp.where(out, 0, q.s_info),
+            free=q.free + jnp.where(preempt, need_of(info_i), 0),
+            busy=q.busy - (_onehot(D, d_pre) & preempt[None]),
+        )
+    else:
+        full = jnp.zeros_like(on)
+    if ctx.policy.layout == "prefix":  # the oldest job behind the prefix joins it
+        q, item = _take(q, jnp.full_like(pk.d, D - 1), pk.p, move, False)
+        q = _push(q, pk.d, item, move)
+        q = q._replace(prefix=q.prefix + jnp.where(move, need_of(item[2]), 0))
+    # start: into the first empty service slot (there is one: the job fits)
+    q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.policy.picks_inside)
+    empty = q.s_info == 0
+    slot = jnp.min(jnp.where(empty, jnp.arange(M)[:, None], M), axis=0)
+    put = _onehot(M, slot) & start[None]
+    first = start & ~started_of(info)
+    q = q._replace(
+        s_end=jnp.where(put, (st.now + r)[None], q.s_end),
+        s_arr=jnp.where(put, a[None], q.s_arr),
+        s_info=jnp.where(put, set_started(info)[None], q.s_info),
+        free=q.free - jnp.where(start, need_of(info), 0),
+        busy=q.busy + (_onehot(D, pk.d) & start[None]),
+    )
+    acc = _record_wait(st.acc, info, st.now - a, first)
+    return st._replace(q=q, acc=acc), full
+
+
+def _round(ctx: _Ctx, st: _State, job, active) -> _State:
+    """One round of every ``active`` replication: its next event unless a pick is pending,
+    then the policy's next pick at the new instant."""
+    old = st
+    st, blocked, stalled = _event(ctx, st, job, active & ~st.pending)
+    go = active & ~blocked & ~stalled
+    pk = ctx.policy.pick(st.q, ctx.s, ctx.needs, st.now)
+    st, full = _apply(ctx, st, pk, go)
+    picked = go & (pk.kind > 0)
+    pending = jnp.where(go, (picked & pk.more) | full, st.pending)
+    st = st._replace(pending=pending, overflow=st.overflow | blocked | full)
+    return jax.tree.map(lambda x, y: x.astype(y.dtype), st, old)  # sums of int32 are int64
+
+
+def _rebase(st: _State) -> _State:
+    """Arrival and end times relative to the clock (the epoch moves to now)."""
+    q, now = st.q, st.now
+    D, R = q.head.shape
+    b = q.body.reshape(D, q.capacity, 3, R)
+    b = b.at[:, :, 0].add(-now)
+    q = q._replace(
+        s_end=q.s_end - now, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)
+    )
+    return st._replace(q=q, now=jnp.zeros_like(now))
+
+
+class _Packing:
+    """The state of the round loop as three arrays: the deque bodies, and every other array as
+    rows ``(-1, R)`` of one float and one int32 array (booleans as 0/1). Measured: a loop
+    carrying each field apart spends more on per-field copies and launches than on the
+    event itself."""
+
+    def __init__(self, st: _State):
+        leaves, self.tree = jax.tree.flatten(st)
+        self.body = next(i for i, x in enumerate(leaves) if x is st.q.body)
+        self.meta, rows = [], {"f": 0, "i": 0}
+        for i, x in enumerate(leaves):
+            g = "f" if jnp.issubdtype(x.dtype, jnp.floating) else "i"
+            n = 0 if i == self.body else max(1, x.size // x.shape[-1])
+            self.meta.append((g, rows[g], n, x.shape, x.dtype))
+            rows[g] += n
+
+    def pack(self, st: _State):
+        leaves = jax.tree.leaves(st)
+        groups = {"f": [], "i": []}
+        for i, (x, (g, _, _, _, _)) in enumerate(zip(leaves, self.meta, strict=True)):
+            if i != self.body:
+                groups[g].append(x.reshape(-1, x.shape[-1]).astype(self.dtype(g)))
+        return leaves[self.body], jnp.concatenate(groups["f"]), jnp.concatenate(groups["i"])
+
+    def dtype(self, g):
+        return next(m[4] for m in self.meta if m[0] == "f") if g == "f" else jnp.int32
+
+    def unpack(self, packed) -> _State:
+        body, fl, it = packed
+        leaves = []
+        for i, (g, row, n, shape, dtype) in enumerate(self.meta):
+            if i == self.body:
+                leaves.append(body)
+            else:
+                x = (fl if g == "f" else it)[row : row + n]
+                leaves.append(x.reshape(shape).astype(dtype))
+        return jax.tree.unflatten(self.tree, leaves)
+
+
+_CHUNK = 32  # rounds per block of drawn jobs
+_REBASE = 16  # blocks between moves of the epoch (float32 only)
+_DRAWN = 24  # jobs drawn per replication and block (a replication that needs more waits)
+
+
+def _block(workload, lam, keypairs, n_next, dtype):
+    """The next ``_DRAWN`` jobs of every replication, flattened ``(4, _DRAWN, R)``: class,
+    need, service, inter-arrival time (drawn once per block: the counter-based inputs cost
+    more than a round)."""
+    idx = n_next[None] + jnp.arange(_DRAWN)[:, None]
+    job = draw_jobs_each(workload, lam, keypairs, idx, dtype=dtype)
+    cols = [job.cls.astype(dtype), job.alpha[..., 0].astype(dtype), job.sigma, job.tau]
+    return jnp.stack(cols).reshape(-1)
+
+
+def _next_job(block, n0, n_next):
+    """Job ``n_next`` from the block drawn at ``n0`` (one gather), and whether it is there."""
+    R = n_next.shape[0]
+    k = jnp.clip(n_next - n0, 0, _DRAWN - 1)
+    x = block[(jnp.arange(4)[:, None] * _DRAWN + k[None]) * R + jnp.arange(R)[None]]
+    return x[0].astype(jnp.int32), x[1].astype(jnp.int32), x[2], x[3], n_next - n0 < _DRAWN
 
 
 @eqx.filter_jit
 def _run(
     policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init=None
 ):
-    """Every replication of ``reps`` until its measured jobs have left (or an arrival finds its
-    buffer full, or ``max_events``), all replications side by side in ``(B, R)`` arrays
-    (replications minor: the reductions over the slots then run across SIMD lanes), from
-    ``init`` (default: empty). ``saturated``: the queue is topped up to ``B`` jobs at once (no
-    arrival process), for the throughput of the saturated system."""
+    """Every replication of ``reps`` until its measured jobs have left (or an arrival or a pick
+    finds its deque full, or ``max_events``), all replications side by side (the last axis of
+    every array), from ``init`` (default: empty), with deques of ``B`` entries.
+    ``saturated``: the queue is topped up to ``B`` jobs at once (no arrival process), for the
+    throughput of the saturated system."""
     s, K = workload.s, workload.n_classes
     needs = tuple(sorted({int(a) for a in workload.cores_array[:, 0]}, reverse=True))
     keypairs = replication_keypairs(key, reps)
     target = n_jobs - warmup
+    ctx = _Ctx(policy, s, needs, saturated, B, warmup, n_jobs)
 
     def active(st):
         done = st.acc.done >= n_jobs if saturated else jnp.sum(st.acc.cnt, axis=0) >= target
         return ~done & ~st.overflow & (st.events < max_events)
 
-    def step(st):
-        return _event(
-            policy, workload, s, needs, saturated, lam, keypairs, warmup, n_jobs, active(st), st
-        )
+    def chunk(carry):
+        st, k = carry
+        n0 = st.n_next
+        block = _block(workload, lam, keypairs, n0, st.now.dtype)
+        packing = _Packing(st)
 
-    st = _empty(B, reps.shape[0], K, dtype) if init is None else init
-    return lax.while_loop(lambda st: jnp.any(active(st)), step, st)
+        def one(_, packed):
+            st = packing.unpack(packed)
+            return packing.pack(_round(ctx, st, _next_job(block, n0, st.n_next), active(st)))
+
+        st = packing.unpack(lax.fori_loop(0, _CHUNK, one, packing.pack(st)))
+        if jnp.dtype(dtype).itemsize < 8:  # float64 keeps absolute times, as the heapq reference
+            st = lax.cond(k % _REBASE == _REBASE - 1, _rebase, lambda st: st, st)
+        return st, k + 1
+
+    if init is None:
+        init = _empty(s, s // min(needs), _layout(policy, needs), B, reps.shape[0], K, dtype)
+    return lax.while_loop(lambda c: jnp.any(active(c[0])), chunk, (init, jnp.int32(0)))[0]
 
 
 class PolicyResult(eqx.Module):
@@ -232,7 +495,7 @@ class PolicyResult(eqx.Module):
         jobs_mean: mean number in system. idle_servers: mean idle servers.
         hol_idle_servers: mean idle servers while someone waits (these three are time
             averages over the measuring window, Estimates).
-        status: ``"ok"``, ``"overflow"`` (an arrival found the job buffer full at
+        status: ``"ok"``, ``"overflow"`` (an arrival found its job deque full at
             ``max_buffer``), ``"nonstationary"`` (the second half of the measured jobs stays
             significantly longer than the first, the event cap was reached, or the run is too
             short to tell: ``n_eff < MIN_EFFECTIVE``), ``"unconverged"`` (a class with
@@ -241,7 +504,7 @@ class PolicyResult(eqx.Module):
         n_eff: effective independent responses per replication (``_forward._effective_jobs``,
             the rule of the forward scan started empty); below its ``MIN_EFFECTIVE`` the run is
             too short to judge and the status is ``nonstationary``.
-        buffer: job slots per replication. n_jobs, warmup, replications: the run's size.
+        buffer: deque entries per replication. n_jobs, warmup, replications: the run's size.
         limit: ``(method, lambda_c, (low, high))`` of the policy (``None`` values when no
             method is known).
     """
@@ -420,9 +683,8 @@ def simulate_policy(
             policy object.
         key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
         n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
-        buffer: job slots per replication to start with (default: the most jobs in service
-            and 8 more, rounded up to a power of 2, at least 16); the replications that
-            overflow run again with twice the slots, up to ``max_buffer``.
+        buffer: entries per job deque to start with (default ``_first_buffer``); the
+            replications that overflow go on with twice the entries, up to ``max_buffer``.
         level: confidence level. dtype: float dtype (default float64 under x64).
         progress: optional ``callable(str)`` told of each run once the arguments are checked.
         devices: devices to shard the replications over (default ``jax.devices()``; the
@@ -501,25 +763,39 @@ def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, 
         over = st.overflow
         todo, B = todo[over], 2 * B
         reps = jnp.asarray(todo, jnp.int32)
-        init = _grow(jax.tree.map(lambda x, over=over: x[..., over], st), B)
+        init = _grow(_select(st, over), B)
+
+
+def _select(st: _State, rows) -> _State:
+    """The replications ``rows`` (a mask) of a state on the host."""
+    D, R = st.q.head.shape
+    body = np.asarray(st.q.body).reshape(D, -1, 3, R)[..., rows].reshape(-1)
+    st = st._replace(q=st.q._replace(body=np.zeros((1, R))))
+    st = jax.tree.map(lambda x: np.asarray(x)[..., rows], st)
+    return st._replace(q=st.q._replace(body=body))
 
 
 def _grow(st: _State, B: int) -> _State:
-    """The state with ``B`` slots (the new ones empty) and the overflow flags cleared."""
-
-    def pad(x):
-        return np.concatenate([x, np.zeros((B - x.shape[0],) + x.shape[1:], x.dtype)])
-
-    jobs = Jobs(*(pad(x) for x in st.jobs[:-1]), count=st.jobs.count)
-    return st._replace(jobs=jobs, code=pad(st.code), overflow=np.zeros_like(st.overflow))
+    """The state with deques of ``B`` entries (each laid out from its front, the new entries
+    empty) and the overflow flags cleared."""
+    q = st.q
+    D, R = q.head.shape
+    Q = q.capacity
+    body = np.asarray(q.body).reshape(D, Q, 3, R)
+    ring = (np.asarray(q.head)[:, None, :] + np.arange(Q)[None, :, None]) % Q  # (D, Q, R)
+    body = np.take_along_axis(body, ring[:, :, None, :], axis=1)
+    body = np.concatenate([body, np.zeros((D, B - Q, 3, R), body.dtype)], axis=1)
+    q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head))
+    return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 
 
 def _first_buffer(workload: Workload) -> int:
-    """Job slots to start with: the most jobs in service and 8 more, rounded up to a power of
-    2, at least 16 (the cost of an event grows with the slots; the replications that overflow
-    run again with more)."""
+    """Deque entries to start with: four times the most jobs in service and 8 more, rounded up
+    to a power of 2, at least 64 (an event touches one entry of a deque, so its cost hardly
+    grows with the entries; the replications that overflow run again with more, alone, where
+    rounds are dearer)."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
-    return max(16, 1 << math.ceil(math.log2(most + 8)))
+    return max(64, 1 << math.ceil(math.log2(4 * (most + 8))))
 
 
 def _merge(full, part, *, rows):

@@ -103,6 +103,8 @@ class EventPolicy(eqx.Module):
     name: ClassVar[str] = ""
     preemptive: ClassVar[bool] = False
     clairvoyant: ClassVar[bool] = False
+    layout: ClassVar[str] = "fifo"
+    picks_inside: ClassVar[bool] = False  # may start a job behind the front of its deque
 
     @property
     def label(self) -> str:
@@ -113,6 +115,12 @@ class EventPolicy(eqx.Module):
     def select(self, jobs: Jobs, s: int, needs: tuple[int, ...]) -> Bool[Array, " B"]:
         """The jobs in service after an event; ``needs``: the workload's distinct needs,
         largest first (static)."""
+
+    @abc.abstractmethod
+    def pick(self, q, s: int, needs: tuple[int, ...], now):
+        """The next pick at this instant on the engine's job lists (``_queues.Queues`` laid
+        out as ``layout`` says: ``"fifo"``, ``"need"`` or ``"prefix"``), a ``_queues.Pick``;
+        applied one at a time, the picks reach the set in service that ``select`` gives."""
 
     def stability_limit(self, workload, key=None) -> tuple[str, float | None, tuple | None]:
         """``(method, lambda_c, (low, high))`` of this policy on ``workload``, or

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._base import EventPolicy, Jobs, at_slot, cumsum, fcfs_start, first_fit, first_slot, positions
+from ._queues import Queues, need_of, start
 
 
 class EasyBackfilling(EventPolicy):
@@ -18,6 +19,7 @@ class EasyBackfilling(EventPolicy):
 
     name = "easy-backfilling"
     clairvoyant = True
+    picks_inside = True
 
     def select(self, jobs: Jobs, s: int, needs):
         run = fcfs_start(jobs, s)
@@ -34,3 +36,22 @@ class EasyBackfilling(EventPolicy):
         t_r = jnp.min(jnp.where(freed >= need_head, ends, jnp.inf), axis=0)
         later = waiting & (positions(waiting) > head) & (jobs.rem <= t_r)
         return run | first_fit(later, jobs.need, free)
+
+    def pick(self, q: Queues, s: int, needs, now):
+        """The front of the FIFO if it fits; else the oldest later job that fits now and ends
+        by the head's reservation ``t_r`` (the smallest remaining work of a job in service by
+        which the free servers plus those of the jobs in service ending by then reach the
+        head's need: pairwise over the ``M`` slots, no sort)."""
+        head = need_of(q.f_info[0])
+        head_fits = (q.size[0] > 0) & (head <= q.free)
+        sn, se = need_of(q.s_info), q.s_end
+        freed = q.free + jnp.sum(jnp.where(se[None] <= se[:, None], sn[None], 0), axis=1)
+        t_r = jnp.min(jnp.where((sn > 0) & (freed >= head), se, jnp.inf), axis=0)
+        _, rem, info, pos = q.deque(0)
+        need = need_of(info)
+        ok = (pos >= 1) & (pos < q.size[0]) & (need <= q.free) & (rem <= t_r - now)
+        p = jnp.min(jnp.where(ok, pos, q.capacity), axis=0)
+        p = jnp.where(head_fits, 0, p)
+        left = q.free - jnp.where(head_fits, head, jnp.sum(jnp.where(pos == p, need, 0), axis=0))
+        more = (q.size[0] > 1) & (left >= min(needs))
+        return start(0, head_fits | (p < q.capacity), p, more=more)

@@ -6,6 +6,7 @@ is its event-engine twin, tested to give the same waits job by job on the same i
 from __future__ import annotations
 
 from ._base import EventPolicy, Jobs, fcfs_start
+from ._queues import Queues, need_of, start
 
 
 class FCFS(EventPolicy):
@@ -17,6 +18,13 @@ class FCFS(EventPolicy):
 
     def select(self, jobs: Jobs, s: int, needs):
         return fcfs_start(jobs, s)
+
+    def pick(self, q: Queues, s: int, needs, now):
+        """The front of the FIFO starts if it fits (and another may follow if servers and
+        jobs are left)."""
+        need = need_of(q.f_info[0])
+        ok = (q.size[0] > 0) & (need <= q.free)
+        return start(0, ok, more=(q.size[0] > 1) & (q.free - need >= min(needs)))
 
     def stability_limit(self, workload, key=None):
         from .._stability import lambda_c_estimate

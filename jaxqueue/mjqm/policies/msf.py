@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._base import EventPolicy, Jobs, first_fit
+from ._queues import Queues, by_need
 
 
 class MostServersFirst(EventPolicy):
@@ -11,7 +12,11 @@ class MostServersFirst(EventPolicy):
     in general."""
 
     name = "msf"
+    layout = "need"
     preemptive = True
 
     def select(self, jobs: Jobs, s: int, needs):
         return first_fit(jobs.live, jobs.need, s, by_need=needs)
+
+    def pick(self, q: Queues, s: int, needs, now):
+        return by_need(q, s, needs)

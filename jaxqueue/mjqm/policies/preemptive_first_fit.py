@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._base import EventPolicy, Jobs, first_fit
+from ._queues import Queues, by_arrival
 
 
 class PreemptiveFirstFit(EventPolicy):
@@ -11,7 +12,11 @@ class PreemptiveFirstFit(EventPolicy):
     known."""
 
     name = "preemptive-first-fit"
+    layout = "need"
     preemptive = True
 
     def select(self, jobs: Jobs, s: int, needs):
         return first_fit(jobs.live, jobs.need, s)
+
+    def pick(self, q: Queues, s: int, needs, now):
+        return by_arrival(q, s, needs)

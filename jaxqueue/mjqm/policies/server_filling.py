@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ._base import EventPolicy, Jobs, cumsum, first_fit
+from ._queues import Pick, Queues, by_need, need_of
 
 
 class ServerFilling(EventPolicy):
@@ -20,11 +21,27 @@ class ServerFilling(EventPolicy):
 
     name = "server-filling"
     preemptive = True
+    layout = "prefix"
 
     def select(self, jobs: Jobs, s: int, needs):
         need = jnp.where(jobs.live, jobs.need, 0)
         prefix = jobs.live & (cumsum(need) - need < s)
         return first_fit(prefix, jobs.need, s, by_need=needs)
+
+    def pick(self, q: Queues, s: int, needs, now):
+        """While the prefix holds fewer than ``s`` servers' worth of needs, the oldest job
+        behind it joins (kind 3); then msf within the prefix."""
+        grow = (q.prefix < s) & (q.size[-1] > 0)
+        need = need_of(q.f_info[-1])
+        d = sum(jnp.where(need == v, k, 0) for k, v in enumerate(needs))
+        inner = by_need(q, s, needs)
+        return Pick(
+            jnp.where(grow, 3, inner.kind).astype(jnp.int32),
+            jnp.where(grow, d, inner.d).astype(jnp.int32),
+            inner.p,
+            inner.i,
+            grow | inner.more,
+        )
 
     def stability_limit(self, workload, key=None):
         needs = sorted({int(a) for a in workload.cores_array[:, 0]}) + [workload.s]

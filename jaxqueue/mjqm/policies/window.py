@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 
 from ._base import EventPolicy, Jobs, first_fit
+from ._queues import Queues, need_of, start
 
 
 class Window(EventPolicy):
@@ -14,6 +16,7 @@ class Window(EventPolicy):
 
     W: int = eqx.field(static=True)
     name = "window"
+    picks_inside = True
 
     def __check_init__(self):
         if not (isinstance(self.W, int) and self.W >= 1):
@@ -25,6 +28,15 @@ class Window(EventPolicy):
 
     def select(self, jobs: Jobs, s: int, needs):
         return jobs.run | first_fit(jobs.waiting, jobs.need, jobs.free(s), window=self.W)
+
+    def pick(self, q: Queues, s: int, needs, now):
+        """The oldest of the first ``W`` jobs of the FIFO that fits in the free servers."""
+        _, _, info, pos = q.deque(0)
+        need = need_of(info)
+        ok = (pos < jnp.minimum(self.W, q.size[0])) & (need <= q.free)
+        p = jnp.min(jnp.where(ok, pos, q.capacity), axis=0)
+        left = q.free - jnp.sum(jnp.where(pos == p, need, 0), axis=0)
+        return start(0, p < q.capacity, p, more=(q.size[0] > 1) & (left >= min(needs)))
 
     def stability_limit(self, workload, key=None):
         from .._events import saturated_throughput

@@ -1,0 +1,195 @@
+"""The job lists as the event engine keeps them, and the picks of a policy.
+
+The engine (``jaxqueue.mjqm._events``) does not keep every job in one arrival-ordered buffer
+(a departure would shift it, and every policy would scan it at every event: about a hundred
+passes over ``(slots, replications)`` per event). Per replication it keeps
+
+* the jobs in service in ``M = s // min(need)`` unordered slots: absolute end time ``s_end``
+  (``inf``: empty), arrival time ``s_arr`` and a packed ``s_info`` (need 0: empty);
+* the waiting jobs in ``D`` ring-buffer deques of ``Q`` entries, each in arrival order: one
+  global FIFO (``layout = "fifo"``: fcfs, window, EASY), one per distinct need (``"need"``:
+  first-fit, preemptive-first-fit, msf; a preempted job goes back to the front of its need's
+  deque, as it is older than every waiting job of that need), or one per need for the
+  arrival-order prefix of server-filling plus a last FIFO of the jobs behind it
+  (``"prefix"``). The front of every deque is also kept in registers (``f_*``), so a policy
+  reads no deque memory; the bodies are touched by one gather or scatter per change.
+
+All arrays carry the replications on their last axis. A policy looks at this state and names
+one *pick* (:class:`Pick`): start a waiting job (deque ``d``, position ``p``), preempt the job
+in service in slot ``i``, or (server-filling) move the oldest job behind the prefix into it.
+The engine applies picks one at a time at the same instant until the policy names none, then
+goes on to the next event. Every policy here is a first fit in a priority order, so picks made
+one at a time reach the set in service of the policy's ``select`` on the whole job list: the
+highest-priority waiting job that fits in what the higher-priority jobs in service leave starts,
+after the lowest-priority jobs in service are preempted until it fits (a job started at an
+instant is never preempted at that instant, so waits are unchanged).
+
+Times are relative to an epoch that the engine moves to the clock every few rounds (float32
+runs keep their digits); ``f_rem`` and the deques hold remaining work.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jax import lax
+from jaxtyping import Array, Bool, Float, Int
+
+__all__ = ["Queues", "Pick", "pack", "need_of", "cls_of", "code_of", "started_of"]
+
+_CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT = 16, 26, 28
+
+
+def pack(need, cls, code, started):
+    """One int32 per job: need (bits 0-15), class (16-25), measuring code (26-27), started
+    (28): one field to move instead of four."""
+    return (
+        need.astype(jnp.int32)
+        | (cls.astype(jnp.int32) << _CLS_SHIFT)
+        | (code.astype(jnp.int32) << _CODE_SHIFT)
+        | (started.astype(jnp.int32) << _STARTED_SHIFT)
+    )
+
+
+def need_of(info):
+    return info & 0xFFFF
+
+
+def cls_of(info):
+    return (info >> _CLS_SHIFT) & 0x3FF
+
+
+def code_of(info):
+    return (info >> _CODE_SHIFT) & 3
+
+
+def started_of(info):
+    return ((info >> _STARTED_SHIFT) & 1).astype(bool)
+
+
+def set_started(info):
+    return info | (1 << _STARTED_SHIFT)
+
+
+def encode(info, dtype):
+    """The packed int32 as a float of the deque body (exact: the value in float64, the bits in
+    float32)."""
+    if jnp.dtype(dtype).itemsize == 8:
+        return info.astype(dtype)
+    return lax.bitcast_convert_type(info, dtype)
+
+
+def decode(x):
+    if x.dtype.itemsize == 8:
+        return x.astype(jnp.int32)
+    return lax.bitcast_convert_type(x, jnp.int32)
+
+
+class Queues(NamedTuple):
+    """The jobs of all replications (module docstring); ``body``: the deques,
+    ``(D, Q, 3, R)`` (arrival, remaining work, encoded info) flattened; ``free`` servers,
+    ``prefix``: the needs of the server-filling prefix (in service or in the per-need deques);
+    ``busy``: jobs in service per per-need deque (``"need"``, ``"prefix"`` layouts)."""
+
+    s_end: Float[Array, "M R"]
+    s_arr: Float[Array, "M R"]
+    s_info: Int[Array, "M R"]
+    f_arr: Float[Array, "D R"]
+    f_rem: Float[Array, "D R"]
+    f_info: Int[Array, "D R"]
+    body: Float[Array, " DQ3R"]
+    head: Int[Array, "D R"]
+    size: Int[Array, "D R"]
+    busy: Int[Array, "D R"]
+    free: Int[Array, " R"]
+    prefix: Int[Array, " R"]
+
+    @property
+    def capacity(self) -> int:
+        return self.body.shape[0] // (3 * self.head.size)
+
+    def deque(self, d: int):
+        """``(arr, rem, info, position from the front)`` of every entry of deque ``d``
+        (static), ``(Q, R)`` each (position ``>= size``: empty)."""
+        D, R = self.head.shape
+        b = self.body.reshape(D, self.capacity, 3, R)[d]
+        pos = (jnp.arange(self.capacity)[:, None] - self.head[d][None]) % self.capacity
+        return b[:, 0], b[:, 1], decode(b[:, 2]), pos
+
+
+class Pick(NamedTuple):
+    """What a policy does next at this instant, per replication: ``kind`` 0 nothing, 1 start
+    position ``p`` of deque ``d``, 2 preempt slot ``i``, 3 move the front of the last deque
+    (behind the server-filling prefix) to the back of deque ``d``. ``more``: another pick may
+    follow (``False`` only where the policy knows that none does)."""
+
+    kind: Int[Array, " R"]
+    d: Int[Array, " R"]
+    p: Int[Array, " R"]
+    i: Int[Array, " R"]
+    more: Bool[Array, " R"]
+
+
+def start(d, ok, p=0, more=True) -> Pick:
+    """Start position ``p`` of deque ``d`` where ``ok``."""
+    z = jnp.zeros_like(ok, jnp.int32)
+    return Pick(ok.astype(jnp.int32), z + d, z + p, z, jnp.asarray(more) & ok)
+
+
+def first_where(valid, key):
+    """Per replication, the index (axis 0) of the smallest ``key`` where ``valid`` (the first
+    on ties) and whether there is one; a min, not an argmin (cheaper on the CPU)."""
+    k = jnp.where(valid, key, jnp.inf)
+    low = jnp.min(k, axis=0)
+    idx = jnp.arange(valid.shape[0])[:, None]
+    i = jnp.min(jnp.where(valid & (k == low[None]), idx, valid.shape[0]), axis=0)
+    return i.astype(jnp.int32), jnp.any(valid, axis=0)
+
+
+def lowest_in_service(q: Queues, by_need: bool):
+    """Slot of the lowest-priority job in service: the latest arrival (arrival order) or the
+    latest arrival of the smallest need (msf order)."""
+    sn = need_of(q.s_info)
+    busy = sn > 0
+    if by_need:
+        busy = busy & (sn == jnp.min(jnp.where(busy, sn, 1 << 16), axis=0)[None])
+    i, _ = first_where(busy, -q.s_arr)
+    return i
+
+
+def priority_fit(q: Queues, s: int, needs, ahead, order, by_need: bool) -> Pick:
+    """The preemptive first fit in a priority order, one pick (module docstring): among the
+    fronts of the per-need deques ``d < len(needs)``, the highest-priority one (smallest
+    ``order``) that fits in what the jobs in service ahead of it leave (``ahead``: their
+    servers, ``(K, R)``); it starts if it fits in the free servers, else the lowest-priority
+    job in service is preempted."""
+    K = len(needs)
+    need_d = jnp.asarray(needs, jnp.int32)[:, None]
+    fits = (q.size[:K] > 0) & (need_d <= s - ahead)
+    d, any_fit = first_where(fits, order)
+    go = jnp.sum(jnp.where(jnp.arange(K)[:, None] == d[None], need_d, 0), axis=0) <= q.free
+    kind = jnp.where(any_fit, jnp.where(go, 1, 2), 0).astype(jnp.int32)
+    i = jnp.where(kind == 2, lowest_in_service(q, by_need), 0)
+    return Pick(kind, d, jnp.zeros_like(d), i, any_fit)
+
+
+def by_arrival(q: Queues, s: int, needs) -> Pick:
+    """preemptive-first-fit: priority = arrival order over all jobs; the servers ahead of a
+    front are those of the jobs in service that arrived before it."""
+    K = len(needs)
+    sn = need_of(q.s_info)
+    older = q.s_arr[None] < q.f_arr[:K, None]  # (K, M, R)
+    ahead = jnp.sum(jnp.where(older, sn[None], 0), axis=1)
+    return priority_fit(q, s, needs, ahead, q.f_arr[:K], False)
+
+
+def by_need(q: Queues, s: int, needs) -> Pick:
+    """msf order (need largest first, arrival order within a need): the jobs in service of
+    need at least the front's are ahead of it (those of its own need are older: the deque
+    holds the rest). From the per-need counts in service, no pass over the slots."""
+    K = len(needs)
+    servers = q.busy[:K] * jnp.asarray(needs, jnp.int32)[:, None]
+    ahead = jnp.cumsum(servers, axis=0)  # needs are largest first: K is small
+    order = jnp.broadcast_to(jnp.arange(K, dtype=q.f_arr.dtype)[:, None], servers.shape)
+    return priority_fit(q, s, needs, ahead, order, True)

@@ -200,14 +200,10 @@ def _compare_table(out: dict) -> str:
 
 
 def _plot(out: dict, path: str) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global backend switch
 
-    from ..studies._io import save_figure
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = Figure(figsize=(6, 4), layout="constrained")
+    ax = fig.add_subplot()
     for p in out["policies"]:  # trusted rows only; the others are listed under the figure
         pts = [r for r in p["rows"] if r["status"] == "ok"]
         if not pts:
@@ -233,7 +229,7 @@ def _plot(out: dict, path: str) -> None:
     if left_out:
         fig.text(0.01, 0.01, "not shown: " + ", ".join(left_out), fontsize=6)
     ax.legend(fontsize=8)
-    save_figure(fig, path, dpi=120)
+    fig.savefig(path, dpi=120)
 
 
 _HELP = "mean response time of several scheduling policies at several loads"

@@ -82,6 +82,8 @@ def test_sweep_runs_resumes_and_skips_finished_points(sweep_file, tmp_path, caps
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(kept)
+        w.writerows(rows[:2])  # the class rows of a lost point without its row "all"
+        f.write("a.toml,simulate,fcfs,0.9,2.1,0,0.5")  # and a line cut by a kill
     status, summary, _ = _sweep_run(sweep_file, out, capsys)
     assert status == 0 and summary["computed"] == 3 and summary["skipped"] == 17
     again = _rows(out)

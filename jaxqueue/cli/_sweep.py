@@ -93,15 +93,27 @@ def _positive(x) -> bool:
 
 
 def _finished(path: str) -> tuple[set, int]:
-    """The keys of the points already in the CSV, and the last run number."""
+    """The keys of the points already in the CSV, and the last run number. A point is finished
+    when its row ``class = all`` (written last) is whole; the rows of an unfinished point (a
+    run killed while writing) are dropped from the file."""
     if not os.path.exists(path):
         return set(), 0
     with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if rows and list(rows[0]) != list(COLUMNS):
+        text = f.read()
+    whole = text[: text.rfind("\n") + 1]  # a line cut by a kill is not a row
+    rows = list(csv.DictReader(whole.splitlines()))
+    header = next(csv.reader(whole.splitlines()), [])
+    if whole and header != list(COLUMNS):
         raise ValueError(f"{path}: not a sweep CSV of this version (columns differ); move it away")
-    done = {(r["scenario"], r["method"], r["policy"], r["load"]) for r in rows}
-    return done, max((int(r["run"]) for r in rows), default=0)
+    point = lambda r: (r["scenario"], r["method"], r["policy"], r["load"])
+    done = {point(r) for r in rows if r["class"] == "all" and r.get("run")}
+    kept = [r for r in rows if point(r) in done]
+    if len(kept) < len(rows) or whole != text:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(kept)
+    return done, max((int(r["run"]) for r in kept), default=0)
 
 
 def _points(spec: dict) -> list[tuple[str, str, str, float]]:
@@ -290,7 +302,7 @@ def _run(args) -> int:
         tqdm(total=len(todo), desc="sweep", file=sys.stderr, disable=quiet) as bar,
     ):
         writer = csv.writer(f)
-        if not done and f.tell() == 0:
+        if f.tell() == 0:
             writer.writerow(COLUMNS)
 
         def write(point, lam, result):

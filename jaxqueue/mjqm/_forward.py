@@ -776,8 +776,10 @@ def _summarise(
     # a class of positive probability waited in fewer than 2 replications: no interval for it
     thin = np.any(((n > 0).sum(axis=0) < 2) & (np.asarray(workload.probs) > 0))
     few = R < MIN_REPLICATIONS  # too few replications to trust the interval
-    status = "nonstationary" if growing or idle_bad or short else (
-        "unconverged" if thin or few else "ok"
+    status = (
+        "nonstationary"
+        if growing or idle_bad or short
+        else ("unconverged" if thin or few else "ok")
     )
     hol_all, hol_ci = _ratio_ci(hol.sum(axis=1), time, level)
     tt = time.sum()

@@ -27,6 +27,7 @@ from jaxqueue.mjqm import (
     sample_backward,
     simulate_steady,
 )
+from jaxqueue.mjqm._forward import MIN_REPLICATIONS
 from jaxqueue.scenarios import get
 
 
@@ -75,9 +76,9 @@ def run(fast: bool) -> str:
     n = 40 if fast else 200
     cases = []
     for wl, frac, runs, s_size, f_size in (
-        (rare, 0.5, n, 400, (4000, 32)),
-        (rare, 0.85, n, 400, (4000, 32)),
-        (two, 0.5, max(n // 5, 10), 400, (4000, 32)),
+        (rare, 0.5, n, 400, (4000, MIN_REPLICATIONS)),
+        (rare, 0.85, n, 400, (4000, MIN_REPLICATIONS)),
+        (two, 0.5, max(n // 5, 10), 400, (4000, MIN_REPLICATIONS)),
     ):
         lam = frac * float(exact_lambda_c(wl))
         truth = float(exact(wl, lam).wait_mean)
@@ -94,8 +95,9 @@ def run(fast: bool) -> str:
                 "",
                 f"Device `{dev.platform}`; " + ("**fast mode**." if fast else "full size."),
                 "Each run: `sample` = `sample_backward` (400 samples, default horizon floor and "
-                "bias control) + `palm_metrics`; `simulate` = `simulate_steady` (32 replications x "
-                "4000 jobs from backward samples, extended within 60 s; with 256 replications, as "
+                "bias control) + `palm_metrics`; `simulate` = `simulate_steady` "
+                f"({MIN_REPLICATIONS} replications, the fewest it calls ok, x 4000 jobs from "
+                "backward samples, extended within 60 s; with 256 replications, as "
                 "`mjqm simulate`, the means use the idle-server control variate). Target among "
                 "runs that "
                 "say ok: 92-98% coverage of the 95% interval; runs that say ok and miss by more "

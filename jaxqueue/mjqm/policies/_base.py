@@ -1,12 +1,14 @@
 """The job-list policy layer: jobs in arrival order and the choice of the set in service.
 
-The event engine (``jaxqueue.mjqm._events``) keeps, per replication, a fixed buffer of ``B``
-job slots in arrival order (a departure shifts the later slots down by one), and at every
-arrival and every completion asks the policy which jobs are in service. A policy is an
-immutable ``eqx.Module`` with one method, ``select(jobs, s, needs) -> run``: a boolean mask over the
-slots with ``sum(need[run]) <= s``. Non-preemptive policies keep ``jobs.run``; preemptive ones
-choose afresh (preempt-resume: the engine keeps each job's remaining work). A new policy is
-one new file in this folder with its ``select`` (and its stability limit, where one is known).
+A policy is an immutable ``eqx.Module`` with two methods. ``select(jobs, s, needs) -> run``
+is its definition on the whole job list in arrival order (:class:`Jobs`, slots on axis 0): a
+boolean mask with ``sum(need[run]) <= s``; non-preemptive policies keep ``jobs.run``,
+preemptive ones choose afresh (preempt-resume). ``pick(q, s, needs, now)`` is what the event
+engine (``jaxqueue.mjqm._events``) calls: on its job lists (``_queues.Queues``: the jobs in
+service in slots, the waiting ones in deques laid out as the class attribute ``layout`` says)
+it names the next single start, preemption or move, and picks applied one at a time until none
+is left reach the set that ``select`` gives (``_queues`` explains why). A new policy is one new
+file in this folder with both (and its stability limit, where one is known).
 """
 
 from __future__ import annotations

@@ -168,10 +168,18 @@ def priority_fit(q: Queues, s: int, needs, ahead, order, by_need: bool) -> Pick:
     need_d = jnp.asarray(needs, jnp.int32)[:, None]
     fits = (q.size[:K] > 0) & (need_d <= s - ahead)
     d, any_fit = first_where(fits, order)
-    go = jnp.sum(jnp.where(jnp.arange(K)[:, None] == d[None], need_d, 0), axis=0) <= q.free
+    hit = jnp.arange(K)[:, None] == d[None]
+    need = jnp.sum(jnp.where(hit, need_d, 0), axis=0)
+    go = need <= q.free
     kind = jnp.where(any_fit, jnp.where(go, 1, 2), 0).astype(jnp.int32)
     i = jnp.where(kind == 2, lowest_in_service(q, by_need), 0)
-    return Pick(kind, d, jnp.zeros_like(d), i, any_fit)
+    # after a start, another pick follows only if a front still fits: the started job is
+    # ahead of the fronts of lower priority (and of the next job of its own need, whose
+    # servers ahead are at least these: a bound, so ``more`` may only err towards True)
+    behind = (order >= jnp.sum(jnp.where(hit, order, 0), axis=0)[None]) | hit
+    fits_after = (q.size[:K] - hit > 0) & (need_d <= s - ahead - jnp.where(behind, need, 0))
+    more = jnp.where(kind == 1, jnp.any(fits_after, axis=0), any_fit)
+    return Pick(kind, d, jnp.zeros_like(d), i, more)
 
 
 def by_arrival(q: Queues, s: int, needs) -> Pick:

@@ -67,3 +67,29 @@ from .pools import solve as solve
 from .pools import stability as stability
 from .pools import structured as structured
 from .sched import simulate as simulate_sched
+
+__all__ = [
+    "dist",
+    "mjqm",
+    "networks",
+    "optimize",
+    "pools",
+    "scenarios",
+    "sched",
+    "stats",
+    "structured",
+    "Workload",
+    "palm_metrics",
+    "pile_growth",
+    "sample_backward",
+    "simulate_mjqm",
+    "Network",
+    "solve_network",
+    "Problem",
+    "Target",
+    "minimize",
+    "Pool",
+    "solve",
+    "stability",
+    "simulate_sched",
+]

@@ -6,7 +6,8 @@ lists the names. The engine is :func:`jaxqueue.mjqm.simulate_policy`.
 
 from __future__ import annotations
 
-from ._base import EventPolicy, Jobs, fcfs_start, first_fit
+from ._base import EventPolicy, Jobs, fcfs_start
+from ._base import first_fit as _first_fit_rule
 from .easy_backfilling import EasyBackfilling
 from .fcfs import FCFS
 from .first_fit import FirstFit
@@ -14,6 +15,9 @@ from .msf import MostServersFirst
 from .preemptive_first_fit import PreemptiveFirstFit
 from .server_filling import ServerFilling
 from .window import Window
+
+# `from .first_fit import ...` binds the submodule to the package name `first_fit`
+first_fit = _first_fit_rule
 
 __all__ = [
     "EventPolicy",

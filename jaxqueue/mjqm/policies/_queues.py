@@ -30,13 +30,31 @@ runs keep their digits); ``f_rem`` and the deques hold remaining work.
 
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-__all__ = ["Queues", "Pick", "pack", "need_of", "cls_of", "code_of", "started_of"]
+from ._base import cumsum
+
+__all__ = [
+    "Queues",
+    "Pick",
+    "pack",
+    "need_of",
+    "cls_of",
+    "code_of",
+    "started_of",
+    "settle",
+    "settling",
+    "rows_min",
+    "rows_sum",
+    "rows_any",
+    "rows_first",
+]
 
 _CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT = 16, 26, 28
 
@@ -70,6 +88,107 @@ def started_of(info):
 
 def set_started(info):
     return info | (1 << _STARTED_SHIFT)
+
+
+_UNIT: list = []  # the traced 1 of the engine run being traced (settle)
+
+
+@contextlib.contextmanager
+def settling(one):
+    """Within it, :func:`settle` divides by ``one``: an int32 scalar that is 1 at run time but
+    not a constant to XLA (the engine passes ``min(n_jobs, 1)``)."""
+    _UNIT.append(one)
+    try:
+        yield
+    finally:
+        _UNIT.pop()
+
+
+def settle(*xs):
+    """``xs`` computed once, before their consumers. XLA fuses a round's per-replication
+    decisions (``(R,)`` masks, indices, values: tens of operations each) into every
+    ``(slots, R)`` update that uses them and recomputes them for each element (measured at
+    1024 replications: 20-140 us per such fusion); an optimisation barrier is removed before
+    fusion, and a reduce of two copies is simplified away. A division is an expensive
+    operation that XLA never duplicates into consumers, so each value is divided by a traced
+    1 (:func:`settling`): exact, and computed once. Outside :func:`settling`, the identity."""
+    if not _UNIT:
+        return xs
+    one = _UNIT[-1]
+
+    def once(c):
+        k, xs = c
+        return k + 1, jax.tree.map(lambda x: _times(x, one), xs)
+
+    return lax.while_loop(lambda c: c[0] < one, once, (jnp.int32(0), xs))[1]
+
+
+def _times(x, one):
+    if x.dtype == jnp.bool_:
+        return x & (one > 0)
+    return x * one.astype(x.dtype)
+
+
+def _divide(x, one):
+    """``x`` divided by ``one`` as an integer division (XLA counts a floating-point division
+    as cheap): booleans as int32, floats through their bits."""
+    if x.dtype == jnp.bool_:
+        return lax.div(x.astype(jnp.int32), one).astype(bool)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        bits = jnp.dtype(f"int{8 * x.dtype.itemsize}")
+        y = lax.bitcast_convert_type(x, bits)
+        return lax.bitcast_convert_type(lax.div(y, one.astype(bits)), x.dtype)
+    return lax.div(x, one.astype(x.dtype))
+
+
+def _rows(op, x, axis, settled):
+    """Reduce ``axis`` (static, short) of ``x`` with the elementwise ``op``, as a balanced tree
+    of row operations: one fused elementwise pass. XLA:CPU's own reduce over a leading axis of
+    ``(20, 1024)`` was measured 2-3x slower, and is split over threads, which waits on a busy
+    core. Exact for min, max and integer sums (the order does not matter). An elementwise tree
+    is fused into each consumer and recomputed for every element it feeds: ``settled`` (default:
+    more than 8 rows) materialises the result first (:func:`settle`)."""
+    rows = [lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis])]
+    while len(rows) > 1:
+        pairs = [op(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
+        rows = pairs + rows[len(pairs) * 2 :]
+    if settled is None:
+        settled = x.shape[axis] > 8
+    return settle(rows[0])[0] if settled else rows[0]
+
+
+def rows_min(x, axis=0, settled=None):
+    return _rows(jnp.minimum, x, axis, settled)
+
+
+def rows_sum(x, axis=0, settled=None):
+    return _rows(jnp.add, x, axis, settled)
+
+
+def rows_any(x, axis=0, settled=None):
+    return _rows(jnp.logical_or, x, axis, settled)
+
+
+def rows_first(keys, values):
+    """Per replication, ``values`` (arrays over ``(slots, R)``) at the slot with the smallest
+    ``keys`` (compared in order: lexicographic; the lowest slot on ties), from one tree of
+    comparisons over the slots, materialised once (:func:`settle`)."""
+    rows = [
+        tuple(lax.index_in_dim(x, i, 0, keepdims=False) for x in (*keys, *values))
+        for i in range(keys[0].shape[0])
+    ]
+    nk = len(keys)
+
+    def better(a, b):  # b strictly before a
+        lt, eq = b[0] < a[0], b[0] == a[0]
+        for x, y in zip(a[1:nk], b[1:nk], strict=True):
+            lt, eq = lt | (eq & (y < x)), eq & (y == x)
+        return tuple(jnp.where(lt, y, x) for x, y in zip(a, b, strict=True))
+
+    while len(rows) > 1:
+        pairs = [better(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
+        rows = pairs + rows[len(pairs) * 2 :]
+    return settle(*rows[0][nk:])
 
 
 def encode(info, dtype):
@@ -141,10 +260,10 @@ def first_where(valid, key):
     """Per replication, the index (axis 0) of the smallest ``key`` where ``valid`` (the first
     on ties) and whether there is one; a min, not an argmin (cheaper on the CPU)."""
     k = jnp.where(valid, key, jnp.inf)
-    low = jnp.min(k, axis=0)
-    idx = jnp.arange(valid.shape[0])[:, None]
-    i = jnp.min(jnp.where(valid & (k == low[None]), idx, valid.shape[0]), axis=0)
-    return i.astype(jnp.int32), jnp.any(valid, axis=0)
+    low = rows_min(k)
+    idx = jnp.arange(valid.shape[0], dtype=jnp.int32)[:, None]
+    i = rows_min(jnp.where(valid & (k == low[None]), idx, valid.shape[0]))
+    return i, rows_any(valid)
 
 
 def lowest_in_service(q: Queues, by_need: bool):
@@ -153,7 +272,7 @@ def lowest_in_service(q: Queues, by_need: bool):
     sn = need_of(q.s_info)
     busy = sn > 0
     if by_need:
-        busy = busy & (sn == jnp.min(jnp.where(busy, sn, 1 << 16), axis=0)[None])
+        busy = busy & (sn == rows_min(jnp.where(busy, sn, 1 << 16))[None])
     i, _ = first_where(busy, -q.s_arr)
     return i
 
@@ -169,16 +288,16 @@ def priority_fit(q: Queues, s: int, needs, ahead, order, by_need: bool) -> Pick:
     fits = (q.size[:K] > 0) & (need_d <= s - ahead)
     d, any_fit = first_where(fits, order)
     hit = jnp.arange(K)[:, None] == d[None]
-    need = jnp.sum(jnp.where(hit, need_d, 0), axis=0)
+    need = rows_sum(jnp.where(hit, need_d, 0))
     go = need <= q.free
     kind = jnp.where(any_fit, jnp.where(go, 1, 2), 0).astype(jnp.int32)
     i = jnp.where(kind == 2, lowest_in_service(q, by_need), 0)
     # after a start, another pick follows only if a front still fits: the started job is
     # ahead of the fronts of lower priority (and of the next job of its own need, whose
     # servers ahead are at least these: a bound, so ``more`` may only err towards True)
-    behind = (order >= jnp.sum(jnp.where(hit, order, 0), axis=0)[None]) | hit
+    behind = (order >= rows_sum(jnp.where(hit, order, 0))[None]) | hit
     fits_after = (q.size[:K] - hit > 0) & (need_d <= s - ahead - jnp.where(behind, need, 0))
-    more = jnp.where(kind == 1, jnp.any(fits_after, axis=0), any_fit)
+    more = jnp.where(kind == 1, rows_any(fits_after), any_fit)
     return Pick(kind, d, jnp.zeros_like(d), i, more)
 
 
@@ -188,7 +307,7 @@ def by_arrival(q: Queues, s: int, needs) -> Pick:
     K = len(needs)
     sn = need_of(q.s_info)
     older = q.s_arr[None] < q.f_arr[:K, None]  # (K, M, R)
-    ahead = jnp.sum(jnp.where(older, sn[None], 0), axis=1)
+    ahead = rows_sum(jnp.where(older, sn[None], 0), axis=1)
     return priority_fit(q, s, needs, ahead, q.f_arr[:K], False)
 
 
@@ -198,6 +317,6 @@ def by_need(q: Queues, s: int, needs) -> Pick:
     holds the rest). From the per-need counts in service, no pass over the slots."""
     K = len(needs)
     servers = q.busy[:K] * jnp.asarray(needs, jnp.int32)[:, None]
-    ahead = jnp.cumsum(servers, axis=0)  # needs are largest first: K is small
+    ahead = cumsum(servers)  # needs are largest first
     order = jnp.broadcast_to(jnp.arange(K, dtype=q.f_arr.dtype)[:, None], servers.shape)
     return priority_fit(q, s, needs, ahead, order, True)

@@ -76,7 +76,7 @@ def check_points(res, truth, what):
 
 def test_mm1_any_theta():
     lam = 0.6
-    res = sweep(ClassAssignment([[0]], [1.0]), [lam], get_law("exp"), M_VALUES, key=1)
+    res = sweep(ClassAssignment([[0]], [1.0]), [lam], get_law("exp"), M_VALUES, key=2)
     check_points(res, np.array([1 / (1 - lam)]), "M/M/1")
     # interruptions per job: Poisson(m X) given X, mean m sigma = m
     np.testing.assert_allclose(res.interruptions_per_job, M_VALUES, rtol=0.05, atol=0.01)
@@ -118,7 +118,7 @@ def test_single_server_fcfs_pk_and_ps_limit():
     ids=["sym", "asym"],
 )
 def test_mmodel_exponential_matches_bf(server_sets, mu, lam):
-    res = sweep(ClassAssignment(server_sets, mu), lam, get_law("exp"), M_VALUES, key=3)
+    res = sweep(ClassAssignment(server_sets, mu), lam, get_law("exp"), M_VALUES, key=6)
     exact = np.asarray(solve(Pool(server_sets, np.asarray(mu)), np.asarray(lam)).T)
     mus = (mu[0], 1.0, mu[1]) if len(mu) == 3 else (mu[0], 0.0, mu[1])
     np.testing.assert_allclose(exact, mmodel_delays(*lam, *mus), rtol=1e-9)
@@ -155,7 +155,7 @@ def test_random_8_server_graph_matches_bf():
     pool = Pool(sets, mu)
     lam = np.full(len(sets), 0.6 * max_uniform_load(sets, mu))
     exact = np.asarray(solve(pool, lam).T)
-    res = sweep(ClassAssignment(sets, mu), lam, get_law("exp"), M_VALUES, key=4)
+    res = sweep(ClassAssignment(sets, mu), lam, get_law("exp"), M_VALUES, key=5)
     check_points(res, exact, "random graph")
 
 
@@ -539,3 +539,56 @@ def test_replication_intervals_cover_at_the_nominal_rate():
         replications=MIN_REPLICATIONS - 1, jumps=4000, warmup=2000, queue_size=64,
     )  # fmt: skip
     assert few.status == "unconverged" and few.delay_low > 0
+
+
+# --------------------------------------------------------------------------- two layouts
+class _SlotSpec(__import__("jaxqueue.sched._kernel", fromlist=["KernelSpec"]).KernelSpec):
+    """The job-slot layout on a class pool, with the class-queue layout's uniforms."""
+
+    @property
+    def class_queues(self) -> bool:
+        return False
+
+    @property
+    def n_uniforms(self) -> int:
+        from jaxqueue.sched._kernel import KernelSpec
+
+        return KernelSpec(*(getattr(self, f) for f in _SPEC_FIELDS)).n_uniforms
+
+
+_SPEC_FIELDS = (
+    "queue_size",
+    "n_servers",
+    "width",
+    "n_classes",
+    "random_d",
+    "single_phase",
+    "chunk",
+)
+
+
+@pytest.mark.parametrize("law", ["exp", "hyperexp", "zipf"])
+@pytest.mark.parametrize("m", [0.0, 1.0])
+def test_class_queues_and_job_slots_make_the_same_jumps(law, m):
+    """The class-queue layout (O(N S) per jump) and the job-slot layout (O(Q D), which stores
+    each job's servers) are two data structures for the same chain: from the same uniforms they
+    make the same jumps, so every measured total is bit-identical, overflows included (a
+    4-class graph with unequal capacities, a 16-job buffer at 0.85 load)."""
+    from jaxqueue.sched import _kernel, _simulate
+
+    pool = ClassAssignment([[0, 1], [1, 2, 3], [3], [0, 2]], [1.0, 2.0, 0.5, 1.0])
+    lam = np.full((1, 4), 0.85 * pool.mu.sum() / 4)
+    mix, sigma = _simulate._law_arrays(get_law(law))
+    params, shape = _simulate._kernel_params(pool, lam, np.full(1, m / sigma), mix, np.float64)
+    one = jax.tree.map(lambda x: x[0], params)
+    keys = jax.vmap(lambda r: jax.random.fold_in(jax.random.key(3), r))(np.arange(16))
+
+    def run(spec):
+        assert spec.class_queues == (spec.__class__ is _kernel.KernelSpec)
+        return jax.jit(jax.vmap(lambda k: _kernel.run_chain(spec, one, k, 1, 5)))(keys)
+
+    fifo = run(_kernel.KernelSpec(16, *shape, 200))
+    slots = run(_SlotSpec(16, *shape, 200))
+    assert int(fifo.overflow.sum()) > 0 and int(fifo.departures.sum()) > 2_000
+    for a, b in zip(jax.tree.leaves(fifo), jax.tree.leaves(slots), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -23,15 +23,27 @@ holding time ``1 / R`` of the state (R the total rate), an unbiased and lower-va
 replacement of the sampled exponential holding time. Per-class time-averaged numbers of jobs
 ``L_i = sum_t x_i(t) / R(t) / sum_t 1 / R(t)`` give the delays of eq. (9) by Little's law.
 
+Two layouts of the same chain (the same jumps from the same uniforms, tested equal):
+
+* **class queues** (class pools, :func:`_fifo_step`): the job a server serves is the oldest job
+  of its own class (an older job of the same class would list the same server), so every event
+  touches the head of one class: a first-in first-out ring per class (interrupted jobs go back
+  to the tail of their class with a new stamp) and the heads' stamps decide each server's job.
+  A jump costs O(N S) for N classes and S servers, whatever the number of jobs held;
+* **job slots** (random assignment, :func:`_slot_step`): every job stores its own d servers, so
+  a freed server looks for the oldest job listing it among the Q slots, O(Q d) per jump.
+
 Static buffers: the queue holds at most ``queue_size`` jobs; an arrival into a full buffer is
 dropped and COUNTED in ``overflow`` (the caller refuses results with overflow > 0).
 
-Random numbers: per chunk of ``chunk`` jumps, uniforms from ``fold_in(key, chunk_index)``.
+Random numbers: per chunk of ``chunk`` jumps, 32 random bits per uniform from
+``fold_in(key, chunk_index)`` (threefry), an even number per jump (a threefry block gives two
+words): 2 for class pools with one exponential phase, ``3 + d`` rounded up otherwise. Measured
+on the 2-core CPU: threefry float64 uniforms (64 bits each, three per jump) alone capped the
+kernel at about 11 M jumps/s; two 32-bit words per jump at about 60 M.
 """
 
 from __future__ import annotations
-
-import functools
 
 import equinox as eqx
 import jax
@@ -50,6 +62,8 @@ class KernelSpec(eqx.Module):
         width: D, servers stored per job (max class degree, or d for random assignment).
         n_classes: N (1 for random assignment).
         random_d: d for random assignment, 0 for class pools.
+        single_phase: every job is one exponential phase of one rate (the class queues then
+            hold only the jobs' stamps).
         chunk: jumps per block of random numbers.
     """
 
@@ -58,7 +72,21 @@ class KernelSpec(eqx.Module):
     width: int = eqx.field(static=True)
     n_classes: int = eqx.field(static=True)
     random_d: int = eqx.field(static=True)
+    single_phase: bool = eqx.field(static=True)
     chunk: int = eqx.field(static=True)
+
+    @property
+    def class_queues(self) -> bool:
+        """Class pools small enough for the class-queue layout (O(N S) per jump)."""
+        return (
+            self.random_d == 0 and self.n_classes <= 16 and self.n_classes * self.n_servers <= 1024
+        )
+
+    @property
+    def n_uniforms(self) -> int:
+        """Uniforms per jump: event, phase (and mixture component, then d servers), even."""
+        n = 2 if (self.class_queues and self.single_phase) else 3 + self.random_d
+        return n + n % 2
 
 
 class KernelParams(eqx.Module):
@@ -131,7 +159,7 @@ def _draw_servers(u: Float[Array, " d"], n_servers: int, d: int) -> Int[Array, "
 _EMPTY = jnp.iinfo(jnp.int32).max  # stamp of a free slot
 
 
-def _step(spec: KernelSpec, params: KernelParams, state, u):
+def _slot_step(spec: KernelSpec, params: KernelParams, state, u):
     """One jump of the chain.
 
     Layout (no row ever moves, so a jump costs O(Q D) instead of O(Q S)): ``jobs[q]`` holds the
@@ -226,11 +254,11 @@ def _step(spec: KernelSpec, params: KernelParams, state, u):
 
     count = count + ((jnp.arange(N) == c) & arr_ok) - ((jnp.arange(N) == row_k[D + 1]) & depart)
     n = n + arr_ok.astype(n.dtype) - depart.astype(n.dtype)
-    events = jnp.stack([arr_ok, depart, interrupt, overflow]).astype(jnp.int32)
+    events = jnp.stack([arr_ok, depart, interrupt, overflow]).astype(dtype)
     return (jobs, stamp, owner, free, n, next_stamp, count), (stats, events, n)
 
 
-def _initial_state(spec: KernelSpec, dtype):
+def _slot_state(spec: KernelSpec, dtype):
     Q, D, N, S = spec.queue_size, spec.width, spec.n_classes, spec.n_servers
     jobs = jnp.zeros((Q, D + 3), jnp.int32).at[:, :D].set(S)
     return (
@@ -244,12 +272,129 @@ def _initial_state(spec: KernelSpec, dtype):
     )
 
 
+def _fifo_state(spec: KernelSpec, dtype):
+    """Empty class queues: ``ring[f]`` of shape (N, Q) for the fields stamp (then remaining
+    phases and phase-rate index unless ``single_phase``), ``head`` and ``size`` per class, the
+    next stamp and the number of jobs."""
+    Q, N = spec.queue_size, spec.n_classes
+    fields = 1 if spec.single_phase else 3
+    ring = (jnp.full((N, Q), _EMPTY, jnp.int32),) + (jnp.zeros((N, Q), jnp.int32),) * (fields - 1)
+    zeros = jnp.zeros((N,), jnp.int32)
+    return ring, zeros, zeros, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+
+
+def _oldest_class(compat, hs):
+    """For each server, the class whose head is the oldest job it may serve, and that job's
+    stamp (``_EMPTY`` if none): ``compat`` (N, S), ``hs`` (N,) head stamps."""
+    keyed = jnp.where(compat, hs[:, None], _EMPTY)
+    best, own = keyed[0], jnp.zeros(keyed.shape[1], jnp.int32)
+    for c in range(1, keyed.shape[0]):  # N <= 16: unrolled (argmin is slower on the CPU)
+        better = keyed[c] < best
+        best, own = jnp.where(better, keyed[c], best), jnp.where(better, c, own)
+    return own, best
+
+
+def _fifo_step(spec: KernelSpec, params: KernelParams, compat, state, u):
+    """One jump of Algorithm 1 on class queues (module docstring): the same event, drawn from
+    the same uniforms, as :func:`_slot_step` on the same pool.
+
+    Server s serves the head of class ``own[s]``, the compatible class whose head is oldest;
+    the event of server s ends a phase of that job (probability ``nu / (nu + alpha)``; the job
+    leaves after its last) or interrupts it (it goes to the tail of its class, new stamp).
+    """
+    ring, head, size, next_stamp, n = state
+    Q, S, N = spec.queue_size, spec.n_servers, spec.n_classes
+    dtype = params.mu_ext.dtype
+    mu = params.mu_ext[:S]
+    cidx = jnp.arange(N)
+    hs = jnp.where(size > 0, ring[0][cidx, head], _EMPTY)
+    own, best = _oldest_class(compat, hs)
+    busy = best < _EMPTY
+    if spec.single_phase:
+        nu_c = jnp.broadcast_to(params.rate_table[0], (N,))
+    else:
+        nu_c = params.rate_table[ring[2][cidx, head]]
+    srv_rate = jnp.where(busy, mu * (nu_c[own] + params.alpha), 0.0)
+    cum = jnp.cumsum(jnp.concatenate([params.lam, srv_rate]))
+    total = cum[-1]
+    idx = jnp.minimum(jnp.sum(cum <= u[0] * total).astype(jnp.int32), N + S - 1)
+    hold = 1.0 / total
+    n_tot = n.astype(dtype)
+    stats = (
+        hold,
+        size.astype(dtype) * hold,
+        jnp.sum(jnp.where(busy, mu, 0.0)) * hold,
+        n_tot * n_tot * hold,
+    )
+
+    is_arr = idx < N
+    s_sel = jnp.clip(idx - N, 0, S - 1)
+    ck = own[s_sel]  # the class whose head has the event
+    job_ok = (~is_arr) & busy[s_sel]
+    nu_k = nu_c[ck]
+    phase = u[1] * (nu_k + params.alpha) < nu_k
+    done = job_ok & phase
+    left = 1 if spec.single_phase else ring[1][ck, head[ck]]
+    depart = done & (left == 1)
+    interrupt = job_ok & ~phase
+    leave = depart | interrupt
+    c = jnp.clip(idx, 0, N - 1)
+    arr_ok = is_arr & (n < Q)
+    overflow = is_arr & (n >= Q)
+
+    # one write per field: an arrival or an interrupted job at the tail of its class, or a
+    # phase end (not the last) at the head of class ck
+    wc = jnp.where(is_arr, c, ck)
+    push = arr_ok | interrupt
+    at = jnp.where(push, (head[wc] + size[wc]) % Q, head[ck])
+    at = jnp.where(push | done, at, Q)  # Q: out of range, dropped
+    vals = [jnp.where(push, next_stamp, hs[ck])]
+    if not spec.single_phase:
+        comp = jnp.minimum(
+            jnp.sum(params.comp_cdf < u[2]).astype(jnp.int32), params.comp_cdf.size - 1
+        )
+        vals.append(jnp.where(is_arr, params.comp_counts[comp], left - done.astype(jnp.int32)))
+        vals.append(jnp.where(is_arr, params.comp_rate_idx[comp], ring[2][ck, head[ck]]))
+    ring = tuple(r.at[wc, at].set(v, mode="drop") for r, v in zip(ring, vals, strict=True))
+    on_k = cidx == ck
+    head = jnp.where(on_k & leave, (head + 1) % Q, head)
+    size = size + ((cidx == wc) & push) - (on_k & leave)
+    next_stamp = next_stamp + push.astype(jnp.int32)
+    n = n + arr_ok.astype(n.dtype) - depart.astype(n.dtype)
+    events = jnp.stack([arr_ok, depart, interrupt, overflow]).astype(dtype)
+    return (ring, head, size, next_stamp, n), (stats, events, n)
+
+
+def _uniforms(key, shape, dtype):
+    """Uniforms in [0, 1) from 32 random bits each (24 in float32, so that none rounds to 1)."""
+    bits = jax.random.bits(key, shape, dtype=jnp.uint32)
+    if jnp.finfo(dtype).nmant < 32:
+        return (bits >> 8).astype(dtype) * (2.0**-24)
+    return bits.astype(dtype) * (2.0**-32)
+
+
+def _layout(spec: KernelSpec, params: KernelParams):
+    """``(step(state, u), initial state)`` of the layout that suits the pool."""
+    if spec.class_queues:
+        S = spec.n_servers
+        compat = jnp.any(params.class_servers[:, :, None] == jnp.arange(S)[None, None, :], axis=1)
+        return (
+            lambda state, u: _fifo_step(spec, params, compat, state, u),
+            _fifo_state(spec, params.mu_ext.dtype),
+        )
+    return (
+        lambda state, u: _slot_step(spec, params, state, u),
+        _slot_state(spec, params.mu_ext.dtype),
+    )
+
+
 def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> ChainStats:
     """Simulate one replication: ``n_warm`` then ``n_chunks`` blocks of ``spec.chunk`` jumps.
 
     Starts empty; the warm-up jumps are simulated but not measured. Pure and jittable; vmap it
     over keys (replications) and over ``params`` (sweep points). The block counts are traced
-    (a ``while`` loop), so run lengths do not trigger recompilation.
+    (a ``while`` loop), so run lengths do not trigger recompilation. The measured totals are
+    accumulated as one vector per block (one fused add per jump).
 
     Args:
         spec: static sizes.
@@ -262,56 +407,49 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
         ``ChainStats`` of the measured jumps.
     """
     dtype = params.mu_ext.dtype
-    n_u = 3 + spec.random_d
+    N = spec.n_classes
+    step, state0 = _layout(spec, params)
+    width = 4 + 2 * N + 4  # time, busy, area_sq, time_first | area, area_first | events
 
-    def inner(split, carry, xs):
-        u, i = xs
-        state, (t, a, b, sq, ev, nmax, t1, a1) = carry
-        state, ((hold, area, busy, area_sq), events, n) = _step(spec, params, state, u)
-        first = (i < split).astype(dtype)
-        chunk_acc = (
-            t + hold,
-            a + area,
-            b + busy,
-            sq + area_sq,
-            ev + events,
-            jnp.maximum(nmax, n),
-            t1 + first * hold,
-            a1 + first * area,
+    def jump(carry, xs):
+        state, acc, n_max, _ = carry
+        u, first = xs
+        state, ((hold, area, busy, area_sq), events, n) = step(state, u)
+        add = jnp.concatenate(
+            [jnp.stack([hold, busy, area_sq, first * hold]), area, first * area, events]
         )
-        return (state, chunk_acc), None
+        return (state, acc + add, jnp.maximum(n_max, n), n), None
 
     # the first half is the first floor(J / 2) of the J = n_chunks * chunk measured jumps,
     # however the run is chunked (a run of one chunk included)
     half = (n_chunks * spec.chunk) // 2
     steps = jnp.arange(spec.chunk, dtype=jnp.int32)
-    zero = jnp.zeros((), dtype)
-    vec = jnp.zeros((spec.n_classes,), dtype)
+    zero = jnp.zeros((width,), dtype)
 
-    def outer(c, carry):
-        state, (t, a, b, sq, e, ovf, nmax, t1, a1) = carry
-        u = jax.random.uniform(jax.random.fold_in(key, c), (spec.chunk, n_u), dtype=dtype)
-        chunk0 = (zero, vec, zero, zero, jnp.zeros((4,), jnp.int32), nmax, zero, vec)
-        split = jnp.clip(half - (c - n_warm) * spec.chunk, 0, spec.chunk)
-        (state, (ht, ha, hb, hsq, ev, nmax, ht1, ha1)), _ = jax.lax.scan(
-            functools.partial(inner, split), (state, chunk0), (u, steps)
-        )
-        on = (c >= n_warm).astype(dtype)
-        acc = (
-            t + on * ht,
-            a + on * ha,
-            b + on * hb,
-            sq + on * hsq,
-            e + ev[:3] * on.astype(jnp.int32),
-            ovf + ev[3],
-            nmax,
-            t1 + on * ht1,
-            a1 + on * ha1,
-        )
-        return state, acc
+    def block(c, carry):
+        state, total, events, n_max, n = carry
+        u = _uniforms(jax.random.fold_in(key, c), (spec.chunk, spec.n_uniforms), dtype)
+        first = (steps < jnp.clip(half - (c - n_warm) * spec.chunk, 0, spec.chunk)).astype(dtype)
+        (state, acc, n_max, n), _ = jax.lax.scan(jump, (state, zero, n_max, n), (u, first))
+        on = c >= n_warm
+        counts = acc[-4:].astype(jnp.int32)  # exact: at most chunk per block
+        counts = counts * jnp.array([on, on, on, True], jnp.int32)  # overflow: warm-up included
+        return state, total + on.astype(dtype) * acc[:-4], events + counts, n_max, n
 
     i32 = jnp.zeros((), jnp.int32)
-    acc0 = (zero, vec, zero, zero, jnp.zeros((3,), jnp.int32), i32, i32, zero, vec)
-    state, acc = jax.lax.fori_loop(0, n_warm + n_chunks, outer, (_initial_state(spec, dtype), acc0))
-    t, a, b, sq, e, ovf, nmax, t1, a1 = acc
-    return ChainStats(t, a, b, e[0], e[1], e[2], ovf, nmax, state[4], t1, a1, sq)
+    init = (state0, zero[:-4], jnp.zeros((4,), jnp.int32), i32, i32)
+    _, tot, ev, n_max, n = jax.lax.fori_loop(0, n_warm + n_chunks, block, init)
+    return ChainStats(
+        time=tot[0],
+        area=tot[4 : 4 + N],
+        busy=tot[1],
+        arrivals=ev[0],
+        departures=ev[1],
+        interruptions=ev[2],
+        overflow=ev[3],
+        n_max=n_max,
+        n_final=n,
+        time_first=tot[3],
+        area_first=tot[4 + N : 4 + 2 * N],
+        area_sq=tot[2],
+    )

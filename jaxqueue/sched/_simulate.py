@@ -282,7 +282,7 @@ def _check_queue_sizes(queue_size, max_queue_size) -> None:
 
 def _kernel_params(pool, lam, alpha, mix, dtype):
     """The kernel's per-point arrays (``KernelParams``, leading axis P) and its static shape
-    ``(servers, width of a server list, classes, d of random assignment or 0)``."""
+    ``(servers, width of a server list, classes, d of random assignment or 0, single phase)``."""
     P, N = lam.shape
     S = pool.n_servers
     mu_ext = np.concatenate([pool.mu, [0.0]])
@@ -310,7 +310,8 @@ def _kernel_params(pool, lam, alpha, mix, dtype):
         rate_table=per_point(rate_table, dtype),
         comp_cdf=per_point(np.cumsum(mix.probs) / np.sum(mix.probs), dtype),
     )
-    return params, (S, width, N, random_d)
+    single = bool(np.all(np.asarray(mix.counts) == 1) and rate_table.size == 1)
+    return params, (S, width, N, random_d, single)
 
 
 def _run_points(params, shape, chunk, keys, counts, replications, queue_size, max_queue_size):

@@ -1,16 +1,18 @@
 """Forward MJSRE simulation (F-MJSRE, ``mjsre`` Section 7.4) with streaming metrics.
 
-``lax.scan`` over chunks of jobs (inputs drawn inside the jit from counter-based keys, see
-``_inputs.py``), an inner ``lax.scan`` over the jobs of a chunk running the O(s) step
-``vmap``-ed over the replications, and the replication axis split over ``jax.devices()`` with
-``shard_map`` (each device runs the same kernel on its own replications). The chunk's inputs
-are drawn for all replications at once in the ``(jobs, replications)`` layout the job loop
-reads, so XLA:CPU needs no transposes. The warm-up jobs run first with the plain step; then,
-per chunk, the per-job waiting times are reduced to per-class sums (in the state dtype, over at
-most ``chunk`` jobs; flat scatter-adds) and histogram counts (int32),
-and the chunk sums are accumulated across chunks with compensated (Kahan) sums in the widest
-float type enabled (float64 under x64). Memory does not grow with the number of jobs and a
-float32 state does not bias the means.
+``lax.scan`` over blocks of ``chunk`` jobs, an inner ``lax.scan`` over the jobs of a block
+running the O(s) step on all replications at once, and the replication axis split over
+``jax.devices()`` with ``shard_map`` (each device runs the same kernel on its own
+replications). The states are ``(servers, replications)`` arrays, replications minor, and the
+step is written on their rows (a select among the static shifts the class sizes allow, no
+gather or sort; :func:`_fcfs_rows_step`). Each job's inputs are drawn inside the loop from
+counter-based keys (``_inputs.py``), one job ahead (software pipelining, :func:`_fcfs_jobs`).
+The warm-up jobs run first without statistics; then the per-job terms (per class: waits,
+squared waits, system times, jobs; inter-arrival times, work and HOL idle time per type) are
+summed in the loop's carry in the state dtype, over at most ``chunk`` jobs, and the block sums
+are accumulated across blocks with compensated (Kahan) sums in the widest float type enabled
+(float64 under x64); the waits are binned into one histogram per device (int32). Memory does
+not grow with the number of jobs and a float32 state does not bias the means.
 
 Metrics (Section 6, waste corrected per ``docs/errata.md`` item 1), per replication and
 pooled with confidence intervals across replications: per class the mean, variance, quantiles
@@ -49,8 +51,8 @@ from jaxtyping import PRNGKeyArray
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import drift, mean_ci, t_quantile
 from ._guard import check_load
-from ._inputs import draw_jobs_block_reps
-from ._policy import SpecificServers, policy_for
+from ._inputs import draw_jobs_block_reps, draw_jobs_each, pick_by_class, replication_keypairs
+from ._policy import SpecificServers
 from ._workload import Workload
 
 __all__ = ["ForwardResult", "simulate"]
@@ -59,10 +61,248 @@ _VARIANTS = ("fcfs", "random")
 
 
 # ---------------------------------------------------------------------------- jitted kernel
+# Layout: the replications are the minor axis everywhere. A batch of workload vectors is
+# ``(s, R)`` (row i holds coordinate i of every replication), so a job step is elementwise
+# work on rows of R lanes: the shift of the O(s) merge (``_step.py``) is a select among the
+# few shifts the classes' server counts allow (static slices: no gather, no sort), the
+# per-class sums are accumulated in the job loop's carry (no scatter, no reduction over a
+# job axis) and the waits go to one histogram per device. The loop is software-pipelined
+# (:func:`_fcfs_jobs`) so that XLA:CPU stores the wait and the inputs of a job once instead
+# of recomputing them in every fused consumer. Where the time goes, per sample-job, before
+# and after: ``benchmarks/RESULTS.md`` (forward scan section).
+
+
 def _kahan_add(acc, comp, x):
     y = x - comp
     t = acc + y
     return t, (t - acc) - y
+
+
+def _core_groups(workload) -> tuple[tuple[tuple[int, tuple[int, ...]], ...], ...]:
+    """Per resource type, the distinct server counts ``d`` the classes ask for, each with
+    the classes that ask for it: ``((d, classes), ...)`` (static)."""
+    c = np.asarray(workload.cores, np.int64)
+    return tuple(
+        tuple((int(d), tuple(np.nonzero(c[:, t] == d)[0].tolist())) for d in np.unique(c[:, t]))
+        for t in range(c.shape[1])
+    )
+
+
+def _masks(cls, groups):
+    """``[cls asks for d servers]`` for the ``(d, classes)`` of ``groups``."""
+    out = []
+    for _, classes in groups:
+        m = cls == classes[0]
+        for c in classes[1:]:
+            m = m | (cls == c)
+        out.append(m)
+    return out
+
+
+def _choose(eqs, options):
+    """``options[k]`` where ``eqs[k]`` (the first option where none holds): a select chain."""
+    out = options[0]
+    for e, o in zip(eqs[1:], options[1:], strict=True):
+        out = jnp.where(e, o, out)
+    return out
+
+
+def _merge_rows(X, W, v, tau):
+    """``max(min(X, max(v, W)) - tau, 0)`` elementwise (eq. (2) with the merge of
+    ``_step.py``), with compare-and-select for min and max: the same values here (no NaN;
+    no negative zero: ``X, W, v >= 0`` and ``a - tau = 0`` is ``+0``), without the NaN and
+    signed-zero handling of XLA's min/max (3 instructions more each on XLA:CPU)."""
+    m = jnp.where(v > W, v, W)
+    x = jnp.where(X < m, X, m) - tau
+    return jnp.where(x > 0, x, 0)
+
+
+def _fcfs_rows_wait(W, cls, *, sizes, groups):
+    """Waits ``w = max_t W_t^{alpha_t}`` (eq. (15); ``W^alpha`` for one type) of jobs of
+    classes ``cls`` ``(R,)`` on the states ``W`` ``(s, R)``: the ascending vectors of the
+    types stacked as row blocks of ``sizes``; ``groups``: :func:`_core_groups`. A select
+    among the few rows ``alpha`` can name, no gather."""
+    w = None
+    for Wt, grp in zip(_type_rows(W, sizes), groups, strict=True):
+        eq, vals = _masks(cls, grp), [d for d, _ in grp]
+        wt = _choose(eq, [Wt[d - 1] if d > 0 else jnp.zeros_like(W[0]) for d in vals])
+        w = wt if w is None else jnp.maximum(w, wt)
+    return w if len(sizes) == 1 else jnp.maximum(w, 0)
+
+
+def _fcfs_rows_step(W, w, cls, sigma, tau, *, sizes, groups):
+    """One FCFS job on all replications at once (eq. (2); eq. (15) for several types), its
+    wait ``w`` (:func:`_fcfs_rows_wait`) given.
+
+    With ``d = alpha_t`` and ``v = w + sigma``, the merge of ``_step.py`` is
+    ``min(X, max(v, W_t))`` with ``X`` the rows of ``W_t`` shifted up by ``d`` (padded with
+    ``+inf``): a select among the ``len(groups[t])`` static shifts. The HOL idle server-time
+    of the job (Section 6, ``docs/errata.md`` item 1), ``sum_{i <= d} (w - W_t^i)``, is a
+    select among partial sums of non-negative terms.
+
+    Returns:
+        ``(W_next (s, R), hol (T, R))``.
+    """
+    v = w + sigma
+    new, hol = [], []
+    for Wt, grp in zip(_type_rows(W, sizes), groups, strict=True):
+        eq, vals = _masks(cls, grp), [d for d, _ in grp]
+        pad = jnp.full_like(Wt, jnp.inf)
+        X = _choose(eq, [jnp.concatenate([Wt[d:], pad[:d]]) for d in vals])
+        new.append(_merge_rows(X, Wt, v, tau))
+        partial, acc = [], jnp.zeros_like(w)
+        for i in range(max(vals) + 1):
+            if i in vals:
+                partial.append(acc)
+            if i < Wt.shape[0]:
+                acc = acc + (w - Wt[i])
+        hol.append(_choose(eq, partial))
+    return jnp.concatenate(new), jnp.stack(hol)
+
+
+def _fcfs_rows_next_wait(W, w, cls, sigma, tau, cls_next, *, sizes, groups):
+    """``_fcfs_rows_wait(_fcfs_rows_step(W, w, cls, sigma, tau)[0], cls_next)`` (bit for
+    bit), written on the rows of ``W`` so that XLA:CPU fuses it without storing the shifted
+    copies of ``W`` the step builds: only the rows the next job can name are merged."""
+    v = w + sigma
+    wn = None
+    for Wt, grp in zip(_type_rows(W, sizes), groups, strict=True):
+        eq, vals = _masks(cls, grp), [d for d, _ in grp]
+        n = Wt.shape[0]
+
+        def row(r, Wt=Wt, eq=eq, vals=vals, n=n):
+            x = _choose(eq, [Wt[r + d] if r + d < n else jnp.full_like(w, jnp.inf) for d in vals])
+            return _merge_rows(x, Wt[r], v, tau)
+
+        rows = [row(d - 1) if d > 0 else jnp.zeros_like(w) for d in vals]
+        wt = _choose(_masks(cls_next, grp), rows)
+        wn = wt if wn is None else jnp.maximum(wn, wt)
+    return wn if len(sizes) == 1 else jnp.maximum(wn, 0)
+
+
+def _fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True):
+    """Jobs ``first .. first + length - 1`` on the states ``W`` ``(s, R)``, FCFS;
+    ``draw(j)`` gives job ``j``'s ``(cls, sigma, tau)`` for all replications; ``groups``:
+    :func:`_core_groups`, ``cores``: the ``(C, T)`` servers of the classes.
+
+    Software-pipelined: the carry holds the next job's inputs and wait, computed in the step
+    before (:func:`_fcfs_rows_next_wait`). A loop-carried value is stored once; computed in
+    the step that uses it, XLA:CPU recomputes it in every fused consumer (the wait's select
+    chain in every coordinate of the merge and every statistic, the cipher in every input
+    field: 3x the cost of the step), and inputs drawn for a block of jobs cost more than the
+    step itself (intermediate arrays of the block, the class recomputed in every field).
+
+    Returns:
+        ``(W_next, sums, bins (L, R))``: the block's sums of :func:`_job_terms` (``None``
+        without ``stats``) and the histogram bins of the waits (:func:`_hist_bins`).
+    """
+    kw = dict(sizes=sizes, groups=groups)
+
+    def job(carry, j):
+        W, w, (c, sg, t), sums = carry
+        nxt = draw(j + 1)
+        W2, hol = _fcfs_rows_step(W, w, c, sg, t, **kw)
+        w2 = _fcfs_rows_next_wait(W, w, c, sg, t, nxt[0], **kw)
+        if not stats:
+            return (W2, w2, nxt, sums), None
+        held = pick_by_class(cores, c).T  # (T, R) servers held per type
+        sums = jax.tree.map(jnp.add, sums, _job_terms(w, c, sg, t, held, hol, len(cores)))
+        return (W2, w2, nxt, sums), _hist_bins(w, c, **hist)
+
+    x = draw(first)
+    sums = _zero_terms(W, sizes, len(cores)) if stats else None
+    jobs = first + jnp.arange(length, dtype=jnp.int32)
+    carry = (W, _fcfs_rows_wait(W, x[0], **kw), x, sums)
+    (W, _, _, sums), bins = jax.lax.scan(job, carry, jobs)
+    return W, sums, bins
+
+
+def _policy_jobs(policy, W, xs, *, sizes, n_classes, hist, stats=True):
+    """:func:`_fcfs_jobs` for any policy (specific servers, random assignment, Appendix A):
+    ``policy.advance`` mapped over the replication columns of ``W``, on a block's inputs
+    ``xs = (cls, held (L, T, R), sigma, tau, alpha, extra)`` with the policy's ``alpha`` and
+    uniforms (a slow path: the step sorts)."""
+    splits = tuple(int(i) for i in np.cumsum(sizes)[:-1])
+    advance = jax.vmap(policy.advance, in_axes=(1, 0, 0, 0, 0), out_axes=(1, 0, 1))
+
+    def job(carry, x):
+        W, sums = carry
+        c, held, sg, t, a, u = x
+        X, w, hol = advance(W, a, sg, t, u)
+        if not stats:
+            return (jnp.maximum(X, 0), sums), None
+        hol = jnp.stack([h.sum(axis=0) for h in jnp.split(hol, splits, axis=0)])
+        sums = jax.tree.map(jnp.add, sums, _job_terms(w, c, sg, t, held, hol, n_classes))
+        return (jnp.maximum(X, 0), sums), _hist_bins(w, c, **hist)
+
+    sums = _zero_terms(W, sizes, n_classes) if stats else None
+    (W, sums), bins = jax.lax.scan(job, (W, sums), xs)
+    return W, sums, bins
+
+
+def _type_rows(W, sizes):
+    """The row blocks of the resource types of ``(s, R)`` states."""
+    return jnp.split(W, tuple(int(i) for i in np.cumsum(sizes)[:-1]), axis=0)
+
+
+def _type_sums(W, sizes):
+    """Per-type sums of the rows of ``(s, R)`` states: ``(T, R)``."""
+    return jnp.stack([p.sum(axis=0) for p in _type_rows(W, sizes)])
+
+
+def _job_terms(wait, cls, sigma, tau, held, hol, n_classes):
+    """One job's terms of the block sums (``(R,)`` rows, state dtype): ``(4, C, R)`` by class
+    (wait, squared wait, system time, 1; zero in the other classes) and ``(1 + 2 T, R)``
+    (inter-arrival time, work ``alpha_t sigma`` and HOL idle time per type). Accumulated in
+    the job loop's carry: elementwise over the replications, in job order (a scatter-add or
+    a reduction over the job axis costs several times more on XLA:CPU)."""
+    q = jnp.stack([wait, wait * wait, wait + sigma, jnp.ones_like(wait)])
+    mask = cls == jnp.arange(n_classes, dtype=cls.dtype)[:, None]
+    work = held.astype(wait.dtype) * sigma
+    return jnp.where(mask[None], q[:, None], 0), jnp.concatenate([tau[None], work, hol])
+
+
+def _zero_terms(W, sizes, n_classes):
+    """Zero block sums of :func:`_job_terms` for ``(s, R)`` states."""
+    R, T = W.shape[1], len(sizes)
+    return jnp.zeros((4, n_classes, R), W.dtype), jnp.zeros((1 + 2 * T, R), W.dtype)
+
+
+def _block_stats(W, W2, by_class, other, *, sizes, second):
+    """A block's sums ``(3 C + 1 + 3 T + 2, R)`` as ``_summarise`` reads them, from the
+    accumulated :func:`_job_terms` and the states before and after the block.
+
+    Per class: waits, squared waits, system times; then elapsed time, HOL idle time, free
+    idle time, work (per type), and the second-half waits and jobs. The total idle
+    server-time follows from eq. (2) by telescoping (module docstring):
+    ``sum_n (hol_n + free_n) = sum_n (s tau_n - alpha_n sigma_n) + sum_i (W_end^i - W_start^i)``.
+    """
+    T = len(sizes)
+    t, work, hol = other[0], other[1 : 1 + T], other[1 + T :]
+    s = jnp.asarray(sizes, by_class.dtype)[:, None]
+    idle = s * t - work + _type_sums(W2, sizes) - _type_sums(W, sizes)
+    tail = jnp.stack([by_class[0].sum(axis=0), by_class[3].sum(axis=0)])
+    return jnp.concatenate(
+        [
+            by_class[0],
+            by_class[1],
+            by_class[2],
+            t[None],
+            hol,
+            idle - hol,
+            work,
+            jnp.where(second, tail, 0),
+        ]
+    )
+
+
+def _hist_bins(wait, cls, *, lo_code, n_bins, shift):
+    """Flat histogram bins ``cls * n_bins + b`` of waits: ``b = 0`` the atom at 0, then
+    log-scale bins read from the float32 bit pattern (exponent and the top mantissa bits;
+    :func:`_hist_layout`), clipped to the range (in range by construction)."""
+    code = jax.lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
+    b = jnp.where(wait > 0, jnp.clip(code - lo_code + 2, 1, n_bins - 1), 0)
+    return cls * n_bins + b
 
 
 def _run_impl(
@@ -82,184 +322,109 @@ def _run_impl(
     n_bins,
     shift,
 ):
-    C = workload.n_classes
-    T = workload.n_types
-    sizes = workload.servers
+    """The forward scan on this device's replications ``reps`` from states ``W0`` ``(R, s)``.
+
+    Blocks of ``chunk`` jobs (the last one shorter): the inputs of a block are drawn for all
+    replications at once (``(L, R)``), the jobs run over them in a ``lax.scan`` with the
+    states ``(s, R)`` and the block's sums in the carry (state dtype, at most ``chunk``
+    terms), and the block's sums are added to the run's compensated (Kahan) sums in the
+    widest float type enabled; the waits go to a histogram shared by the device's
+    replications (integer counts: their sum over devices does not depend on how the
+    replications are spread). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist
+    (1, C, n_bins))``.
+    """
+    C, T, sizes = workload.n_classes, workload.n_types, workload.servers
     acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
-    special = variant == "random" or workload.specific is not None
-    n_extra = workload.s if special else 0
-    spec_beta = jnp.asarray(workload.specific, jnp.int32) if workload.specific is not None else None
-    cores = jnp.asarray(np.asarray(workload.cores, np.int32))
+    n_blocks = -(-(n_jobs - warmup) // chunk)
+    hist_layout = dict(lo_code=lo_code, n_bins=n_bins, shift=shift)
+    jobs = _jobs_runner(workload, lam, key, reps, dtype=dtype, variant=variant, hist=hist_layout)
 
-    splits = tuple(np.cumsum(sizes)[:-1])
+    def warm_body(W, start, length, b):
+        return jobs(W, start, length, stats=False)[0]
 
-    # the policy: FCFS (eq. (2) or (15)); specific servers and random assignment both as
-    # eq. (14) with inputs alpha = (arbitrary, specific) built in chunk_inputs
-    policy = SpecificServers() if special else policy_for(workload)
+    def measured_body(carry, start, length, b):
+        W, fsum, fcomp, counts, hist = carry
+        W2, (by_class, other), bins = jobs(W, start, length)
+        x = _block_stats(W, W2, by_class, other, sizes=sizes, second=b >= n_blocks // 2)
+        fsum, fcomp = _kahan_add(fsum, fcomp, x.astype(acc_dtype))
+        hist = hist.at[bins.reshape(-1)].add(1, mode="promise_in_bounds")
+        return W2, fsum, fcomp, counts + by_class[3].astype(jnp.int32), hist
 
-    def advance(W, alpha, sigma, tau, extra):
-        """One step: (wait, HOL vector of the job, new state)."""
-        X, w, hol = policy.advance(W, alpha, sigma, tau, extra)
-        return w, hol, jnp.maximum(X, 0)
-
-    def chunk_inputs(start, stop, masked):
-        """Inputs of jobs start .. start+chunk-1 of all replications, ``(chunk, R, ...)``;
-        jobs >= stop become identity steps (no server, or one server with sigma = tau = 0).
-        ``masked`` (static): whether the chunk can contain such jobs at all."""
-        jobs = start + jnp.arange(chunk, dtype=jnp.int32)
-        inp = draw_jobs_block_reps(
-            workload, lam, key, reps, start, chunk, dtype=dtype, n_extra=n_extra
-        )
-        shape = inp.cls.shape
-        if not masked and not special:
-            valid = jnp.ones(shape, bool)
-            return valid, inp.cls, inp.alpha, inp.sigma, inp.tau, inp.extra, inp.alpha
-        valid = jnp.broadcast_to((jobs < stop)[:, None], shape)
-        cls = jnp.where(valid, inp.cls, 0)
-        sigma = jnp.where(valid, inp.sigma, 0)
-        tau = jnp.where(valid, inp.tau, 0)
-        if special:
-            a = cores[inp.cls, 0]
-            b = spec_beta[inp.cls] if spec_beta is not None else jnp.zeros_like(a)
-            if variant == "random":
-                a, b = jnp.zeros_like(a), a + b
-            alpha = jnp.where(valid[..., None], jnp.stack([a, b], axis=-1), 0)
-        else:
-            first = jnp.zeros((T,), jnp.int32).at[0].set(1)
-            alpha = jnp.where(valid[..., None], inp.alpha, first)
-        work = jnp.where(valid[..., None], inp.alpha, 0)  # servers held per type
-        return valid, cls, alpha, sigma, tau, inp.extra, work
-
-    def scan_xs(alpha, sigma, tau, extra):
-        """Per-job scan inputs; plain FCFS passes scalars only (cheaper scan slices)."""
-        if not special and T == 1:
-            return (alpha[..., 0], sigma, tau)
-        return (alpha, sigma, tau, extra)
-
-    def type_sums(W):
-        """Per-type sums of ``(R, s)`` vectors, ``(R, T)`` in acc_dtype."""
-        return jnp.stack(
-            [p.sum(axis=-1) for p in jnp.split(W.astype(acc_dtype), splits, axis=-1)], axis=-1
-        )
-
-    # Layout: the loops run over chunks and jobs for all replications at once, with the
-    # replication axis minor (``(chunk, R)`` inputs): the inputs are generated, scanned over
-    # and reduced in that layout, with no transposes between them (vmap over replications
-    # of a whole-run scan made XLA:CPU generate rep-major inputs and transpose them).
-    inputs = chunk_inputs
-
-    def step_all(W, x):
-        if len(x) == 3:
-            return jax.vmap(lambda w, a, sg, t: advance(w, a, sg, t, None))(W, *x)
-        return jax.vmap(advance)(W, *x)
-
-    # warm-up: plain steps, no statistics
-    def warm_body(W, c):
-        _, _, alpha, sigma, tau, extra, _ = inputs(
-            offset + c * chunk, offset + warmup, warmup % chunk != 0
-        )
-
-        def body(W, x):
-            return step_all(W, x)[2], None
-
-        return jax.lax.scan(body, W, scan_xs(alpha, sigma, tau, extra))[0], None
-
-    W = W0
-    if warmup > 0:
-        W = jax.lax.scan(warm_body, W, jnp.arange(-(-warmup // chunk), dtype=jnp.int32))[0]
-
-    # measured jobs: the carry holds the state and the elementwise HOL sums
-    n_chunks = -(-(n_jobs - warmup) // chunk)
-
-    def job_body(Z, x):
-        w, hol, W2 = step_all(Z[0], x)
-        return (W2, Z[1] + hol), w
-
-    def metrics(W, W2, holsum, wait, valid, cls, tau, sigma, held, c, fsum, fcomp, hist):
-        """Fold a chunk's jobs (``(chunk, R)`` arrays) into the per-replication statistics."""
-        # within-chunk sums in the state dtype (short), across chunks compensated in acc_dtype;
-        # per (replication, class) sums as flat scatter-adds (cheaper on XLA:CPU than masked
-        # reductions over the job axis)
-        R = W.shape[0]
-        slot = (cls + jnp.arange(R, dtype=jnp.int32) * C).reshape(-1)
-        vf = valid.astype(dtype)
-
-        def by_class(x):
-            z = jnp.zeros((R * C,), dtype)
-            z = z.at[slot].add(x.reshape(-1), mode="promise_in_bounds")
-            return z.reshape(R, C)
-
-        S = jnp.stack(
-            [by_class(wait * vf), by_class(wait * wait * vf), by_class((wait + sigma) * vf)],
-            axis=1,
-        ).astype(acc_dtype)
-
-        t64 = jnp.sum(tau, axis=0).astype(acc_dtype)
-        work = jnp.sum(held.astype(dtype) * sigma[..., None], axis=0).astype(acc_dtype)
-        hol = type_sums(holsum)
-        # telescoping identity of eq. (2): sum_i W_{n+1}^i = sum_i W_n^i + alpha sigma
-        # + hol_n - s tau_n + free_n, summed over the chunk, gives all idle server-time
-        idle = jnp.asarray(sizes, acc_dtype) * t64[:, None] - work
-        idle = idle + type_sums(W2) - type_sums(W)
-        cls_wait = S[:, 0]
-        x_wait = jnp.sum(cls_wait, axis=1)
-        second = c >= n_chunks // 2
-        x = jnp.concatenate(
-            [
-                cls_wait,
-                S[:, 1],
-                S[:, 2],
-                t64[:, None],
-                hol,
-                idle - hol,
-                work,
-                # second half of the measured jobs (stationarity diagnostic)
-                jnp.where(second, x_wait, 0)[:, None],
-                jnp.where(second, jnp.sum(valid, axis=0), 0).astype(acc_dtype)[:, None],
-            ],
-            axis=1,
-        )
-        fsum, fcomp = _kahan_add(fsum, fcomp, x)
-        # log-scale bins from the float32 bit pattern: exponent and the top mantissa bits
-        code = jax.lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
-        b = jnp.clip(code - lo_code + 2, 1, n_bins - 1)
-        b = jnp.where(wait > 0, b, 0)
-        # indices are in range by construction (clipped bins, classes < C)
-        hist = jax.vmap(
-            lambda h, i, v: h.at[i].add(v, mode="promise_in_bounds"), in_axes=(0, 1, 1)
-        )(hist, cls * n_bins + b, valid.astype(jnp.int32))
-        return fsum, fcomp, hist
-
-    def chunk_body(carry, c):
-        W, fsum, fcomp, hist = carry
-        valid, cls, alpha, sigma, tau, extra, held = inputs(
-            offset + warmup + c * chunk, offset + n_jobs, (n_jobs - warmup) % chunk != 0
-        )
-        (W2, holsum), wait = jax.lax.scan(
-            job_body, (W, jnp.zeros_like(W)), scan_xs(alpha, sigma, tau, extra)
-        )
-        fsum, fcomp, hist = metrics(
-            W, W2, holsum, wait, valid, cls, tau, sigma, held, c, fsum, fcomp, hist
-        )
-        return (W2, fsum, fcomp, hist), None
-
-    R = W0.shape[0]
-    nf = 3 * C + 1 + 3 * T + 2
+    W = _blocks(warmup, chunk, warm_body, W0.T, offset)
+    R, nf = W0.shape[0], 3 * C + 1 + 3 * T + 2
     carry = (
         W,
-        jnp.zeros((R, nf), acc_dtype),
-        jnp.zeros((R, nf), acc_dtype),
-        jnp.zeros((R, C * n_bins), jnp.int32),
+        jnp.zeros((nf, R), acc_dtype),
+        jnp.zeros((nf, R), acc_dtype),
+        jnp.zeros((C, R), jnp.int32),
+        jnp.zeros((C * n_bins,), jnp.int32),
     )
-    (W, fsum, _, hist), _ = jax.lax.scan(chunk_body, carry, jnp.arange(n_chunks, dtype=jnp.int32))
-    # every measured job lies in exactly one bin of its class: the counts are the bin sums
-    hist = hist.reshape(R, C, n_bins)
-    return W, fsum, jnp.sum(hist, axis=-1), hist
+    W, fsum, _, counts, hist = _blocks(
+        n_jobs - warmup, chunk, measured_body, carry, offset + warmup
+    )
+    return W.T, fsum.T, counts.T, hist.reshape(1, C, n_bins)
+
+
+def _jobs_runner(workload, lam, key, reps, *, dtype, variant, hist):
+    """``jobs(W, start, length, stats=True) -> (W, sums, bins)``: the jobs ``start ..
+    start + length - 1`` of replications ``reps`` on states ``W`` ``(s, R)``, with the
+    workload's policy: FCFS (eq. (2), (15)) on the fast path :func:`_fcfs_jobs`, inputs
+    drawn job by job; specific servers and random assignment (eq. (14), Appendix A) with
+    ``policy.advance`` (:func:`_policy_jobs`), inputs drawn for the block."""
+    sizes, C = workload.servers, workload.n_classes
+    if variant != "random" and workload.specific is None:
+        keypairs = replication_keypairs(key, reps)
+        groups, cores = _core_groups(workload), np.asarray(workload.cores, np.int32)
+
+        def draw(j):
+            inp = draw_jobs_each(workload, lam, keypairs, jnp.full(reps.shape, j), dtype=dtype)
+            return inp.cls, inp.sigma, inp.tau
+
+        def jobs(W, start, length, stats=True):
+            kw = dict(sizes=sizes, groups=groups, cores=cores, hist=hist, stats=stats)
+            return _fcfs_jobs(W, draw, start, length, **kw)
+
+        return jobs
+
+    def jobs(W, start, length, stats=True):
+        inp = draw_jobs_block_reps(
+            workload, lam, key, reps, start, length, dtype=dtype, n_extra=workload.s
+        )
+        held = jnp.moveaxis(inp.alpha, -1, 1)  # (L, T, R) servers held per type
+        # eq. (14) with alpha = (arbitrary, specific); random assignment: all specific
+        a = jnp.asarray(np.asarray(workload.cores, np.int32))[inp.cls, 0]
+        b = jnp.zeros_like(a)
+        if workload.specific is not None:
+            b = jnp.asarray(workload.specific, jnp.int32)[inp.cls]
+        if variant == "random":
+            a, b = jnp.zeros_like(a), a + b
+        xs = (inp.cls, held, inp.sigma, inp.tau, jnp.stack([a, b], axis=-1), inp.extra)
+        kw = dict(sizes=sizes, n_classes=C, hist=hist, stats=stats)
+        return _policy_jobs(SpecificServers(), W, xs, **kw)
+
+    return jobs
+
+
+def _blocks(n, chunk, body, carry, first):
+    """``carry = body(carry, start, length, index)`` over the blocks of ``n`` jobs from job
+    ``first``: the full blocks of ``chunk`` jobs in a ``lax.scan``, then the shorter last
+    block (static lengths: no masked jobs)."""
+    full, rest = divmod(n, chunk)
+    if full:
+        carry = jax.lax.scan(
+            lambda c, b: (body(c, first + b * chunk, chunk, b), None),
+            carry,
+            jnp.arange(full, dtype=jnp.int32),
+        )[0]
+    if rest:
+        carry = body(carry, first + full * chunk, rest, full)
+    return carry
 
 
 def _run_sharded(workload, lam, key, reps, W0, lo_code, offset, *, mesh=None, **static):
     """:func:`_run_impl` on each device's share of the replications (``shard_map``: every
-    device runs the single-device kernel on its own replications; no communication)."""
+    device runs the single-device kernel on its own replications; no communication; the
+    histograms come back one per device)."""
 
     def local(reps, W0):
         return _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static)

@@ -219,10 +219,15 @@ def pick_by_class(table, cls):
     return out
 
 
-def _cols(rows):
-    """``(k, ...)`` rows to the ``(..., k)`` layout of ``Law.from_uniforms`` (free for k = 1)."""
-    if rows.shape[0] == 1:
+def _cols(rows, shape, dtype):
+    """``(k, *shape)`` rows (an array or a list of arrays) to the ``(*shape, k)`` layout of
+    ``Law.from_uniforms`` (free for k = 1)."""
+    if len(rows) == 1:
         return rows[0][..., None]
+    if len(rows) == 0:
+        return jnp.zeros((*shape, 0), dtype)
+    if isinstance(rows, (list, tuple)):
+        return jnp.stack(rows, axis=-1)
     return jnp.moveaxis(rows, 0, -1)
 
 
@@ -233,13 +238,15 @@ def _service_rows(workload: Workload, cls, rows, dtype):
         flat = cls.reshape(-1)
         law_c = jax.tree_util.tree_map(lambda x: pick_by_class(x, flat), stacked)
         k = int(laws[0].n_uniforms)
-        uk = _cols(rows[:k].reshape(k, flat.shape[0]))
+        uk = _cols([r.reshape(flat.shape[0]) for r in rows[:k]], flat.shape, dtype)
         out = jax.vmap(lambda law, v: law.from_uniforms(v))(law_c, uk)
         return out.reshape(cls.shape).astype(dtype)
     out = jnp.zeros(cls.shape, dtype)
     for c, law in enumerate(laws):
         k = int(law.n_uniforms)
-        out = jnp.where(cls == c, law.from_uniforms(_cols(rows[:k])).astype(dtype), out)
+        out = jnp.where(
+            cls == c, law.from_uniforms(_cols(rows[:k], cls.shape, dtype)).astype(dtype), out
+        )
     return out
 
 
@@ -258,15 +265,19 @@ def _jobs_from_rows(workload: Workload, lam, rows, *, dtype, n_extra=0) -> JobIn
     arr = workload.arrival_shape()
     na = int(arr.n_uniforms)
     cdf = jnp.cumsum(jnp.asarray(workload.probs, dtype=dtype))
-    cls = jnp.zeros(rows.shape[1:], jnp.int32)
+    cls = jnp.zeros(rows[0].shape, jnp.int32)
     for i in range(cdf.shape[0] - 1):
         t = cdf[i]
         cls = cls + (rows[0] > t).astype(jnp.int32)
     alpha = pick_by_class(workload.cores_array, cls)
     sigma = _service_rows(workload, cls, rows[1 : 1 + ws], dtype)
-    unit = arr.from_uniforms(_cols(rows[1 + ws : 1 + ws + na])).astype(dtype)
+    unit = arr.from_uniforms(_cols(rows[1 + ws : 1 + ws + na], cls.shape, dtype)).astype(dtype)
     tau = unit / jnp.asarray(lam, dtype)
-    extra = jnp.moveaxis(rows[1 + ws + na :], 0, -1)
+    extra = rows[1 + ws + na :]
+    if isinstance(rows, (list, tuple)):
+        extra = jnp.stack(extra, axis=-1) if extra else jnp.zeros((*cls.shape, 0), dtype)
+    else:
+        extra = jnp.moveaxis(extra, 0, -1)
     return JobInputs(cls, alpha, sigma, tau, extra)
 
 
@@ -346,5 +357,9 @@ def draw_jobs_each(workload: Workload, lam, keypairs, jobs, *, dtype) -> JobInpu
     n = n_uniforms(workload)
     x0 = jnp.asarray(jobs).astype(jnp.uint32)
     words = [threefry2x32(k0, k1, x0, jnp.full_like(x0, c)) for c in range((n + 1) // 2)]
-    bits = jnp.stack([w[0] for w in words] + [w[1] for w in words])[:n]
-    return _jobs_from_rows(workload, lam, _bits_to_uniform(bits, dtype), dtype=dtype)
+    # the uniforms as a list, not a stacked array: inside a loop body XLA:CPU then fuses each
+    # field with the words it reads (a stack fused into its consumers cost 30x the cipher in
+    # the forward scan)
+    bits = ([w[0] for w in words] + [w[1] for w in words])[:n]
+    rows = [_bits_to_uniform(b, dtype) for b in bits]
+    return _jobs_from_rows(workload, lam, rows, dtype=dtype)

@@ -70,7 +70,7 @@ def _line_pool_row(K: int) -> str:
     st, ln = jnp.asarray(pool.starts), jnp.asarray(pool.lengths)
 
     def T_hand(x):
-        return pool.kernel(x)[0].T
+        return pool.kernel(lam=x)[0].T
 
     def T_autodiff(x):
         def F(x):

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 from helpers import assert_close, tree_allclose
 
-from jaxqueue import scenarios
+from jaxqueue import _files, scenarios
 from jaxqueue.cli import main
-from jaxqueue.scenarios import _files
 
 ROOT = pathlib.Path(__file__).parent.parent
 EXAMPLE = ROOT / "examples" / "workloads" / "five-class-exp.toml"

@@ -24,6 +24,7 @@ from jaxqueue.pools.structured import (
     RandomAssignment,
     RandomGroups,
     RingPool,
+    StructuredPool,
     homogeneous_local_vs_K,
     random_assignment_bf_curve,
     random_assignment_sweep,
@@ -128,7 +129,7 @@ def test_subset_reference_equals_direct_sum():
 def test_random_assignment_equals_generic(d, p, rho):
     ra = RandomAssignment(K_GENERIC, d, p=p)
     res = ra.solve(rho)
-    sets, types = ra.server_sets()
+    sets, types = ra.server_sets, ra.class_types
     lam = ra.class_rates(rho)
     g, cut = generic(sets, ra.mu * np.ones(K_GENERIC), lam)
     assert rel(res.psi, g.psi) < RTOL
@@ -144,7 +145,7 @@ def test_random_assignment_equals_generic(d, p, rho):
 def test_random_groups_equals_generic_and_reference():
     rg = RandomGroups((3, 3), [[1, 1], [2, 0], [0, 2]], p=[0.5, 0.3, 0.2], mu=[1.0, 2.5])
     res = rg.solve(0.7)
-    sets, types = rg.server_sets()
+    sets, types = rg.server_sets, rg.class_types
     lam = np.asarray(rg.class_rates(0.7))
     mu = np.repeat([1.0, 2.5], [3, 3])
     g, cut = generic(sets, mu, lam)
@@ -221,9 +222,9 @@ def test_interval_pools_equal_generic(periodic):
         lam0 = rng.uniform(0.1, 1.0, I)
         # scale to 90% of the stability limit (given by the solver's own margin, then checked
         # by the generic engine's LP)
-        margin = float(pool.kernel(lam0)[0].stability_margin)
+        margin = float(pool.kernel(lam=lam0)[0].stability_margin)
         lam = 0.9 * margin * lam0
-        res = pool.solve(lam)
+        res = pool.solve(lam=lam)
         g, cut = generic(sets, mu, lam)
         for f in ("psi", "L_total", "T_mean", "psi_server"):
             assert rel(getattr(res, f), getattr(g, f)) < RTOL, f
@@ -238,7 +239,7 @@ LINE_LAM = [0.8, 0.9, 0.3, 0.4, 1.5, 0.6]
 
 def test_line_equals_subset_reference():
     sets, mu, lam = LINE_SETS, LINE_MU, LINE_LAM
-    res = LinePool(sets, mu).solve(lam)
+    res = LinePool(sets, mu).solve(lam=lam)
     psi, L, psik = subset_reference(sets, mu, lam)
     assert rel(res.psi, psi) < RTOL and rel(res.L, L) < RTOL and rel(res.psi_server, psik) < RTOL
 
@@ -248,7 +249,7 @@ def test_homogeneous_local_equals_generic(cls):
     h = cls(K_GENERIC, 3)
     res = h.solve(0.85)
     lam = h.class_rates(0.85)
-    g, cut = generic(h.server_sets(), np.ones(K_GENERIC), lam)
+    g, cut = generic(h.server_sets, np.ones(K_GENERIC), lam)
     assert rel(res.psi, g.psi) < RTOL
     assert rel(res.L_total, g.L_total) < RTOL
     assert rel(res.T_mean, g.T_mean) < RTOL
@@ -263,7 +264,7 @@ def test_homogeneous_local_equals_interval_table(cls, K, d):
     # Proposition 6 / eq. (28), O(K^2), against Proposition 5 / 7, O(K^3): independent paths
     h = cls(K, d)
     a = h.solve(0.95)
-    b = h.interval_pool().solve(h.class_rates(0.95))
+    b = h.interval_pool().solve(lam=h.class_rates(0.95))
     for f in ("log_inv_psi", "L_total", "T_mean", "psi_server"):
         assert rel(getattr(a, f), getattr(b, f)) < 1e-11, f
     assert rel(np.sum(np.asarray(b.L)), a.L_total) < 1e-11
@@ -288,8 +289,8 @@ def test_nested_equals_generic():
         mu = rng.uniform(0.5, 2.0, K)
         pool = NestedPool(sets, mu)
         lam0 = rng.uniform(0.1, 1.0, len(sets))
-        lam = 0.9 * float(pool.kernel(lam0)[0].stability_margin) * lam0
-        res = pool.solve(lam)
+        lam = 0.9 * float(pool.kernel(lam=lam0)[0].stability_margin) * lam0
+        res = pool.solve(lam=lam)
         g, cut = generic(sets, mu, lam)
         for f in ("psi", "psi_server"):
             assert rel(getattr(res, f), getattr(g, f)) < RTOL, f
@@ -314,9 +315,9 @@ def test_unstable_local_pools_name_bottleneck():
     lam = np.array(LINE_LAM)
     lam[3], lam[4] = 3.5, 0.0  # class {2, 3} alone overloads servers 2-3 (capacity 3)
     with pytest.raises(ValueError, match=r"servers \[2, 3\]"):
-        LinePool(LINE_SETS, LINE_MU).solve(lam)
+        LinePool(LINE_SETS, LINE_MU).solve(lam=lam)
     with pytest.raises(ValueError, match="bottleneck"):
-        NestedPool([[0, 1, 2], [1, 2]], [1.0, 1.0, 1.0]).solve([0.1, 2.5])
+        NestedPool([[0, 1, 2], [1, 2]], [1.0, 1.0, 1.0]).solve(lam=[0.1, 2.5])
     with pytest.raises(ValueError, match="bottleneck"):
         HomogeneousRing(K_GENERIC, 3).solve(1.0)
     res, stable = HomogeneousLine(K_GENERIC, 3).sweep(jnp.array([0.5, 1.2, 0.97]))
@@ -360,7 +361,7 @@ def test_gradients_match_finite_differences():
     # arrival rates of a line pool (second order: L_i itself comes from a gradient)
     pool = LinePool(LINE_SETS, LINE_MU)
     lam = jnp.asarray(LINE_LAM)
-    f = lambda x: pool.kernel(lam.at[1].set(x))[0].L[0]
+    f = lambda x: pool.kernel(lam=lam.at[1].set(x))[0].L[0]
     assert_close(jax.jit(jax.grad(f))(0.9), _fd(f, 0.9), rtol=1e-6)
 
 
@@ -376,7 +377,7 @@ def test_interval_pool_reverse_pass_matches_finite_differences(periodic):
         cls, sets = LinePool, LINE_SETS
     pool = cls(sets, LINE_MU)
     mu0, lam0 = pool.mu, np.asarray(LINE_LAM)
-    lam0 = jnp.asarray(0.8 * float(pool.kernel(lam0)[0].stability_margin) * lam0)
+    lam0 = jnp.asarray(0.8 * float(pool.kernel(lam=lam0)[0].stability_margin) * lam0)
     starts, lengths = jnp.asarray(pool.starts), jnp.asarray(pool.lengths)
 
     def F(lam, mu):
@@ -463,11 +464,11 @@ def test_larger_instances_equal_generic(K):
         sets = _random_intervals(rng, K, 9, periodic)
         pool = cls(sets, rng.uniform(0.5, 2.0, K))
         lam0 = rng.uniform(0.1, 1.0, 9)
-        lam = 0.95 * float(pool.kernel(lam0)[0].stability_margin) * lam0
-        res, g = pool.solve(lam), solve(pool.to_pool(), lam)
+        lam = 0.95 * float(pool.kernel(lam=lam0)[0].stability_margin) * lam0
+        res, g = pool.solve(lam=lam), solve(pool.to_pool(), lam)
         assert rel(res.L, g.L) < RTOL and rel(res.psi, g.psi) < RTOL
     ra = RandomAssignment(K, (2, 3), p=[0.5, 0.5])
-    sets, types = ra.server_sets()
+    types = ra.class_types
     res, g = ra.solve(0.95), solve(ra.to_pool(), ra.class_rates(0.95))
     assert rel(res.L, by_type(g.L, types, 2)) < RTOL
     h = HomogeneousLine(K, 4)
@@ -535,8 +536,75 @@ def test_line_pool_float32_beyond_exp_range():
     K, d = 100, 3
     sets = [list(range(s, s + d)) for s in range(K - d + 1)]
     lam = np.full(len(sets), 0.999 * K / len(sets))
-    r64 = LinePool(sets, np.ones(K)).solve(lam)
-    r32 = LinePool(sets, np.ones(K, np.float32)).solve(lam.astype(np.float32))
+    r64 = LinePool(sets, np.ones(K)).solve(lam=lam)
+    r32 = LinePool(sets, np.ones(K, np.float32)).solve(lam=lam.astype(np.float32))
     assert float(r64.log_inv_psi) > 100
     assert r32.T.dtype == jnp.float32
     assert rel(r32.T, r64.T) < 1e-3 and rel(r32.log_inv_psi, r64.log_inv_psi) < 1e-4
+
+
+# ------------------------------------------------------------------ one base (issue 15, item 5)
+
+
+def _every_structure():
+    return [
+        RandomAssignment(K_GENERIC, (1, 4), p=[0.3, 0.7]),
+        RandomGroups((3, 3), [[1, 1], [2, 0]], p=[0.5, 0.5], mu=[1.0, 2.0]),
+        NestedPool([[0, 1, 2], [1, 2], [3, 4, 5], [5]], np.linspace(0.5, 1.5, K_GENERIC)),
+        LinePool(LINE_SETS, LINE_MU),
+        RingPool([[5, 0, 1], [1, 2], [2, 3, 4], [4, 5]], LINE_MU),
+        HomogeneousLine(K_GENERIC, 3),
+        HomogeneousRing(K_GENERIC, 3),
+    ]
+
+
+@pytest.mark.parametrize("pool", _every_structure(), ids=lambda p: type(p).__name__)
+def test_every_structure_has_the_same_names(pool):
+    """server_sets (a property), rho or lam=, kernel, solve, sweep, class_rates, to_pool."""
+    assert isinstance(pool, StructuredPool)
+    sets = pool.server_sets
+    assert len(sets) == pool.num_classes and all(isinstance(s, tuple) for s in sets)
+    rho = 0.5
+    res = pool.solve(rho)
+    g, _ = generic(sets, np.asarray(pool.to_pool().mu), pool.class_rates(rho))
+    assert rel(res.psi, g.psi) < RTOL and rel(res.L_total, g.L_total) < RTOL
+    # the same load given as the total arrival rate
+    by_lam = pool.solve(lam=rho * float(pool.capacity()))
+    assert rel(by_lam.L_total, res.L_total) < 1e-12
+    assert rel(pool.kernel(rho)[0].L_total, res.L_total) < 1e-12
+    batch, stable = pool.sweep(jnp.array([0.3, rho, 1.5]))
+    assert stable.tolist() == [True, True, False]
+    assert rel(batch.L_total[1], res.L_total) < 1e-12 and np.isinf(float(batch.L_total[2]))
+    with pytest.raises(ValueError, match="exactly one"):
+        pool.solve(rho, lam=1.0)
+    with pytest.raises(ValueError, match="bottleneck"):
+        pool.solve(1.5)
+    with pytest.raises(ValueError, match="rho must be finite"):
+        pool.solve(-0.1)
+
+
+def test_per_type_rates_of_the_random_pools():
+    # lam= per type is the total load with the mix of the rates (overriding p)
+    a = RandomAssignment(K_GENERIC, (1, 4), p=[0.3, 0.7]).solve(lam=[1.0, 2.0])
+    b = RandomAssignment(K_GENERIC, (1, 4), p=[1 / 3, 2 / 3]).solve(3.0 / K_GENERIC)
+    assert rel(a.L, b.L) < 1e-12 and rel(a.T, b.T) < 1e-12
+    rg = RandomGroups((3, 3), [[1, 1], [2, 0]], p=[0.5, 0.5], mu=[1.0, 2.0])
+    c = rg.solve(lam=[3.0, 1.0])
+    d = RandomGroups((3, 3), [[1, 1], [2, 0]], p=[0.75, 0.25], mu=[1.0, 2.0]).solve(4.0 / 9.0)
+    assert rel(c.L, d.L) < 1e-12
+    with pytest.raises(ValueError, match="one rate per entry of the result"):
+        rg.solve(lam=[1.0, 2.0, 3.0])
+
+
+def test_deprecated_forms_still_answer():
+    ra = RandomAssignment(K_GENERIC, (1, 4), p=[0.3, 0.7])
+    with pytest.warns(DeprecationWarning, match="server_sets is a property"):
+        sets, types = ra.server_sets()
+    assert sets == list(ra.server_sets) and types.tolist() == ra.class_types.tolist()
+    line = HomogeneousLine(K_GENERIC, 3)
+    with pytest.warns(DeprecationWarning):
+        assert line.server_sets() == list(line.server_sets)
+    pool = LinePool(LINE_SETS, LINE_MU)
+    with pytest.warns(DeprecationWarning, match="lam="):
+        old = pool.solve(np.asarray(LINE_LAM))
+    assert rel(old.L, pool.solve(lam=LINE_LAM).L) == 0

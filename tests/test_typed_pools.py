@@ -137,7 +137,7 @@ def test_nested_pool_closed_form_on_expanded_servers():
     lam = np.array([40.0, 45.0, 20.0, 20.0, 30.0, 15.0, 25.0])
     first = np.concatenate([[0], np.cumsum(counts)])
     servers = [[k for t in s for k in range(first[t], first[t + 1])] for s in sets]
-    ref = NestedPool(servers, np.repeat(np.asarray(pool.mu), counts)).solve(lam)
+    ref = NestedPool(servers, np.repeat(np.asarray(pool.mu), counts)).solve(lam=lam)
     res = solve(pool, lam)
     for name in ("psi", "L", "T", "L_total"):
         assert_close(getattr(res, name), getattr(ref, name), rtol=1e-10, what=name)

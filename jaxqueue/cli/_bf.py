@@ -16,7 +16,6 @@ from ._common import (
     log,
     names_a_file,
     nonnegative,
-    read_spec,
     usage_errors,
 )
 
@@ -59,9 +58,6 @@ def _parse_list(text: str, what: str) -> list:
     return val
 
 
-_POOL_KEYS = {"server_sets", "mu", "lam", "name"}
-
-
 def _generic_pool(args: argparse.Namespace):
     from jaxqueue.pools import Pool, preset_pool
 
@@ -80,28 +76,11 @@ def _generic_pool(args: argparse.Namespace):
             pool = parse_typed_spec(spec)
         return _typed_mu(pool, args), file_lam
     if names_a_file(spec):
-        data = read_spec(spec)
-        if "counts" in data or "type_sets" in data:
-            from jaxqueue.pools import typed_pool_from_dict
+        from jaxqueue._files import read_pool
 
-            pool, file_lam = typed_pool_from_dict(data, spec)
+        pool, file_lam = read_pool(spec)
+        if hasattr(pool, "counts"):
             return _typed_mu(pool, args), file_lam
-        if "server_sets" not in data:
-            raise ValueError(
-                f"{spec}: needs a 'server_sets' entry (and 'mu'), or 'counts' and 'type_sets' "
-                "for a typed pool"
-            )
-        unknown = sorted(set(data) - _POOL_KEYS)
-        if unknown:
-            raise ValueError(
-                f"{spec}: unknown key(s) {unknown}; a pool file takes {sorted(_POOL_KEYS)}"
-            )
-        sets = data["server_sets"]
-        mu = data.get("mu")
-        if mu is None:
-            mu = [1.0] * (1 + max((k for s in sets for k in s), default=0))
-        file_lam = data.get("lam")
-        pool = Pool(sets, np.asarray(mu, dtype=float))
     else:
         with usage_errors():
             pool = preset_pool(spec)

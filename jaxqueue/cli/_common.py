@@ -440,7 +440,7 @@ def names_a_file(spec: str) -> bool:
 
 def read_spec(path: str) -> dict:
     """Read a JSON or TOML file into a dict (one-line errors naming the file:
-    ``jaxqueue.scenarios._files.read_document``)."""
-    from ..scenarios._files import read_document
+    ``jaxqueue._files.read_document``, the one reader of every spec file)."""
+    from .._files import read_document
 
     return read_document(path)

@@ -6,15 +6,16 @@ import time
 
 import numpy as np
 
-from ._common import add_common, count, emit, format_table, log, read_spec
+from ._common import add_common, count, emit, format_table, log
 
 
 def _run_solve(args) -> int:
     import jax
 
-    from jaxqueue.networks import network_from_spec, solve, solve_truncated
+    from jaxqueue._files import read_network
+    from jaxqueue.networks import solve, solve_truncated
 
-    net = network_from_spec(read_spec(args.spec))
+    net = read_network(args.spec)
     log(
         f"network: {net.kind}, {net.n_pools} pools, {net.n_classes} classes, "
         f"{net.n_servers} servers" + (f", population {net.population}" if net.population else "")

@@ -21,7 +21,6 @@ from ._common import (
     names_a_file,
     nonnegative,
     positive,
-    read_spec,
     usage_errors,
 )
 
@@ -36,39 +35,24 @@ def parse_pool(spec: str):
     Raises:
         ValueError: unknown preset, malformed structure, unreadable file.
     """
+    from jaxqueue._files import parse_random_spec, read_pool_fields
     from jaxqueue.sched import ClassAssignment, RandomAssignment
 
     if spec.startswith("random:"):
-        params: dict[str, str] = {}
-        for item in filter(None, (s.strip() for s in spec.partition(":")[2].split(","))):
-            key, eq, val = item.partition("=")
-            if not eq or key.strip() not in ("S", "K", "d", "mu"):
-                raise UsageError(f"--pool {spec!r}: expected random:S=100,d=2 (or K=...), mu=...")
-            params[key.strip()] = val.strip()
-        if ("S" in params) == ("K" in params) or "d" not in params:
-            raise UsageError(f"--pool {spec!r}: give exactly one of S or K, and d")
-        try:
-            S = int(params.get("S", params.get("K")))
-            d = int(params["d"])
-            mu = float(params.get("mu", 1.0))
-        except ValueError:
-            raise UsageError(f"--pool {spec!r}: S/K and d must be integers, mu a number") from None
-        with usage_errors():  # the structure on the command line names an impossible pool
-            return RandomAssignment(S, d, mu)
+        with usage_errors():  # the structure on the command line, and the pool it names
+            return RandomAssignment(*parse_random_spec(spec))
     if spec in ("m-model-sym", "m-model-asym"):
         from jaxqueue.pools import preset_pool
 
         pool = preset_pool(spec)
         return ClassAssignment(pool.server_sets, np.asarray(pool.mu, dtype=float))
-    data = read_spec(spec) if names_a_file(spec) else None
-    if data is None:
+    if not names_a_file(spec):
         raise UsageError(
             f"--pool {spec!r}: not a preset (m-model-sym, m-model-asym), a random:S=..,d=.. "
             "structure or a JSON/TOML file"
         )
-    if "server_sets" not in data or "mu" not in data:
-        raise ValueError(f"pool file {spec}: needs 'server_sets' (0-based) and 'mu'")
-    return ClassAssignment(data["server_sets"], data["mu"])
+    sets, mu, _ = read_pool_fields(spec)
+    return ClassAssignment(sets, mu)
 
 
 def loads(pool, rho: float) -> np.ndarray:

@@ -17,6 +17,8 @@ from ._model import Network as Network
 from ._solve import NetworkResult as NetworkResult
 from ._solve import solve as solve
 from ._solve import solve_truncated as solve_truncated
-from ._spec import network_from_spec as network_from_spec
 from ._traffic import check_stability as check_stability
 from ._traffic import traffic as traffic
+
+# isort: split
+from .._files import network_from_spec as network_from_spec  # the one reader of spec files

@@ -87,12 +87,11 @@ from ._stability import (
 from ._typed import (
     TypedPool as TypedPool,
 )
-from ._typed import (
-    parse_typed_spec as parse_typed_spec,
-)
-from ._typed import (
-    typed_pool_from_dict as typed_pool_from_dict,
-)
+
+# isort: split
+# the readers of pool specs and files live with every other reader, in ``jaxqueue._files``
+from .._files import parse_typed_spec as parse_typed_spec
+from .._files import typed_pool_from_dict as typed_pool_from_dict
 
 # isort: split
 # structured pools build on the generic engine above, so they are imported last

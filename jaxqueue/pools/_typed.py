@@ -36,9 +36,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._pool import Pool, _is_concrete, _normalise_sets
-
-_EXAMPLE = "typed:counts=64+64+32+16,sets=0+1/1+2/2+3/0+3[,mu=1+1+2+2]"
-_FILE_KEYS = {"counts", "type_sets", "mu", "lam", "name"}
+from ._result import BFResult
+from .structured._base import StructuredPool
 
 
 def _normalise_counts(counts) -> tuple[int, ...]:
@@ -54,8 +53,12 @@ def _normalise_counts(counts) -> tuple[int, ...]:
     return tuple(out)
 
 
-class TypedPool(eqx.Module):
+class TypedPool(StructuredPool):
     """A pool of many servers of few types under balanced fairness.
+
+    A :class:`jaxqueue.pools.structured.StructuredPool`: ``server_sets`` (of the expanded pool,
+    servers numbered type by type), ``solve(rho, *, lam=...)`` (:func:`jaxqueue.pools.solve`),
+    ``kernel``, ``sweep``, ``class_rates`` and ``to_pool`` as for every structured pool.
 
     Args:
         counts: ``counts[t]`` servers of type ``t`` (integers ``>= 1``).
@@ -77,6 +80,8 @@ class TypedPool(eqx.Module):
     counts: tuple[int, ...] = eqx.field(static=True)
     type_sets: tuple[tuple[int, ...], ...] = eqx.field(static=True)
     mu: Float[Array, " T"]
+
+    per_class = True
 
     def __init__(self, counts, type_sets, mu=None):
         self.counts = _normalise_counts(counts)
@@ -114,19 +119,22 @@ class TypedPool(eqx.Module):
         return len(self.counts)
 
     @property
-    def num_classes(self) -> int:
-        """Number of job classes ``I``."""
-        return len(self.type_sets)
-
-    @property
-    def num_servers(self) -> int:
-        """Number of servers ``K = sum_t counts[t]``."""
-        return sum(self.counts)
-
-    @property
     def server_types(self) -> np.ndarray:
         """Type of each server of the expanded pool (servers numbered type by type)."""
         return np.repeat(np.arange(self.num_types), self.counts)
+
+    @property
+    def K(self) -> int:
+        """Number of servers ``K = sum_t counts[t]`` (``num_servers``)."""
+        return sum(self.counts)
+
+    @property
+    def server_sets(self) -> tuple[tuple[int, ...], ...]:
+        """The servers of each class in the expanded pool (servers numbered type by type)."""
+        first = np.concatenate([[0], np.cumsum(self.counts)])
+        return tuple(
+            tuple(int(k) for t in s for k in range(first[t], first[t + 1])) for s in self.type_sets
+        )
 
     def capacities(self, mu=None) -> Array:
         """Capacity of each type, ``counts[t] * mu[t]`` (``mu`` overrides ``self.mu``)."""
@@ -149,13 +157,38 @@ class TypedPool(eqx.Module):
                 f"to_pool: {self.num_servers} servers is more than max_servers={max_servers} "
                 "(the generic recursion costs 2^K); solve the TypedPool itself"
             )
-        first = np.concatenate([[0], np.cumsum(self.counts)])
-        sets = [[k for t in s for k in range(first[t], first[t + 1])] for s in self.type_sets]
-        return Pool(sets, jnp.repeat(self.mu, np.asarray(self.counts)))
+        return Pool(self.server_sets, jnp.repeat(self.mu, np.asarray(self.counts)))
 
     def rates(self, lam, *, name: str = "lam") -> Array:
         """Validate arrival rates ``(..., I)`` (as :meth:`Pool.rates`)."""
         return Pool(self.type_sets, jnp.ones(self.num_types)).rates(lam, name=name)
+
+    def capacity(self):
+        """Total capacity ``sum_t counts[t] mu[t]``."""
+        return jnp.sum(self.capacities())
+
+    def kernel(self, rho=None, *, lam=None, with_servers: bool = True):
+        """:func:`jaxqueue.pools.solve_unchecked` at total load ``rho`` (split equally among
+        the classes) or for the rates ``lam``: ``(BFResult, stable)``, no exception."""
+        from ._recursion import solve_unchecked
+
+        out = solve_unchecked(self, self._lam(rho, lam))
+        stable = out.pop("stable")
+        return BFResult(**out), stable
+
+    def solve(self, rho=None, *, lam=None, with_servers: bool = True, **options) -> BFResult:
+        """:func:`jaxqueue.pools.solve` at total load ``rho`` (split equally among the
+        classes) or for the rates ``lam``; ``options`` are its keywords (``class_idle``,
+        ``mu``, ``max_bytes``).
+
+        Raises:
+            ValueError: as :func:`jaxqueue.pools.solve` (an unstable load names the bottleneck
+                types).
+        """
+        from ._recursion import solve
+
+        rho, lam = self._loads(rho, lam, batched=False)
+        return solve(self, self._lam(rho, lam), **options)
 
     def count_vectors(self) -> int:
         """``prod_t (counts[t] + 1)``: the states of a recursion over count vectors."""
@@ -170,80 +203,3 @@ def check_type_mu(mu) -> None:
         raise ValueError(
             f"mu must be finite and > 0; types {bad.tolist()} (0-based) have {a[bad].tolist()}"
         )
-
-
-def _split(text: str, sep: str, what: str, spec: str, conv):
-    try:
-        return [conv(v.strip()) for v in text.split(sep)]
-    except ValueError:
-        raise ValueError(
-            f"{what}={text!r} in {spec!r}: expected values joined by {sep!r}; e.g. {_EXAMPLE}"
-        ) from None
-
-
-def parse_typed_spec(spec: str) -> TypedPool:
-    """The pool of a ``typed:counts=A+B+...,sets=0+1/1+2/...[,mu=x+y+...]`` spec.
-
-    ``counts`` gives the servers of each type, ``sets`` the types of each class (classes
-    separated by ``/``, types by ``+``, 0-based), ``mu`` the capacity of one server of each
-    type (default 1).
-
-    Raises:
-        ValueError: not a ``typed:`` spec, an unknown, repeated, missing or malformed key, or
-            a pool :class:`TypedPool` refuses (one line, showing the accepted form).
-    """
-    kind, colon, body = spec.partition(":")
-    if kind.strip().lower() != "typed" or not colon:
-        raise ValueError(f"a typed pool spec looks like {_EXAMPLE}; got {spec!r}")
-    fields: dict[str, str] = {}
-    for item in filter(None, (s.strip() for s in body.split(","))):
-        key, eq, val = (p.strip() for p in item.partition("="))
-        if not eq or not val:
-            raise ValueError(f"pool spec item {item!r} must be key=value (spec {spec!r})")
-        if key not in ("counts", "sets", "mu"):
-            raise ValueError(
-                f"unknown key {key!r} for typed pools in {spec!r}; allowed: counts, sets, mu"
-            )
-        if key in fields:
-            raise ValueError(f"key {key!r} given twice in {spec!r}")
-        fields[key] = val
-    for need in ("counts", "sets"):
-        if need not in fields:
-            raise ValueError(f"pool spec {spec!r} lacks {need}=...; e.g. {_EXAMPLE}")
-    counts = _split(fields["counts"], "+", "counts", spec, int)
-    sets = [_split(s, "+", "sets", spec, int) for s in fields["sets"].split("/")]
-    mu = None if "mu" not in fields else _split(fields["mu"], "+", "mu", spec, float)
-    if mu is not None and len(mu) != len(counts):
-        raise ValueError(
-            f"mu must give one capacity per type in {spec!r}: {len(counts)} types, {len(mu)} values"
-        )
-    try:
-        return TypedPool(counts, sets, None if mu is None else np.asarray(mu, dtype=float))
-    except ValueError as err:
-        raise ValueError(f"{err} (spec {spec!r})") from None
-
-
-def typed_pool_from_dict(data: dict, source: str = "pool file") -> tuple[TypedPool, list | None]:
-    """A typed pool from a document with ``counts``, ``type_sets``, optional ``mu`` (and
-    ``lam``, ``name``): the JSON / TOML pool file of ``jaxqueue bf solve``.
-
-    Returns:
-        ``(pool, lam)``, ``lam`` the file's rates or ``None``.
-
-    Raises:
-        ValueError: ``"SOURCE: ..."``, a missing or unknown key or a pool refused.
-    """
-    unknown = sorted(set(data) - _FILE_KEYS)
-    if unknown:
-        raise ValueError(
-            f"{source}: unknown key(s) {unknown}; a typed pool file takes {sorted(_FILE_KEYS)}"
-        )
-    for need in ("counts", "type_sets"):
-        if need not in data:
-            raise ValueError(f"{source}: a typed pool needs {need!r} (and type_sets, counts, mu)")
-    mu = data.get("mu")
-    try:
-        mu = None if mu is None else np.asarray(mu, dtype=float)
-        return TypedPool(data["counts"], data["type_sets"], mu), data.get("lam")
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"{source}: {err}") from None

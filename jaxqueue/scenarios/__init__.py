@@ -3,7 +3,7 @@
 ``get(name)`` returns a :class:`jaxqueue.mjqm.Workload` for the multiserver-job scenarios and a
 :class:`jaxqueue.pools.Pool` for the balanced-fairness presets; ``names()`` lists them and
 ``describe(name)`` gives the source. ``get`` also reads a multiserver-job workload from a TOML or
-JSON file (``get("my-cluster.toml")``; schema in :mod:`jaxqueue.scenarios._files`, example in
+JSON file (``get("my-cluster.toml")``; schema in :mod:`jaxqueue._files`, example in
 ``examples/workloads/five-class-exp.toml``).
 
 Multiserver-job queue (``mjsre``):
@@ -32,9 +32,9 @@ from importlib import resources
 
 import numpy as np
 
+from .. import _files
 from ..dist import BoundedPareto, Erlang, Exponential, HyperExponential
 from ..mjqm import Workload
-from . import _files
 
 __all__ = ["get", "names", "describe"]
 
@@ -139,7 +139,7 @@ def names() -> list[str]:
 def describe(name: str) -> str:
     """The source of scenario ``name`` (for a workload file: the file, once it parses)."""
     if name not in _BUILDERS and _files.is_path(name):
-        _files.load(name)
+        _files.load_workload(name)
         return f"TOML/JSON workload file {name}"
     _check(name)
     return _SOURCES[name]
@@ -158,7 +158,7 @@ def get(name, **params):
     Args:
         name: one of :func:`names`, or the path of a TOML or JSON workload file (a name with a
             path separator or a ``.toml`` / ``.json`` suffix, or an existing file; schema in
-            :mod:`jaxqueue.scenarios._files`).
+            :mod:`jaxqueue._files`).
         **params: scenario parameters where supported (``two-class-200``: ``big_mean``,
             ``small_mean``; ``two-class-256``: ``p_big``, ``big_mean``); none for a file.
 
@@ -174,7 +174,7 @@ def get(name, **params):
     if name not in _BUILDERS and _files.is_path(name):
         if params:
             raise ValueError(f"{name}: a workload file takes no parameters, got {sorted(params)}")
-        return _files.load(name)
+        return _files.load_workload(name)
     _check(name)
     try:
         return _BUILDERS[name](**params)

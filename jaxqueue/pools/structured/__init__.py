@@ -1,10 +1,15 @@
 """Structured resource pools: polynomial-time balanced fairness (``bf-recursive`` Sections 4-5).
 
 Randomized assignment (homogeneous, heterogeneous degrees, heterogeneous server groups), nested,
-line and ring pools, each returning the shared :class:`jaxqueue.pools.BFResult` and able to
-build the equivalent generic :class:`jaxqueue.pools.Pool` (``to_pool``) for comparison.
+line and ring pools, each a :class:`StructuredPool`: the same ``server_sets`` property, the same
+load arguments (``rho``, or ``lam=``), ``kernel``, ``solve``, ``sweep``, ``class_rates`` and
+``to_pool`` (the equivalent generic :class:`jaxqueue.pools.Pool`), all returning the shared
+:class:`jaxqueue.pools.BFResult`. Spec strings are read by :func:`parse_spec` (the one reader of
+specs and files, ``jaxqueue._files``).
 """
 
+from ._base import ServerSets as ServerSets
+from ._base import StructuredPool as StructuredPool
 from ._local import HomogeneousLine as HomogeneousLine
 from ._local import HomogeneousRing as HomogeneousRing
 from ._local import LinePool as LinePool

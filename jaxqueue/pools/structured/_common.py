@@ -39,16 +39,16 @@ def masked_logsumexp(x: jax.Array, mask: jax.Array, axis: int = -1) -> jax.Array
 
 
 def assemble(
-    *,
     stable: jax.Array,
     log_inv_psi: jax.Array,
     T: jax.Array,
     lam: jax.Array,
     L_total: jax.Array,
     max_load: jax.Array,
+    *,
     T_mean: jax.Array | None = None,
     psi_server: jax.Array | None = None,
-) -> BFResult:
+) -> tuple[BFResult, jax.Array]:
     """Build a :class:`BFResult`; unstable points get ``psi = 0``, ``L = T = inf``, ``gamma = 0``.
 
     ``T`` is the mean response time per class or type, computed by the solver without dividing
@@ -56,7 +56,8 @@ def assemble(
     ``L = lam * T`` (Little) and ``gamma = 1 / T``. ``max_load`` is the largest load
     ``Lambda(L) / M(L)`` over the server sets ``L`` (the pool is stable iff it is ``< 1``);
     ``stability_margin = 1 / max_load``. ``T_mean`` defaults to ``L_total / sum(lam)``
-    (Little), the mean of ``T`` when every rate is 0.
+    (Little), the mean of ``T`` when every rate is 0. Returns ``(result, stable)``, the pair
+    every structured kernel returns.
     """
     if T_mean is None:
         lam_tot = jnp.sum(lam)
@@ -74,7 +75,7 @@ def assemble(
     if psi_server is not None:
         psi_server = jnp.where(stable, psi_server, 0.0)
         busy = jnp.sum(1.0 - psi_server, axis=-1)
-    return BFResult(
+    res = BFResult(
         psi=psi,
         log_inv_psi=log_inv_psi,
         L=L,
@@ -87,6 +88,7 @@ def assemble(
         busy_servers=busy,
         stability_margin=1.0 / max_load,
     )
+    return res, stable
 
 
 def check_rho(rho, what: str = "rho") -> None:
@@ -104,3 +106,29 @@ def raise_if_unstable(stable, message_fn) -> None:
         if not np.all(s):
             idx = np.flatnonzero(~s.reshape(-1))[0]
             raise ValueError(message_fn(int(idx)))
+
+
+def check_num_servers(K) -> int:
+    """``K`` as an int, or ``ValueError`` unless it is a positive integer."""
+    if int(K) != K or K < 1:
+        raise ValueError(f"K must be a positive integer number of servers, got {K!r}")
+    return int(K)
+
+
+def check_capacities(mu, shape: tuple[int, ...] | None = None, what: str = "servers") -> None:
+    """Refuse capacities of another shape than ``shape`` (``()``: one capacity for every server;
+    ``None``: a non-empty vector) or, when concrete, not finite and ``> 0`` (naming them)."""
+    if shape is None and (mu.ndim != 1 or mu.shape[0] == 0):
+        raise ValueError(f"mu must be a non-empty 1-d array of capacities, got {mu.shape}")
+    if shape is not None and mu.shape != shape:
+        kind = (
+            "a scalar capacity" if shape == () else f"shape {shape}, one capacity per {what[:-1]}"
+        )
+        raise ValueError(f"mu must be {kind}, got shape {mu.shape}")
+    if is_concrete(mu):
+        m = np.atleast_1d(np.asarray(mu, dtype=float))
+        bad = np.flatnonzero(~(np.isfinite(m) & (m > 0)))
+        if bad.size and mu.ndim == 0:
+            raise ValueError(f"mu must be finite and > 0, got {float(m[0])}")
+        if bad.size:
+            raise ValueError(f"mu must be finite and > 0; {what} {bad.tolist()} are not")

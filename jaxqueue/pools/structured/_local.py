@@ -25,57 +25,71 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._result import BFResult
+from ._base import ServerSets, StructuredPool
 from ._common import (
     assemble,
+    check_capacities,
+    check_num_servers,
     check_rho,
     float_dtype,
     is_concrete,
     masked_logsumexp,
-    raise_if_unstable,
 )
 
 # --------------------------------------------------------------------------------------------
 # validation helpers
 
 
-def _norm_sets(server_sets, name: str = "server_sets") -> list[tuple[int, ...]]:
+def _server_sets(server_sets, K: int) -> tuple[tuple[int, ...], ...]:
+    """The classes' server sets, sorted, each of distinct servers in ``[0, K)``."""
     try:
-        out = [tuple(sorted(int(k) for k in s)) for s in server_sets]
+        out = tuple(tuple(sorted(int(k) for k in s)) for s in server_sets)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of sequences of server indices") from None
+        raise ValueError("server_sets must be a sequence of sequences of server indices") from None
     if not out:
-        raise ValueError(f"{name}: a pool needs at least one job class")
+        raise ValueError("server_sets: a pool needs at least one job class")
+    for i, s in enumerate(out):
+        if not s or s[0] < 0 or s[-1] >= K or len(set(s)) != len(s):
+            raise ValueError(f"server_sets[{i}]={list(s)} must be distinct servers in [0, {K})")
     return out
 
 
-def _check_mu(mu, K: int | None = None) -> None:
-    if mu.ndim != 1 or mu.shape[0] == 0:
-        raise ValueError(f"mu must be a non-empty 1-d array of capacities, got {mu.shape}")
-    if K is not None and mu.shape[0] != K:
-        raise ValueError(f"mu must have K={K} capacities, got {mu.shape[0]}")
-    if is_concrete(mu):
-        m = np.asarray(mu)
-        bad = np.flatnonzero(~(np.isfinite(m) & (m > 0)))
-        if bad.size:
-            raise ValueError(f"mu must be finite and > 0; servers {bad.tolist()} are not")
+class _ClassPool(StructuredPool):
+    """A pool given by its classes' server sets and its servers' capacities (nested, line,
+    ring): the solver works on per-class rates; ``rho`` is split equally among the classes."""
+
+    server_sets: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+    mu: Float[Array, " K"]
+
+    per_class = True
+
+    def __init__(self, server_sets, mu):
+        self.mu = jnp.asarray(mu, float_dtype(mu))
+        check_capacities(self.mu)
+        self.server_sets = _server_sets(server_sets, self.mu.shape[0])
+
+    @property
+    def K(self) -> int:
+        """Number of servers."""
+        return int(self.mu.shape[0])
+
+    def capacity(self):
+        """Total capacity ``sum_k mu_k``."""
+        return jnp.sum(self.mu)
+
+    def to_pool(self):
+        """The equivalent generic :class:`jaxqueue.pools.Pool`."""
+        from .._pool import Pool
+
+        return Pool([list(s) for s in self.server_sets], self.mu)
 
 
-def _check_lam(lam, n: int) -> None:
-    if lam.ndim < 1 or lam.shape[-1] != n:
-        raise ValueError(f"lam must have one rate per class ({n}), got shape {lam.shape}")
-    if is_concrete(lam):
-        a = np.asarray(lam)
-        if not np.all(np.isfinite(a) & (a >= 0)):
-            raise ValueError("lam must be finite and >= 0")
-
-
-def _arcs(sets: list[tuple[int, ...]], K: int, periodic: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(start, length) of each class; ValueError if a class is not an interval (arc)."""
+def _arcs(sets, K: int, periodic: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of each class (checked by :func:`_server_sets`); ValueError if a class
+    is not an interval (arc)."""
     starts, lengths = [], []
     what = "an arc of consecutive servers (mod K)" if periodic else "an interval of servers"
     for i, s in enumerate(sets):
-        if not s or s[0] < 0 or s[-1] >= K or len(set(s)) != len(s):
-            raise ValueError(f"server_sets[{i}]={list(s)} must be distinct servers in [0, {K})")
         n = len(s)
         if s[-1] - s[0] + 1 == n:
             starts.append(s[0])
@@ -258,50 +272,26 @@ def interval_pool_kernel(
         return _interval_core(lam_, mu, starts, lengths, K=K, periodic=periodic)
 
     (A_full, (psi_server, stable, max_load)), T = jax.value_and_grad(f, has_aux=True)(lam)
-    L_total = jnp.sum(lam * T)
-    res = assemble(
-        stable=stable,
-        log_inv_psi=A_full,
-        T=T,
-        lam=lam,
-        L_total=L_total,
-        max_load=max_load,
-        psi_server=psi_server,
-    )
-    return res, stable
+    return assemble(stable, A_full, T, lam, jnp.sum(lam * T), max_load, psi_server=psi_server)
 
 
-class _IntervalPool(eqx.Module):
-    server_sets: tuple[tuple[int, ...], ...] = eqx.field(static=True)
+class _IntervalPool(_ClassPool):
     starts: tuple[int, ...] = eqx.field(static=True)
     lengths: tuple[int, ...] = eqx.field(static=True)
-    mu: Float[Array, " K"]
 
     periodic = False
 
     def __init__(self, server_sets, mu):
-        sets = _norm_sets(server_sets)
-        self.mu = jnp.asarray(mu, float_dtype(mu))
-        _check_mu(self.mu)
-        st, ln = _arcs(sets, self.mu.shape[0], self.periodic)
-        self.server_sets = tuple(sets)
+        super().__init__(server_sets, mu)
+        st, ln = _arcs(self.server_sets, self.K, self.periodic)
         self.starts = tuple(int(x) for x in st)
         self.lengths = tuple(int(x) for x in ln)
 
-    @property
-    def K(self) -> int:
-        """Number of servers."""
-        return int(self.mu.shape[0])
-
-    @property
-    def num_classes(self) -> int:
-        """Number of classes."""
-        return len(self.server_sets)
-
-    def kernel(self, lam) -> tuple[BFResult, Array]:
-        """The jittable, vmappable solver (no exception): ``(BFResult, stable)``."""
+    def kernel(self, rho=None, *, lam=None, with_servers: bool = True):
+        """:func:`interval_pool_kernel` at total load ``rho`` (or per-class rates ``lam``); it
+        always gives ``psi_server``."""
         return interval_pool_kernel(
-            jnp.asarray(lam, self.mu.dtype),
+            self._lam(rho, lam),
             self.mu,
             jnp.asarray(self.starts),
             jnp.asarray(self.lengths),
@@ -309,8 +299,9 @@ class _IntervalPool(eqx.Module):
             periodic=self.periodic,
         )
 
-    def _message(self, lam) -> str:
-        lam = np.asarray(lam, float)
+    def bottleneck(self, rho, lam) -> str:
+        """The interval (arc) of servers whose classes bring more than its capacity."""
+        lam = np.asarray(self._lam(rho, lam), float)
         mu = np.asarray(self.mu, float)
         K = self.K
         Lam, M, valid = _arc_loads(
@@ -333,27 +324,6 @@ class _IntervalPool(eqx.Module):
             f"(bottleneck servers {arc})"
         )
 
-    def solve(self, lam) -> BFResult:
-        """Metrics per class for the arrival rates ``lam`` (one per class).
-
-        Raises:
-            ValueError: wrong shape, negative rates, or an unstable load (names the bottleneck
-                servers: the interval whose classes exceed its capacity).
-        """
-        lam = jnp.asarray(lam, self.mu.dtype)
-        _check_lam(lam, self.num_classes)
-        res, stable = self.kernel(lam)
-        raise_if_unstable(
-            stable, lambda i: self._message(np.asarray(lam).reshape(-1, lam.shape[-1])[i])
-        )
-        return res
-
-    def to_pool(self):
-        """The equivalent generic :class:`jaxqueue.pools.Pool`."""
-        from .._pool import Pool
-
-        return Pool([list(s) for s in self.server_sets], self.mu)
-
 
 class LinePool(_IntervalPool):
     """A line pool (``bf-recursive`` Section 5.2): every class is an interval of servers.
@@ -366,7 +336,7 @@ class LinePool(_IntervalPool):
         ValueError: a class that is not an interval, bad capacities.
 
     Examples:
-        >>> LinePool([[0, 1, 2], [1, 2, 3, 4]], [1.0] * 5).solve([0.8, 1.2]).L
+        >>> LinePool([[0, 1, 2], [1, 2, 3, 4]], [1.0] * 5).solve(lam=[0.8, 1.2]).L
     """
 
     periodic = False
@@ -457,17 +427,8 @@ def homogeneous_local_kernel(
         psi_server = jnp.exp(a[k] + a[K - 1 - k] - a[K]) if with_servers else None
     pos = rho_s > 0
     T_mean = jnp.where(pos, L_total / jnp.where(pos, lam_tot, 1.0), 1.0 / (df * mu))
-    res = assemble(
-        stable=stable,
-        log_inv_psi=A,
-        T=T_mean[None],
-        lam=lam_tot[None],
-        L_total=L_total,
-        T_mean=T_mean,
-        max_load=rho,
-        psi_server=psi_server,
-    )
-    return res, stable
+    T, lam = T_mean[None], lam_tot[None]  # one entry: the whole pool
+    return assemble(stable, A, T, lam, L_total, rho, T_mean=T_mean, psi_server=psi_server)
 
 
 @functools.partial(jax.jit, static_argnames=("K_max", "ring"))
@@ -508,7 +469,7 @@ def homogeneous_local_vs_K(
     return jax.vmap(one)(jnp.asarray(Ks))
 
 
-class _HomogeneousLocal(eqx.Module):
+class _HomogeneousLocal(StructuredPool):
     K: int = eqx.field(static=True)
     d: int = eqx.field(static=True)
     mu: Float[Array, ""]
@@ -516,28 +477,32 @@ class _HomogeneousLocal(eqx.Module):
     ring = False
 
     def __init__(self, K: int, d: int, mu=1.0):
-        if int(K) != K or K < 1:
-            raise ValueError(f"K must be a positive integer number of servers, got {K!r}")
+        K = check_num_servers(K)
         if int(d) != d or not 1 <= d <= K:
             raise ValueError(f"d must be an integer in [1, K={K}], got {d!r}")
-        self.K, self.d = int(K), int(d)
+        self.K, self.d = K, int(d)
         self.mu = jnp.asarray(mu, float_dtype(mu))
 
     def __check_init__(self):
-        if self.mu.ndim != 0:
-            raise ValueError(f"mu must be a scalar capacity, got shape {self.mu.shape}")
-        if is_concrete(self.mu) and not (np.isfinite(float(self.mu)) and float(self.mu) > 0):
-            raise ValueError(f"mu must be finite and > 0, got {float(self.mu)}")
+        check_capacities(self.mu, ())
 
     @property
     def num_classes(self) -> int:
         """Number of classes: ``K`` (ring) or ``K - d + 1`` (line)."""
         return self.K if self.ring else self.K - self.d + 1
 
-    def kernel(self, rho, *, with_servers: bool = False) -> tuple[BFResult, Array]:
+    def result_size(self) -> int:
+        """Results are for the whole pool (use :meth:`solve_per_class` per class)."""
+        return 1
+
+    def capacity(self):
+        """Total capacity ``K mu``."""
+        return self.K * self.mu
+
+    def kernel(self, rho=None, *, lam=None, with_servers: bool = False):
         """The jittable, vmappable ``O(K^2)`` solver: ``(BFResult for the pool, stable)``."""
         return homogeneous_local_kernel(
-            jnp.asarray(rho, self.mu.dtype),
+            self._rho(rho, lam),
             self.d,
             self.mu,
             K=self.K,
@@ -545,33 +510,12 @@ class _HomogeneousLocal(eqx.Module):
             with_servers=with_servers,
         )
 
-    def solve(self, rho, *, with_servers: bool = True) -> BFResult:
-        """``psi``, ``L_total``, ``T_mean`` (``L``, ``T`` of shape ``(1,)``) at total load ``rho``.
-
-        Raises:
-            ValueError: negative ``rho``, or ``rho >= 1`` (unstable; the whole pool is the
-                bottleneck).
-        """
-        check_rho(rho)
-        res, stable = self.kernel(rho, with_servers=with_servers)
-        raise_if_unstable(
-            stable,
-            lambda i: (
-                f"unstable: total load rho={float(np.ravel(rho)[i])} >= 1; the bottleneck "
-                f"is the whole pool of K={self.K} servers (stable iff rho < 1)"
-            ),
-        )
-        return res
-
-    def sweep(self, rhos) -> tuple[BFResult, Array]:
-        """Vectorised load sweep: ``(BFResult batched, stable flags)``, no exception."""
-        return jax.vmap(lambda r: self.kernel(r))(jnp.asarray(rhos, self.mu.dtype))
-
-    def server_sets(self) -> list[tuple[int, ...]]:
+    @property
+    def server_sets(self) -> ServerSets:
         """The classes (ranges of ``d`` consecutive servers)."""
         K, d = self.K, self.d
         starts = range(K) if self.ring else range(K - d + 1)
-        return [tuple((s + j) % K for j in range(d)) for s in starts]
+        return ServerSets([tuple((s + j) % K for j in range(d)) for s in starts])
 
     def class_rates(self, rho) -> Array:
         """Arrival rate of each class (total ``rho K mu`` split equally)."""
@@ -581,7 +525,7 @@ class _HomogeneousLocal(eqx.Module):
     def interval_pool(self) -> LinePool | RingPool:
         """The same pool as an arbitrary line / ring pool (per-class metrics in ``O(K^3)``)."""
         cls = RingPool if self.ring else LinePool
-        return cls(self.server_sets(), jnp.full((self.K,), self.mu))
+        return cls(self.server_sets, jnp.full((self.K,), self.mu))
 
     def solve_per_class(self, rho) -> BFResult:
         """Per-class metrics (``L``, ``T`` of shape ``(num_classes,)``) via Proposition 5/7.
@@ -592,13 +536,13 @@ class _HomogeneousLocal(eqx.Module):
         check_rho(rho)
         if is_concrete(rho) and float(np.max(np.asarray(rho))) >= 1:
             self.solve(rho)  # raises, naming the whole pool as the bottleneck
-        return self.interval_pool().solve(self.class_rates(rho))
+        return self.interval_pool().solve(lam=self.class_rates(rho))
 
     def to_pool(self):
         """The equivalent generic :class:`jaxqueue.pools.Pool` (use with :meth:`class_rates`)."""
         from .._pool import Pool
 
-        return Pool([list(s) for s in self.server_sets()], jnp.full((self.K,), self.mu))
+        return Pool([list(s) for s in self.server_sets], jnp.full((self.K,), self.mu))
 
 
 class HomogeneousLine(_HomogeneousLocal):
@@ -663,19 +607,10 @@ def nested_pool_kernel(
     T = 1.0 / (Mi - le) + sub @ g
     L_total = lam_s @ T
     psi_server = jnp.exp(inc.T @ (jnp.log(Mi - le) - jnp.log(Mi - lt)))
-    res = assemble(
-        stable=stable,
-        log_inv_psi=log_inv_psi,
-        T=T,
-        lam=lam,
-        L_total=L_total,
-        max_load=max_load,
-        psi_server=psi_server,
-    )
-    return res, stable
+    return assemble(stable, log_inv_psi, T, lam, L_total, max_load, psi_server=psi_server)
 
 
-class NestedPool(eqx.Module):
+class NestedPool(_ClassPool):
     """A nested pool (``bf-recursive`` Section 5.1): any two server sets are disjoint or nested.
 
     Args:
@@ -687,18 +622,9 @@ class NestedPool(eqx.Module):
             capacities or server indices.
     """
 
-    server_sets: tuple[tuple[int, ...], ...] = eqx.field(static=True)
-    mu: Float[Array, " K"]
-
     def __init__(self, server_sets, mu):
-        sets = _norm_sets(server_sets)
-        self.mu = jnp.asarray(mu, float_dtype(mu))
-        _check_mu(self.mu)
-        K = self.mu.shape[0]
-        for i, s in enumerate(sets):
-            if not s or s[0] < 0 or s[-1] >= K or len(set(s)) != len(s):
-                raise ValueError(f"server_sets[{i}]={list(s)} must be distinct servers in [0, {K})")
-        ss = [set(s) for s in sets]
+        super().__init__(server_sets, mu)
+        ss = [set(s) for s in self.server_sets]
         for i in range(len(ss)):
             for j in range(i + 1, len(ss)):
                 a, b = ss[i], ss[j]
@@ -709,53 +635,28 @@ class NestedPool(eqx.Module):
                         f"not nested: server_sets[{i}]={sorted(a)} and [{j}]={sorted(b)} overlap "
                         "without one containing the other"
                     )
-        self.server_sets = tuple(sets)
-
-    @property
-    def num_classes(self) -> int:
-        """Number of classes."""
-        return len(self.server_sets)
 
     def _tables(self):
-        K = self.mu.shape[0]
-        inc = np.zeros((self.num_classes, K), dtype=bool)
+        inc = np.zeros((self.num_classes, self.K), dtype=bool)
         for i, s in enumerate(self.server_sets):
             inc[i, list(s)] = True
         ss = [set(s) for s in self.server_sets]
         sub = np.array([[a < b for b in ss] for a in ss], dtype=bool)
         return jnp.asarray(inc), jnp.asarray(sub)
 
-    def kernel(self, lam) -> tuple[BFResult, Array]:
-        """The jittable, vmappable solver (no exception): ``(BFResult, stable)``."""
+    def kernel(self, rho=None, *, lam=None, with_servers: bool = True):
+        """:func:`nested_pool_kernel` at total load ``rho`` (or per-class rates ``lam``); it
+        always gives ``psi_server``."""
         inc, sub = self._tables()
-        return nested_pool_kernel(jnp.asarray(lam, self.mu.dtype), self.mu, inc, sub)
+        return nested_pool_kernel(self._lam(rho, lam), self.mu, inc, sub)
 
-    def solve(self, lam) -> BFResult:
-        """Metrics per class for the arrival rates ``lam`` (one per class).
-
-        Raises:
-            ValueError: wrong shape, negative rates, or an unstable load (names the class whose
-                server set receives more than its capacity).
-        """
-        lam = jnp.asarray(lam, self.mu.dtype)
-        _check_lam(lam, self.num_classes)
-        res, stable = self.kernel(lam)
-
-        def msg(i):
-            lv = np.asarray(lam, float).reshape(-1, self.num_classes)[i]
-            inc, sub = (np.asarray(t, float) for t in self._tables())
-            r = (lv @ sub + lv) / (inc @ np.asarray(self.mu, float))
-            w = int(np.argmax(r))
-            return (
-                f"unstable: class {w} (servers {list(self.server_sets[w])}) and the classes "
-                f"nested in it bring load {r[w]:.6g} >= 1 (bottleneck)"
-            )
-
-        raise_if_unstable(stable, msg)
-        return res
-
-    def to_pool(self):
-        """The equivalent generic :class:`jaxqueue.pools.Pool`."""
-        from .._pool import Pool
-
-        return Pool([list(s) for s in self.server_sets], self.mu)
+    def bottleneck(self, rho, lam) -> str:
+        """The class whose server set, with the classes nested in it, is overloaded."""
+        lv = np.asarray(self._lam(rho, lam), float)
+        inc, sub = (np.asarray(t, float) for t in self._tables())
+        r = (lv @ sub + lv) / (inc @ np.asarray(self.mu, float))
+        w = int(np.argmax(r))
+        return (
+            f"unstable: class {w} (servers {list(self.server_sets[w])}) and the classes "
+            f"nested in it bring load {r[w]:.6g} >= 1 (bottleneck)"
+        )

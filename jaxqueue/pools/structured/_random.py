@@ -10,8 +10,7 @@ load sweep of ``R`` points costs ``O((N + R) K)``: precompute :meth:`RandomAssig
 once and call :func:`random_assignment_kernel` (vmappable) per load.
 """
 
-from __future__ import annotations
-
+import abc
 import functools
 import itertools
 import math
@@ -20,16 +19,18 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from equinox import AbstractVar
 from jaxtyping import Array, Float
 
 from .._result import BFResult
+from ._base import ServerSets, StructuredPool
 from ._common import (
     assemble,
-    check_rho,
+    check_capacities,
+    check_num_servers,
     float_dtype,
     is_concrete,
     masked_logsumexp,
-    raise_if_unstable,
 )
 
 _MAX_ENUMERATED_CLASSES = 20000
@@ -133,17 +134,7 @@ def random_assignment_kernel(
     lam = rho * K * mu * p
     T_mean = p @ T
     psi_server = jnp.full((K,), 1.0 - rho_s, dtype) if with_servers else None
-    res = assemble(
-        stable=stable,
-        log_inv_psi=log_inv_psi,
-        T=T,
-        lam=lam,
-        L_total=L_total,
-        T_mean=T_mean,
-        max_load=rho,
-        psi_server=psi_server,
-    )
-    return res, stable
+    return assemble(stable, log_inv_psi, T, lam, L_total, rho, T_mean=T_mean, psi_server=psi_server)
 
 
 @functools.partial(jax.jit, static_argnames=("K_max",))
@@ -193,11 +184,79 @@ def random_assignment_sweep(
     return jax.vmap(lambda r: random_assignment_kernel(r, ratios, p, mu))(rhos)
 
 
-class RandomAssignment(eqx.Module):
+class _Randomized(StructuredPool):
+    """The randomized pools (Section 4): job types of mix ``p`` and degrees ``d``; results per
+    type; each type's rate split equally among its classes of the equivalent pool."""
+
+    d: AbstractVar[tuple]
+    p: AbstractVar[Array]
+
+    @property
+    def num_types(self) -> int:
+        """Number of job types ``N``."""
+        return len(self.d)
+
+    @property
+    def num_classes(self) -> int:
+        """Number of classes of the equivalent pool, ``sum`` of :meth:`type_counts` (not
+        enumerated)."""
+        return sum(self.type_counts())
+
+    @abc.abstractmethod
+    def type_counts(self) -> list[int]:
+        """Number of classes of each type."""
+
+    @abc.abstractmethod
+    def _kernel(self, rho, p, with_servers: bool):
+        """The jitted kernel at total load ``rho`` and type mix ``p``."""
+
+    @abc.abstractmethod
+    def _sets_per_type(self) -> list[list[tuple[int, ...]]]:
+        """Each type's server sets."""
+
+    def result_size(self) -> int:
+        """Results are per type."""
+        return self.num_types
+
+    def kernel(self, rho=None, *, lam=None, with_servers: bool = False):
+        """The kernel at total load ``rho``, or for the rates ``lam`` (the total, or one rate
+        per type: their shares override ``p``)."""
+        return self._kernel(self._rho(rho, lam), _type_mix(self.p, lam), with_servers)
+
+    def type_rates(self, rho) -> Array:
+        """Arrival rate of each type, ``rho M p_u`` (``M``: :meth:`capacity`)."""
+        return rho * self.capacity() * self.p
+
+    @property
+    def server_sets(self) -> ServerSets:
+        """The classes of the equivalent pool, type by type (:attr:`class_types`).
+
+        Raises:
+            ValueError: more than 20000 classes.
+        """
+        n = self.num_classes
+        if n > _MAX_ENUMERATED_CLASSES:
+            raise ValueError(f"the equivalent pool has {n} classes (> {_MAX_ENUMERATED_CLASSES})")
+        sets = [s for sets in self._sets_per_type() for s in sets]
+        return ServerSets(sets, legacy=(sets, self.class_types))
+
+    @property
+    def class_types(self) -> np.ndarray:
+        """The type of each class of :attr:`server_sets`."""
+        return np.repeat(np.arange(self.num_types), self.type_counts())
+
+    def class_rates(self, rho) -> Array:
+        """Arrival rate of each class of the equivalent pool (type rate split equally)."""
+        rates = self.type_rates(rho)
+        return (rates / jnp.asarray(self.type_counts(), rates.dtype))[self.class_types]
+
+
+class RandomAssignment(_Randomized):
     """Homogeneous pool with randomized assignment (``bf-recursive`` Sections 4.1-4.2).
 
     ``K`` servers of capacity ``mu``; a job of type ``u`` (share ``p[u]`` of the arrivals) is
-    assigned ``d[u]`` servers chosen uniformly at random. One type gives eq. (17).
+    assigned ``d[u]`` servers chosen uniformly at random. One type gives eq. (17). Results are
+    per type; ``lam=`` gives the rates per type (overriding ``p``) or the total rate.
 
     Args:
         K: number of servers.
@@ -219,9 +278,7 @@ class RandomAssignment(eqx.Module):
     mu: Float[Array, ""]
 
     def __init__(self, K: int, d, p=None, mu=1.0):
-        if int(K) != K or K < 1:
-            raise ValueError(f"K must be a positive integer number of servers, got {K!r}")
-        self.K = int(K)
+        self.K = check_num_servers(K)
         self.d = _as_int_tuple(d, "d")
         dtype = float_dtype(p if p is not None else 1.0, mu)
         self.p = jnp.ones((1,), dtype) if p is None and len(self.d) == 1 else jnp.asarray(p, dtype)
@@ -232,86 +289,59 @@ class RandomAssignment(eqx.Module):
         if bad:
             raise ValueError(f"d: degrees must lie in [1, K={self.K}], got {list(self.d)}")
         _check_probs(self.p, len(self.d))
-        if self.mu.ndim != 0:
-            raise ValueError(f"mu must be a scalar capacity, got shape {self.mu.shape}")
-        if is_concrete(self.mu) and not (np.isfinite(float(self.mu)) and float(self.mu) > 0):
-            raise ValueError(f"mu must be finite and > 0, got {float(self.mu)}")
+        check_capacities(self.mu, ())
 
-    @property
-    def num_types(self) -> int:
-        """Number of job types ``N``."""
-        return len(self.d)
+    def capacity(self):
+        """Total capacity ``K mu``."""
+        return self.K * self.mu
 
     def ratios(self) -> Array:
         """Load ratios ``c_u(l)``, shape ``(N, K)`` (precompute once for a load sweep)."""
         return random_load_ratios(jnp.asarray(self.d), K=self.K, dtype=self.p.dtype)
 
-    def solve(self, rho, *, with_servers: bool = True) -> BFResult:
-        """Metrics per type at total load ``rho`` (``L``, ``T``, ``gamma`` have shape ``(N,)``).
-
-        Raises:
-            ValueError: ``rho`` negative, or ``rho >= 1`` (unstable: the whole pool is the
-                bottleneck).
-        """
-        check_rho(rho)
-        res, stable = random_assignment_kernel(
-            rho, self.ratios(), self.p, self.mu, with_servers=with_servers
-        )
-        raise_if_unstable(
-            stable,
-            lambda i: (
-                f"unstable: total load rho={float(np.ravel(rho)[i])} >= 1; the bottleneck "
-                f"is the whole pool of K={self.K} servers (stable iff rho < 1)"
-            ),
-        )
-        return res
-
-    def sweep(self, rhos) -> tuple[BFResult, Array]:
-        """Vectorised load sweep: ratios computed once, ``O((N + R) K)`` (Section 4.2).
-
-        Returns:
-            ``(BFResult batched over the loads, stable flags)``; no exception for unstable
-            points (they carry ``psi = 0``, ``L = inf`` and ``stable = False``).
-        """
-        return random_assignment_sweep(
-            jnp.asarray(rhos, self.p.dtype), self.ratios(), self.p, self.mu
-        )
+    def sweep(self, rho=None, *, lam=None) -> tuple[BFResult, Array]:
+        """Load sweep with the ratios computed once, ``O((N + R) K)`` (Section 4.2), by
+        :func:`random_assignment_sweep` (one compilation per shape); as
+        :meth:`StructuredPool.sweep`."""
+        if lam is not None:
+            return super().sweep(lam=lam)
+        rho, _ = self._loads(rho, None, batched=True)
+        rhos = jnp.asarray(rho, self.p.dtype)
+        return random_assignment_sweep(rhos, self.ratios(), self.p, self.mu)
 
     def type_rates(self, rho) -> Array:
         """Arrival rate of each type, ``rho K mu p_u``."""
         return rho * self.K * self.mu * self.p
 
-    def server_sets(self) -> tuple[list[tuple[int, ...]], np.ndarray]:
-        """Enumerate the classes of the equivalent pool: all ``C(K, d_u)`` sets for each type.
+    def type_counts(self) -> list[int]:
+        """Number of classes of each type, ``C(K, d_u)``."""
+        return [math.comb(self.K, x) for x in self.d]
 
-        Returns:
-            ``(server_sets, class_type)``.
+    def _kernel(self, rho, p, with_servers: bool):
+        ratios = self.ratios()
+        return random_assignment_kernel(rho, ratios, p, self.mu, with_servers=with_servers)
 
-        Raises:
-            ValueError: more than 20000 classes.
-        """
-        n = sum(math.comb(self.K, x) for x in self.d)
-        if n > _MAX_ENUMERATED_CLASSES:
-            raise ValueError(f"the equivalent pool has {n} classes (> {_MAX_ENUMERATED_CLASSES})")
-        sets, types = [], []
-        for u, x in enumerate(self.d):
-            for c in itertools.combinations(range(self.K), x):
-                sets.append(c)
-                types.append(u)
-        return sets, np.asarray(types)
-
-    def class_rates(self, rho) -> Array:
-        """Arrival rate of each class of the equivalent pool (type rate split equally)."""
-        _, types = self.server_sets()
-        per = self.type_rates(rho) / jnp.asarray([math.comb(self.K, x) for x in self.d])
-        return per[types]
+    def _sets_per_type(self) -> list[list[tuple[int, ...]]]:
+        return [_combinations(self.K, x) for x in self.d]
 
     def to_pool(self):
         """The equivalent generic :class:`jaxqueue.pools.Pool` (use with :meth:`class_rates`)."""
         from .._pool import Pool
 
-        sets, _ = self.server_sets()
-        return Pool(sets, jnp.full((self.K,), self.mu))
+        return Pool(self.server_sets, jnp.full((self.K,), self.mu))
+
+
+def _type_mix(p, lam):
+    """The type mix of a kernel call: ``p``, or the shares of the per-type rates ``lam``."""
+    if lam is None or jnp.ndim(lam) == 0:
+        return p
+    lam = jnp.asarray(lam, p.dtype)
+    total = jnp.sum(lam)
+    return jnp.where(total > 0, lam / jnp.where(total > 0, total, 1.0), p)
+
+
+def _combinations(K: int, d: int, first: int = 0) -> list[tuple[int, ...]]:
+    return [tuple(first + j for j in c) for c in itertools.combinations(range(K), d)]
 
 
 def _group_grid(sizes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -391,25 +421,17 @@ def random_groups_kernel(
     lam = rho * M_tot * p
     psi_group = jnp.exp(A[full - strides] - A[full])
     psi_server = jnp.repeat(psi_group, np.asarray(sizes), total_repeat_length=sum(sizes))
-    res = assemble(
-        stable=stable,
-        log_inv_psi=A[full],
-        T=T[:, full],
-        lam=lam,
-        L_total=Lt[full],
-        T_mean=p @ T[:, full],
-        max_load=rl_all[worst],
-        psi_server=psi_server,
-    )
-    return res, stable
+    A, Lt, T, worst_load = A[full], Lt[full], T[:, full], rl_all[worst]
+    return assemble(stable, A, T, lam, Lt, worst_load, T_mean=p @ T, psi_server=psi_server)
 
 
-class RandomGroups(eqx.Module):
+class RandomGroups(_Randomized):
     """Randomized assignment over heterogeneous server groups (``bf-recursive`` Section 4.3).
 
     Group ``s`` has ``sizes[s]`` servers of capacity ``mu[s]``; a type-``u`` job (share ``p[u]``)
     is assigned ``d[u][s]`` servers chosen uniformly at random in each group ``s``. Cost
-    ``O(N S prod_s (K_s + 1))`` per load.
+    ``O(N S prod_s (K_s + 1))`` per load. Results are per type, as for
+    :class:`RandomAssignment`.
 
     Raises:
         ValueError: sizes not positive, a degree outside ``[0, K_s]``, a type with no server,
@@ -444,17 +466,16 @@ class RandomGroups(eqx.Module):
             if sum(row) == 0:
                 raise ValueError(f"d[{u}] is all zeros: type {u} would have no server")
         _check_probs(self.p, len(self.d))
-        if self.mu.shape != (len(self.sizes),):
-            raise ValueError(f"mu must have one capacity per group, got shape {self.mu.shape}")
-        if is_concrete(self.mu):
-            m = np.asarray(self.mu)
-            if not np.all(np.isfinite(m) & (m > 0)):
-                raise ValueError(f"mu must be finite and > 0, got {m.tolist()}")
+        check_capacities(self.mu, (len(self.sizes),), "groups")
 
     @property
     def K(self) -> int:
         """Total number of servers."""
         return sum(self.sizes)
+
+    def type_counts(self) -> list[int]:
+        """Number of classes of each type, ``prod_s C(K_s, d_us)``."""
+        return [math.prod(map(math.comb, self.sizes, row)) for row in self.d]
 
     def log_fractions(self) -> Array:
         """``log prod_s C(l_s, d_us) / C(K_s, d_us)`` on the flattened grid, ``(N, G)``."""
@@ -466,8 +487,11 @@ class RandomGroups(eqx.Module):
             out = out + lr[:, grid[:, s]]
         return out
 
-    def _message(self, rho) -> str:
-        if not is_concrete(self.mu, self.p, rho):
+    def bottleneck(self, rho, lam) -> str:
+        """The set of servers that receives more than its capacity (by group counts)."""
+        rho = rho if lam is None else self.total_load(lam)
+        p = _type_mix(self.p, lam)
+        if not is_concrete(self.mu, p, rho):
             return (
                 f"unstable at rho={rho}: some set of servers receives more than its capacity "
                 "(call solve with concrete values to name the bottleneck)"
@@ -476,7 +500,7 @@ class RandomGroups(eqx.Module):
         M = grid @ np.asarray(self.mu, float)
         F = np.exp(np.asarray(self.log_fractions(), float))
         with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(M > 0, float(rho) * (np.asarray(self.p) @ F) * self.K_mu() / M, 0.0)
+            r = np.where(M > 0, float(rho) * (np.asarray(p) @ F) * self.K_mu() / M, 0.0)
         w = int(np.argmax(r))
         parts = ", ".join(f"{int(x)} of group {s}" for s, x in enumerate(grid[w]))
         return (
@@ -488,64 +512,27 @@ class RandomGroups(eqx.Module):
         """Total capacity ``sum_s K_s mu_s`` (concrete)."""
         return float(np.asarray(self.sizes) @ np.asarray(self.mu, float))
 
-    def solve(self, rho) -> BFResult:
-        """Metrics per type at total load ``rho`` (total arrival rate over total capacity).
+    def capacity(self):
+        """Total capacity ``sum_s K_s mu_s``."""
+        return jnp.asarray(self.sizes, self.mu.dtype) @ self.mu
 
-        Raises:
-            ValueError: negative ``rho``, or an unstable load (names the bottleneck servers).
-        """
-        check_rho(rho)
-        res, stable = random_groups_kernel(
-            rho, self.log_fractions(), self.p, self.mu, sizes=self.sizes
-        )
-        if is_concrete(stable) and not bool(stable):
-            raise ValueError(self._message(rho))
-        return res
+    def _kernel(self, rho, p, with_servers: bool):
+        """:func:`random_groups_kernel` (it always gives ``psi_server``)."""
+        return random_groups_kernel(rho, self.log_fractions(), p, self.mu, sizes=self.sizes)
 
-    def sweep(self, rhos) -> tuple[BFResult, Array]:
-        """Load sweep (fractions precomputed once); returns ``(results, stable flags)``."""
-        logf = self.log_fractions()
-        return jax.vmap(lambda r: random_groups_kernel(r, logf, self.p, self.mu, sizes=self.sizes))(
-            jnp.asarray(rhos, self.p.dtype)
-        )
-
-    def type_rates(self, rho) -> Array:
-        """Arrival rate of each type, ``rho (sum_s K_s mu_s) p_u``."""
-        return rho * (jnp.asarray(self.sizes, self.mu.dtype) @ self.mu) * self.p
-
-    def server_sets(self) -> tuple[list[tuple[int, ...]], np.ndarray]:
-        """Classes of the equivalent pool (servers of group ``s`` numbered after group ``s-1``)."""
-        offs = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
-        n = sum(
-            math.prod(math.comb(k, x) for k, x in zip(self.sizes, row, strict=True))
-            for row in self.d
-        )
-        if n > _MAX_ENUMERATED_CLASSES:
-            raise ValueError(f"the equivalent pool has {n} classes (> {_MAX_ENUMERATED_CLASSES})")
-        sets, types = [], []
-        for u, row in enumerate(self.d):
-            per = [
-                [tuple(int(o) + j for j in c) for c in itertools.combinations(range(k), x)]
-                for k, x, o in zip(self.sizes, row, offs, strict=True)
-            ]
-            for combo in itertools.product(*per):
-                sets.append(tuple(sorted(sum(combo, ()))))
-                types.append(u)
-        return sets, np.asarray(types)
-
-    def class_rates(self, rho) -> Array:
-        """Arrival rate of each class of the equivalent pool (type rate split equally)."""
-        _, types = self.server_sets()
-        counts = jnp.asarray(
+    def _sets_per_type(self) -> list[list[tuple[int, ...]]]:
+        """Servers of group ``s`` numbered after those of group ``s-1``."""
+        offs = [int(o) for o in np.concatenate([[0], np.cumsum(self.sizes)[:-1]])]
+        return [
             [
-                math.prod(math.comb(k, x) for k, x in zip(self.sizes, row, strict=True))
-                for row in self.d
+                tuple(sorted(sum(combo, ())))
+                for combo in itertools.product(*map(_combinations, self.sizes, row, offs))
             ]
-        )
-        return (self.type_rates(rho) / counts)[types]
+            for row in self.d
+        ]
 
     def to_pool(self):
         """The equivalent generic :class:`jaxqueue.pools.Pool` (use with :meth:`class_rates`)."""
         from .._pool import Pool
 
-        return Pool(self.server_sets()[0], jnp.repeat(self.mu, np.asarray(self.sizes)))
+        return Pool(self.server_sets, jnp.repeat(self.mu, np.asarray(self.sizes)))

@@ -1,10 +1,13 @@
-"""Parse pool-structure specifications (``random:K=100,d=10`` ...) and solve them."""
+"""Solve pool-structure specifications (``random:K=100,d=10`` ...; read by
+:func:`jaxqueue._files.parse_spec`, the one reader of specs and files)."""
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from ..._files import parse_spec
 from .._result import BFResult
 from ._common import is_concrete
 from ._local import HomogeneousLine, HomogeneousRing
@@ -14,80 +17,6 @@ from ._random import RandomAssignment
 #: ``O(K^2)`` memory: about 1 s at K = 400 on a 2-core CPU); above it the line is solved for the
 #: whole pool in ``O(K^2)``.
 PER_CLASS_LINE_MAX_K = 400
-
-_KINDS = ("random", "line", "ring")
-_KEYS = {"random": {"K", "d", "p", "mu"}, "line": {"K", "d", "mu"}, "ring": {"K", "d", "mu"}}
-_EXAMPLES = "random:K=100,d=10 | random:K=100,d=6+12,p=0.5+0.5 | line:K=100,d=10 | ring:K=100,d=10"
-
-
-def parse_spec(spec: str) -> tuple[str, dict]:
-    """Parse ``KIND:key=value,...`` into ``(kind, params)``.
-
-    Kinds: ``random`` (keys ``K``, ``d``, optional ``p``, ``mu``; ``d`` and ``p`` may list
-    several types joined by ``+``), ``line`` and ``ring`` (keys ``K``, ``d``, optional ``mu``).
-
-    Raises:
-        ValueError: unknown kind or key, a missing or malformed value (the message shows the
-            accepted forms).
-    """
-    if not isinstance(spec, str) or ":" not in spec:
-        raise ValueError(f"pool spec must look like {_EXAMPLES}; got {spec!r}")
-    kind, _, body = spec.partition(":")
-    kind = kind.strip().lower()
-    if kind not in _KINDS:
-        raise ValueError(f"unknown pool structure {kind!r} in {spec!r}; known: {list(_KINDS)}")
-    params: dict = {}
-    for item in filter(None, (s.strip() for s in body.split(","))):
-        key, eq, val = item.partition("=")
-        key = key.strip()
-        if not eq or not val.strip():
-            raise ValueError(f"pool spec item {item!r} must be key=value (spec {spec!r})")
-        if key not in _KEYS[kind]:
-            raise ValueError(
-                f"unknown key {key!r} for {kind} pools in {spec!r}; allowed: {sorted(_KEYS[kind])}"
-            )
-        if key in params:
-            raise ValueError(f"key {key!r} given twice in {spec!r}")
-        parts = [v.strip() for v in val.split("+")]
-        try:
-            if key in ("K", "d"):
-                nums = [int(v) for v in parts]
-            else:
-                nums = [float(v) for v in parts]
-        except ValueError:
-            kind_s = "integers" if key in ("K", "d") else "numbers"
-            raise ValueError(
-                f"{key}={val!r} in {spec!r}: expected {kind_s} joined by '+'"
-            ) from None
-        if key in ("K", "mu") and len(nums) != 1:
-            raise ValueError(f"{key} takes one value in {spec!r}, got {val!r}")
-        if kind != "random" and key == "d" and len(nums) != 1:
-            raise ValueError(f"{kind} pools take one degree d in {spec!r}, got {val!r}")
-        params[key] = nums
-    for need in ("K", "d"):
-        if need not in params:
-            raise ValueError(f"pool spec {spec!r} lacks {need}=...; e.g. {_EXAMPLES}")
-    K = params["K"][0]
-    if K < 1:
-        raise ValueError(f"K must be >= 1 in {spec!r}, got {K}")
-    bad = [x for x in params["d"] if not 1 <= x <= K]
-    if bad:
-        raise ValueError(f"degrees must lie in [1, K={K}] in {spec!r}, got d={params['d']}")
-    if "p" in params:
-        if len(params["p"]) != len(params["d"]):
-            raise ValueError(
-                f"p must give one share per degree in {spec!r}: {len(params['d'])} degrees, "
-                f"{len(params['p'])} shares"
-            )
-        p = np.asarray(params["p"])
-        if np.any(p < 0) or not abs(p.sum() - 1.0) <= 1e-6:
-            raise ValueError(
-                f"p must be shares >= 0 summing to 1 in {spec!r}, got sum {p.sum():.6g} (used "
-                "as given, never rescaled)"
-            )
-    if "mu" in params and not params["mu"][0] > 0:
-        raise ValueError(f"mu must be > 0 in {spec!r}")
-    return kind, params
 
 
 def _rho_from(kind: str, K: int, mu: float, rho, lam, n_types: int):
@@ -140,56 +69,66 @@ def solve_spec(spec: str, *, rho: float | None = None, lam=None) -> tuple[BFResu
     mu = params.get("mu", [1.0])[0]
     r, rates = _rho_from(kind, K, mu, rho, lam, len(d))
     info: dict = {"structure": kind, "K": K, "mu": mu, "rho": r, "lam_total": r * K * mu}
-    if kind == "random":
-        if rates is not None:
-            if rates.size != len(d):
-                raise ValueError(
-                    f"lam for {spec!r} must be a total rate or one rate per type ({len(d)}), "
-                    f"got {rates.size} values"
-                )
-            p = rates / rates.sum() if rates.sum() > 0 else np.full(len(d), 1.0 / len(d))
-        else:
-            p = np.asarray(params.get("p", [1.0 / len(d)] * len(d)), dtype=float)
-        pool = RandomAssignment(K, tuple(d), p=jnp.asarray(p), mu=mu)
-        res = pool.solve(r, with_servers=K <= 100000)
-        info.update(
-            d=d if len(d) > 1 else d[0],
-            p=[float(x) for x in p],
-            per="type",
-            labels=[f"d={x}" for x in d],
-            num_classes=int(sum(_comb_float(K, x) for x in d)),
-            method="bf-recursive eq. (17) / Section 4.2, O(N K)",
-        )
-    else:
-        dd = d[0]
-        H = HomogeneousRing(K, dd, mu) if kind == "ring" else HomogeneousLine(K, dd, mu)
-        n = H.num_classes
-        if rates is not None:
-            if rates.size != n:
-                raise ValueError(
-                    f"lam for {spec!r} must be a total rate or one rate per class ({n}), "
-                    f"got {rates.size} values"
-                )
-            res = H.interval_pool().solve(jnp.asarray(rates))
-            per, method = "class", "Proposition 7 (ring)" if kind == "ring" else "Proposition 5"
-        elif kind == "ring":
-            base = H.solve(r)
-            res = _spread(base, n, H.class_rates(r))
-            per, method = "class", "eq. (28), O(K^2); classes equivalent"
-        elif K <= PER_CLASS_LINE_MAX_K:
-            res = H.solve_per_class(r)
-            per, method = "class", "Proposition 5 with eq. (6), O(K^3)"
-        else:
-            res = H.solve(r)
-            per, method = "pool", "Proposition 6, O(K^2) (whole pool)"
-        starts = range(n)
-        labels = [f"servers {s}..{(s + dd - 1) % K}" for s in starts] if per == "class" else ["all"]
-        info.update(d=dd, per=per, labels=labels, num_classes=n, method=method)
+    solver = _solve_random if kind == "random" else _solve_local
+    res, more = solver(spec, kind, params, r, rates)
+    info.update(more)
     if is_concrete(res.L):
         info["lam"] = [float(x) for x in np.asarray(res.L) / np.asarray(res.T)]
     if is_concrete(res.stability_margin):
         info["stability_margin"] = float(res.stability_margin)
     return res, info
+
+
+def _solve_random(spec: str, kind: str, params: dict, r: float, rates) -> tuple[BFResult, dict]:
+    """Randomized assignment (eq. (17), Section 4.2): metrics per type."""
+    K, d, mu = params["K"][0], params["d"], params.get("mu", [1.0])[0]
+    if rates is not None:
+        if rates.size != len(d):
+            raise ValueError(
+                f"lam for {spec!r} must be a total rate or one rate per type ({len(d)}), "
+                f"got {rates.size} values"
+            )
+        p = rates / rates.sum() if rates.sum() > 0 else np.full(len(d), 1.0 / len(d))
+    else:
+        p = np.asarray(params.get("p", [1.0 / len(d)] * len(d)), dtype=float)
+    pool = RandomAssignment(K, tuple(d), p=jnp.asarray(p), mu=mu)
+    res = pool.solve(r, with_servers=K <= 100000)
+    return res, dict(
+        d=d if len(d) > 1 else d[0],
+        p=[float(x) for x in p],
+        per="type",
+        labels=[f"d={x}" for x in d],
+        num_classes=int(sum(_comb_float(K, x) for x in d)),
+        method="bf-recursive eq. (17) / Section 4.2, O(N K)",
+    )
+
+
+def _solve_local(spec: str, kind: str, params: dict, r: float, rates) -> tuple[BFResult, dict]:
+    """Homogeneous line (Proposition 6, per class by Proposition 5 up to
+    :data:`PER_CLASS_LINE_MAX_K`) or ring (eq. (28)); any rates per class by Propositions 5/7."""
+    K, dd, mu = params["K"][0], params["d"][0], params.get("mu", [1.0])[0]
+    H = HomogeneousRing(K, dd, mu) if kind == "ring" else HomogeneousLine(K, dd, mu)
+    n = H.num_classes
+    if rates is not None:
+        if rates.size != n:
+            raise ValueError(
+                f"lam for {spec!r} must be a total rate or one rate per class ({n}), "
+                f"got {rates.size} values"
+            )
+        res = H.interval_pool().solve(lam=jnp.asarray(rates))
+        per, method = "class", "Proposition 7 (ring)" if kind == "ring" else "Proposition 5"
+    elif kind == "ring":
+        res = _spread(H.solve(r), n)
+        per, method = "class", "eq. (28), O(K^2); classes equivalent"
+    elif K <= PER_CLASS_LINE_MAX_K:
+        res = H.solve_per_class(r)
+        per, method = "class", "Proposition 5 with eq. (6), O(K^3)"
+    else:
+        res = H.solve(r)
+        per, method = "pool", "Proposition 6, O(K^2) (whole pool)"
+    starts = range(n)
+    labels = [f"servers {s}..{(s + dd - 1) % K}" for s in starts] if per == "class" else ["all"]
+    return res, dict(d=dd, per=per, labels=labels, num_classes=n, method=method)
 
 
 def _comb_float(n: int, k: int) -> float:
@@ -198,22 +137,11 @@ def _comb_float(n: int, k: int) -> float:
     return float(math.comb(n, k))
 
 
-def _spread(base: BFResult, n: int, lam_c) -> BFResult:
+def _spread(base: BFResult, n: int) -> BFResult:
     """Per-class result of a pool whose ``n`` classes are equivalent (ring)."""
     T = jnp.full((n,), base.T_mean)
-    return BFResult(
-        psi=base.psi,
-        log_inv_psi=base.log_inv_psi,
-        L=jnp.full((n,), base.L_total / n),
-        T=T,
-        gamma=1.0 / T,
-        L_total=base.L_total,
-        T_mean=base.T_mean,
-        psi_server=base.psi_server,
-        psi_class=None,
-        busy_servers=base.busy_servers,
-        stability_margin=base.stability_margin,
-    )
+    L = jnp.full((n,), base.L_total / n)
+    return eqx.tree_at(lambda r: (r.L, r.T, r.gamma), base, (L, T, 1.0 / T))
 
 
 def random_assignment_bf_curve(S: int, d: int, rhos, *, mu: float = 1.0):

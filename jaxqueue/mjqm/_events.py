@@ -11,11 +11,18 @@ whichever comes first; skipped while a pick is pending) followed by one *pick* o
 round, until the policy names none. An event touches one slot and one deque entry, so a round
 costs the same whatever the queue length (the former engine shifted and scanned a buffer of
 every job at every event). Arrivals are drawn from the counter-based inputs of ``_inputs.py``
-(job ``n`` of replication ``r`` is the same job as in the MJSRE simulators) in blocks of
-``_DRAWN`` jobs per ``_CHUNK`` rounds: the draw costs more than a round, and a replication
-that needs more arrivals in a block waits for the next (its events come in the same order).
+(job ``n`` of replication ``r`` is the same job as in the MJSRE simulators), the next one in
+the round of an arrival.
+
+What a round costs on XLA:CPU (profiled per thunk, 1024 replications): XLA fuses the
+per-replication decisions of a round (``(R,)`` masks, slot indices, times: tens of operations)
+into every ``(slots, R)`` update and recomputes them for each element, 20-140 us per such
+fusion; ``policies._queues.settle`` computes them once (each decision point materialised),
+and the reductions over the slots are trees of elementwise operations (``rows_min``,
+``rows_first``), cheaper than XLA's reduce there.
+
 float64 runs keep absolute times, as the heapq reference does; float32 runs move the epoch to
-the clock every ``_REBASE`` blocks, so they do not lose digits as the clock grows.
+the clock every ``_REBASE`` chunks, so they do not lose digits as the clock grows.
 
 Measured: the jobs ``warmup .. n_jobs - 1`` of each replication, until every one of them has
 left (arrivals go on meanwhile); time averages over the arrivals of those jobs. An arrival (or
@@ -35,9 +42,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, PRNGKeyArray
 
-from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
+from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Estimate, drift
 from ._forward import MIN_EFFECTIVE, _effective_jobs, _histogram, _quantile_from_hist, _ratio_ci
 from ._inputs import draw_jobs_each, replication_keypairs
@@ -438,6 +446,7 @@ _REBASE = 16  # chunks between moves of the epoch (float32 only)
 
 
 def _where_on(mask):
+    """``(new, old) -> where(mask, new, old)``."""
     return lambda new, old: jnp.where(mask, new, old)
 
 
@@ -457,10 +466,41 @@ def _run(
     policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init=None
 ):
     """:func:`_kernel` with the waiting-time histogram layout of ``workload`` (computed outside
-    the trace, where the workload's arrays are concrete)."""
+    the trace, where the workload's arrays are concrete). ``reps`` split over several devices
+    (``_sharding.shard_batch``): each device runs the kernel on its own replications
+    (:func:`_sharded`)."""
     bins = _wait_bins(workload)[:3]
+    sharding = getattr(reps, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    if init is None and mesh is not None and mesh.size > 1:
+        args = (lam, key, reps, warmup, n_jobs, max_events)
+        return _sharded(policy, workload, *args, B, saturated, dtype, bins, mesh)
     args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
     return _kernel(policy, workload, *args, bins=bins)
+
+
+@eqx.filter_jit
+def _sharded(
+    policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, bins, mesh
+):
+    """:func:`_kernel` on each device's share of ``reps``, independently (``shard_map``):
+    under automatic partitioning the kernel's loops synchronised the devices at every loop of
+    :func:`~jaxqueue.mjqm.policies._queues.settle`, measured 20x slower than one device. The
+    deque bodies come back flat, as from one device."""
+    n = mesh.shape[BATCH]
+
+    def local(lam, key, reps, warmup, n_jobs, max_events):
+        args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, None)
+        st = _kernel(policy, workload, *args, bins=bins)
+        return st._replace(q=st.q._replace(body=st.q.body.reshape(-1, reps.shape[0])))
+
+    scalars = (lam, key, reps[: reps.shape[0] // n], warmup, n_jobs, max_events)
+    shapes = jax.eval_shape(local, *scalars)
+    out_specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), shapes)
+    in_specs = (P(), P(), P(BATCH), P(), P(), P())
+    f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    st = f(lam, key, reps, warmup, n_jobs, max_events)
+    return st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))
 
 
 @eqx.filter_jit

@@ -95,8 +95,8 @@ _UNIT: list = []  # the traced 1 of the engine run being traced (settle)
 
 @contextlib.contextmanager
 def settling(one):
-    """Within it, :func:`settle` divides by ``one``: an int32 scalar that is 1 at run time but
-    not a constant to XLA (the engine passes ``min(n_jobs, 1)``)."""
+    """Within it, :func:`settle` materialises its values, with ``one``: an int32 scalar that
+    is 1 at run time but not a constant to XLA (the engine passes ``min(n_jobs, 1)``)."""
     _UNIT.append(one)
     try:
         yield
@@ -108,10 +108,12 @@ def settle(*xs):
     """``xs`` computed once, before their consumers. XLA fuses a round's per-replication
     decisions (``(R,)`` masks, indices, values: tens of operations each) into every
     ``(slots, R)`` update that uses them and recomputes them for each element (measured at
-    1024 replications: 20-140 us per such fusion); an optimisation barrier is removed before
-    fusion, and a reduce of two copies is simplified away. A division is an expensive
-    operation that XLA never duplicates into consumers, so each value is divided by a traced
-    1 (:func:`settling`): exact, and computed once. Outside :func:`settling`, the identity."""
+    1024 replications: 20-140 us per such fusion). An optimisation barrier is removed before
+    fusion, a reduce of two copies is simplified away, and an integer division by a traced 1
+    (an expensive operation, never duplicated) costs 2.5 ns per value; a ``while_loop`` that
+    runs once (its trip count ``one`` unknown to XLA) hands on materialised buffers for the
+    price of one loop. Exact: the loop multiplies by 1. Outside :func:`settling`, the
+    identity."""
     if not _UNIT:
         return xs
     one = _UNIT[-1]
@@ -124,21 +126,10 @@ def settle(*xs):
 
 
 def _times(x, one):
+    """``x`` times the traced 1 (for booleans: and with ``one > 0``)."""
     if x.dtype == jnp.bool_:
         return x & (one > 0)
     return x * one.astype(x.dtype)
-
-
-def _divide(x, one):
-    """``x`` divided by ``one`` as an integer division (XLA counts a floating-point division
-    as cheap): booleans as int32, floats through their bits."""
-    if x.dtype == jnp.bool_:
-        return lax.div(x.astype(jnp.int32), one).astype(bool)
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        bits = jnp.dtype(f"int{8 * x.dtype.itemsize}")
-        y = lax.bitcast_convert_type(x, bits)
-        return lax.bitcast_convert_type(lax.div(y, one.astype(bits)), x.dtype)
-    return lax.div(x, one.astype(x.dtype))
 
 
 def _rows(op, x, axis, settled):

@@ -305,7 +305,39 @@ def _hist_bins(wait, cls, *, lo_code, n_bins, shift):
     return cls * n_bins + b
 
 
-def _run_impl(
+TILE_CPU = 512
+"""Most replications one job loop runs at once on XLA:CPU. Larger arrays make XLA split each
+fused loop of the step over its threads, a synchronisation per fused loop per job: measured
+on the five-class scenario, one device, 45 ns per sample-job with 128-512 replications and
+87-89 ns with 1024-2048 (loaded 2-core machine, ``benchmarks/RESULTS.md``)."""
+
+
+def _replication_tile(n: int, platform: str) -> int:
+    """Replications per job loop: all of them except on the CPU, where the largest divisor
+    of ``n`` from ``TILE_CPU / 4`` to :data:`TILE_CPU` (``n`` if none)."""
+    if platform != "cpu" or n <= TILE_CPU:
+        return n
+    return next((t for t in range(TILE_CPU, TILE_CPU // 4 - 1, -1) if n % t == 0), n)
+
+
+def _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static):
+    """The forward scan on this device's replications ``reps`` from states ``W0`` ``(R, s)``:
+    :func:`_run_tile` on tiles of :func:`_replication_tile` replications, one after the
+    other (``lax.map``; the replications are independent, so the numbers do not depend on
+    the tiles). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist (1, C, n_bins))``."""
+    R = reps.shape[0]
+    tile = _replication_tile(R, jax.devices()[0].platform)
+    if tile == R:
+        return _run_tile(workload, lam, key, reps, W0, lo_code, offset, **static)
+    W, fsum, counts, hist = jax.lax.map(
+        lambda x: _run_tile(workload, lam, key, *x, lo_code, offset, **static),
+        (reps.reshape(-1, tile), W0.reshape(-1, tile, W0.shape[1])),
+    )
+    merge = lambda x: x.reshape(R, *x.shape[2:])  # noqa: E731
+    return merge(W), merge(fsum), merge(counts), hist.sum(axis=0)
+
+
+def _run_tile(
     workload,
     lam,
     key,
@@ -322,14 +354,13 @@ def _run_impl(
     n_bins,
     shift,
 ):
-    """The forward scan on this device's replications ``reps`` from states ``W0`` ``(R, s)``.
+    """The forward scan on replications ``reps`` from states ``W0`` ``(R, s)``.
 
-    Blocks of ``chunk`` jobs (the last one shorter): the inputs of a block are drawn for all
-    replications at once (``(L, R)``), the jobs run over them in a ``lax.scan`` with the
+    Blocks of ``chunk`` jobs (the last one shorter): the jobs run in a ``lax.scan`` with the
     states ``(s, R)`` and the block's sums in the carry (state dtype, at most ``chunk``
     terms), and the block's sums are added to the run's compensated (Kahan) sums in the
-    widest float type enabled; the waits go to a histogram shared by the device's
-    replications (integer counts: their sum over devices does not depend on how the
+    widest float type enabled; the waits go to a histogram shared by the replications
+    (integer counts: their sum over tiles and devices does not depend on how the
     replications are spread). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist
     (1, C, n_bins))``.
     """

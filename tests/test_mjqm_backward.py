@@ -24,7 +24,6 @@ from mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
 from jaxqueue.dist import Deterministic, Exponential
 from jaxqueue.mjqm import Workload, draw_jobs, mjsre_step
 from jaxqueue.mjqm._backward import (
-    STATUS_UNCONVERGED,
     _np_step,
     loynes_state,
     sample_backward,
@@ -32,6 +31,7 @@ from jaxqueue.mjqm._backward import (
 )
 from jaxqueue.mjqm._palm import palm_metrics, wait_density, wait_samples
 from jaxqueue.mjqm._stability import UnstableLoadError
+from jaxqueue.stats import EstimateError, Status
 
 FIVE = dict(
     cores=[1, 2, 5, 10, 15],
@@ -62,7 +62,7 @@ def test_mm1_md1_mmc_mean_wait_exact():
     ]
     for i, (wl, lam, exact, p0) in enumerate(cases):
         S = sample_backward(wl, lam, 2048, key=jax.random.key(10 + i), ell0=512)
-        assert S.status == 0 and S.converged.all()
+        assert S.status == "ok" and S.converged.all()
         m = palm_metrics(wl, S, level=0.99)
         assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact, what=f"case {i}")
         if p0 is not None:
@@ -141,14 +141,15 @@ def test_batching_does_not_change_samples():
     assert c.ell_batch == d.ell_batch and c.bias_bound == d.bias_bound
 
 
-def test_cap_on_ell_reports_unconverged_and_metrics_refuse():
+def test_cap_on_ell_reports_unconverged_and_throw_refuses():
     wl = five_class_exp()
     S = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, max_ell=512, override=True)
-    assert S.status == STATUS_UNCONVERGED and S.n_unconverged > 0
-    with pytest.raises(ValueError, match="did not converge"):
-        palm_metrics(wl, S)
-    m = palm_metrics(wl, S, allow_unconverged=True)
-    assert m["status"] == "unconverged" and m["n_unconverged"] == S.n_unconverged
+    assert S.status == Status.unconverged and S.n_unconverged > 0
+    with pytest.raises(EstimateError, match="status unconverged: .* samples hit max_ell"):
+        palm_metrics(wl, S, throw=True)
+    m = palm_metrics(wl, S)
+    assert m["status"] == Status.unconverged and m["n_unconverged"] == S.n_unconverged
+    assert m["wait_mean_ci"][1] == np.inf  # capped samples are lower bounds
 
 
 def test_refuses_unstable_load_with_estimate():
@@ -167,7 +168,7 @@ def test_work_within_needed_near_saturation():
     # At 95% of lambda_c the host loop keeps only unconverged samples: work done <= 1.5x needed.
     wl = five_class_exp()
     S = sample_backward(wl, 0.95 * 1.80, 512, key=jax.random.key(2), ell0=256, override=True)
-    assert S.status == 0
+    assert S.status == "ok"
     assert S.work_ratio < 1.5, S.work_ratio
 
 
@@ -330,7 +331,7 @@ def test_palm_intervals_cover_exact_values_nominally():
     wl = Workload(1, [1], [1.0], [Exponential(1.0)])
     lam, groups, size = 0.6, 200, 200
     S = sample_backward(wl, lam, groups * size, key=jax.random.key(21), ell0=256)
-    assert S.status == 0
+    assert S.status == "ok"
     exact_mean, exact_q90 = lam / (1 - lam), math.log(lam / 0.1) / (1 - lam)
     cover_mean = cover_q90 = 0
     for g in range(groups):
@@ -384,7 +385,7 @@ def test_rare_big_class_bias_controlled_against_exact():
     old = palm_metrics(wl, S_old, level=0.999)
     # Algorithm 1 alone: far below the exact value, and (now) not called ok
     assert old["status"] == "biased" and old["wait_mean_ci"][1] < 0.8 * exact_w, old["wait_mean_ci"]
-    m = palm_metrics(wl, S, level=0.999, allow_unconverged=True)
+    m = palm_metrics(wl, S, level=0.999)
     assert m["ell_batch"] > 1024 and len(m["bias_tests"]) >= 2
     if m["status"] == "ok":
         assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact_w, what="all")
@@ -406,15 +407,15 @@ def test_rare_big_class_exact_values():
 
 def test_bias_bound_reported_and_folded_into_interval():
     wl, lam, S = _rare_big_class_run(0.85, 1000, 0)
-    assert S.status_name in ("ok", "biased") and S.bias_tests[-1].bound == S.bias_bound
-    m = palm_metrics(wl, S, allow_unconverged=True)
+    assert S.status in ("ok", "biased") and S.bias_tests[-1].bound == S.bias_bound
+    m = palm_metrics(wl, S)
     assert m["bias_bound"] == S.bias_bound > 0
     # The same samples without the bound: the upper ends are raised by the bias bound, the
     # lower ends untouched (the bias is one-sided).
     import equinox as eqx
 
     S_nb = eqx.tree_at(lambda x: (x.bias_bound, x.bias_bound_class), S, (0.0, None))
-    m0 = palm_metrics(wl, S_nb, allow_unconverged=True)
+    m0 = palm_metrics(wl, S_nb)
     lo, hi = m["wait_mean_ci"]
     assert lo == m0["wait_mean_ci"][0] and hi == pytest.approx(m0["wait_mean_ci"][1] + S.bias_bound)
     r_hi, r0_hi = m["response_mean_ci"][1], m0["response_mean_ci"][1]
@@ -457,7 +458,7 @@ def test_cli_sample_biased_status_warns(capsys):
 @pytest.mark.slow
 def test_rare_big_class_bias_controlled_against_exact_long():
     wl, lam, S = _rare_big_class_run(0.85, 8192, 7)
-    m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+    m = palm_metrics(wl, S, level=0.99)
     if m["status"] == "ok":
         assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], RARE_EXACT[0.85][0], what="all")
 
@@ -473,9 +474,9 @@ def test_time_budget_pilot_then_more_samples_at_its_horizon():
     lam = 0.85 * RARE_LAMBDA_C
     key = jax.random.key(11)
     S0 = sample_backward(wl, lam, 3 * _PILOT, key=key, max_seconds=0.0)
-    assert S0.n == _PILOT and S0.status_name == "ok" and S0.elapsed_s > 0
+    assert S0.n == _PILOT and S0.status == "ok" and S0.elapsed_s > 0
     S = sample_backward(wl, lam, 3 * _PILOT, key=key, max_seconds=600.0)
-    assert S.n == 3 * _PILOT and S.status_name == "ok"
+    assert S.n == 3 * _PILOT and S.status == "ok"
     assert S.ell_batch == S0.ell_batch and S.bias_bound == S0.bias_bound
     np.testing.assert_array_equal(S.W[:_PILOT], S0.W)  # the pilot is the same
     assert np.all(S.ell[_PILOT:] >= 2 * S.ell_batch)  # the others start at the batch horizon

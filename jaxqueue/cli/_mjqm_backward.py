@@ -187,7 +187,8 @@ def _run_sample(args: argparse.Namespace) -> int:
         max_seconds=None if args.max_seconds == float("inf") else args.max_seconds,
     )
     elapsed = time.perf_counter() - t0
-    out = palm_metrics(wl, S, level=args.level, allow_unconverged=args.allow_unconverged)
+    refuse = S.status == "unconverged" and not args.allow_unconverged
+    out = palm_metrics(wl, S, level=args.level, throw=refuse)
     out = {"scenario": args.scenario, **out, "elapsed_s": elapsed, "device": _device()}
     if out["status"] != "ok":
         out["status_reason"] = _status_reason(out)

@@ -182,7 +182,7 @@ def _estimate(wl, lam: float, method: str, policy: str, spec: dict, key) -> dict
 
     if method == "sample":
         S = sample_backward(wl, lam, spec["sample"]["samples"], key=key)
-        return palm_metrics(wl, S, allow_unconverged=True)
+        return palm_metrics(wl, S)
     sizes = {"n_jobs": spec["simulate"]["jobs"], "n_replications": spec["simulate"]["replications"]}
     if policy != "fcfs":
         return simulate_policy(wl, lam, policy, key=key, **sizes).as_dict(wl)

@@ -40,7 +40,8 @@ Guard (``_guard.py``)
     ``guard_key(key)``).
 Forward simulation (``_forward.py``)
     ``simulate(workload, lam, *, key, n_jobs, n_replications, warmup, chunk, dtype, init,
-    job_offset, variant, level, devices, override) -> ForwardResult`` (F-MJSRE, Section 7.4)
+    job_offset, variant, level, devices, override, throw) -> ForwardResult`` (F-MJSRE, Section
+    7.4; ``throw=True`` raises ``stats.EstimateError`` on a status other than ok)
     with the metrics of Section 6 (waste corrected per ``docs/errata.md`` item 1);
     ``ForwardResult.as_dict()`` is the JSON of ``jaxqueue mjqm simulate``.
 """

@@ -90,13 +90,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
+from ..stats import Result, Status
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._guard import check_load
 from ._policy import FCFS
@@ -110,18 +110,7 @@ __all__ = [
     "horizon_floor",
     "loynes_state",
     "sample_backward_numpy",
-    "STATUS_CONVERGED",
-    "STATUS_OK",
-    "STATUS_UNCONVERGED",
-    "STATUS_BIASED",
-    "STATUS_NAMES",
 ]
-
-STATUS_CONVERGED = STATUS_OK = 0
-STATUS_UNCONVERGED = 1
-STATUS_BIASED = 2
-STATUS_NAMES = {STATUS_CONVERGED: "ok", STATUS_UNCONVERGED: "unconverged", STATUS_BIASED: "biased"}
-"""``status`` codes and their names (the ``status`` of ``jaxqueue mjqm sample --json``)."""
 
 _RARE_JOBS = 8
 """Jobs of the rarest class that the horizon floor holds on average."""
@@ -289,7 +278,7 @@ class BiasTest(NamedTuple):
         }
 
 
-class BackwardSamples(eqx.Module):
+class BackwardSamples(Result):
     """Sub-perfect samples of the stationary ordered workload seen by an arriving job.
 
     Attributes:
@@ -297,8 +286,9 @@ class BackwardSamples(eqx.Module):
         converged: ``(n,)`` whether Algorithm 1 met its stopping rule before ``max_ell``.
         ell: ``(n,)`` the horizon at which each sample stopped.
         lam: the arrival rate.
-        status: ``STATUS_CONVERGED`` (ok), ``STATUS_UNCONVERGED`` (some sample hit the cap)
-            or ``STATUS_BIASED`` (the batch bias test failed at the horizon or work cap).
+        status: ``Status.ok``, ``Status.unconverged`` (some sample hit the cap) or
+            ``Status.biased`` (the batch bias test failed at the horizon or work cap, or
+            did not run).
         work_done: jobs processed, batch padding included.
         work_needed: jobs Algorithm 1 needs for these samples run one by one (each replay
             counted until its state empties).
@@ -314,7 +304,7 @@ class BackwardSamples(eqx.Module):
     converged: np.ndarray
     ell: np.ndarray
     lam: float
-    status: int
+    status: Status
     work_done: int
     work_needed: int
     key: jax.Array
@@ -332,10 +322,19 @@ class BackwardSamples(eqx.Module):
     def n_unconverged(self) -> int:
         return int(np.sum(~self.converged))
 
-    @property
-    def status_name(self) -> str:
-        """``"ok"``, ``"unconverged"`` or ``"biased"``."""
-        return STATUS_NAMES[int(self.status)]
+    def status_reason(self) -> str:
+        """Why the status is not ``ok``, in one line."""
+        if self.status == Status.unconverged:
+            return (
+                f"{self.n_unconverged} of {self.n} samples hit max_ell before meeting "
+                "Algorithm 1's stopping rule (lower bounds); raise max_ell"
+            )
+        if not self.bias_tests:
+            return "Algorithm 1 alone (bias_control=False): the bias is not bounded"
+        return (
+            f"the batch bias test still failed at horizon {self.ell_batch} (max_ell / "
+            f"max_work); bias bound {self.bias_bound:.4g}"
+        )
 
     @property
     def work_ratio(self) -> float:
@@ -661,6 +660,7 @@ def sample_backward(
     max_work: int | None = None,
     on_test: Callable[[BiasTest], None] | None = None,
     max_seconds: float | None = None,
+    throw: bool = False,
 ) -> BackwardSamples:
     """Draw ``n_samples`` independent sub-perfect samples by Algorithm 1 (``mjsre`` 4.4),
     with the batch-level bias control of the module docstring.
@@ -695,6 +695,8 @@ def sample_backward(
             ``_PILOT`` samples and further samples are drawn while the budget lasts, so fewer
             than ``n_samples`` may come back (``BackwardSamples.n``). The pilot runs to its
             end whatever the budget. ``None``: exactly ``n_samples``, all in the bias test.
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
+            (default: return the samples with their status).
 
     Returns:
         :class:`BackwardSamples`.
@@ -702,6 +704,7 @@ def sample_backward(
     Raises:
         ValueError: bad arguments, or ``lam`` at or beyond the stability limit (with the
             estimate of ``lambda_c`` and its interval) unless ``override``.
+        EstimateError: with ``throw``, a status other than ``ok``.
     """
     if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
         raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
@@ -741,11 +744,11 @@ def sample_backward(
         parts += _more_samples(run, workload, ell, n - pilot, max_ell, t0 + max_seconds, progress)
     st = _Samples.concat(parts)
     if not st.converged.all():
-        status = STATUS_UNCONVERGED
+        status = Status.unconverged
     else:  # without the batch test (or with one sample) the bias is not controlled
-        status = STATUS_CONVERGED if passed and tests else STATUS_BIASED
+        status = Status.ok if passed and tests else Status.biased
     bound, bound_class = (tests[-1].bound, tests[-1].bound_class) if tests else (0.0, None)
-    return BackwardSamples(
+    res = BackwardSamples(
         W=st.M,
         converged=st.converged,
         ell=st.stop_ell,
@@ -760,6 +763,7 @@ def sample_backward(
         bias_tests=tuple(tests),
         elapsed_s=time.perf_counter() - t0,
     )
+    return res.raise_for_status() if throw else res
 
 
 def _more_samples(run, workload, F, want, max_ell, deadline, progress) -> list[_Samples]:

@@ -46,7 +46,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, PRNGKeyArray
 
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
-from ..stats import Estimate, drift
+from ..stats import Estimate, Result, Status, drift
 from ._forward import MIN_EFFECTIVE, _effective_jobs, _histogram, _quantile_from_hist, _ratio_ci
 from ._inputs import draw_jobs_each, replication_keypairs
 from ._workload import Workload
@@ -545,7 +545,7 @@ def _kernel(
         return lax.while_loop(lambda c: jnp.any(active(c[0])), chunk, (init, jnp.int32(0)))[0]
 
 
-class PolicyResult(eqx.Module):
+class PolicyResult(Result):
     """Event simulation of the MJQM under one policy (:func:`simulate_policy`).
 
     Attributes:
@@ -558,7 +558,8 @@ class PolicyResult(eqx.Module):
         jobs_mean: mean number in system. idle_servers: mean idle servers.
         hol_idle_servers: mean idle servers while someone waits (these three are time
             averages over the measuring window, Estimates).
-        status: ``"ok"``, ``"overflow"`` (an arrival found its job deque full at
+        status: a :class:`~jaxqueue.stats.Status`: ``ok``, ``overflow`` (an arrival found
+            its job deque full at
             ``max_buffer``), ``"nonstationary"`` (the second half of the measured jobs stays
             significantly longer than the first, the event cap was reached, or the run is too
             short to tell: ``n_eff < MIN_EFFECTIVE``), ``"unconverged"`` (a class with
@@ -584,7 +585,7 @@ class PolicyResult(eqx.Module):
     jobs_mean: Estimate
     idle_servers: Estimate
     hol_idle_servers: Estimate
-    status: str
+    status: Status
     drift: float
     n_eff: float
     buffer: int
@@ -603,6 +604,18 @@ class PolicyResult(eqx.Module):
             raise ValueError(f"q must lie in (0, 1), got {q}")
         counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
         return _quantile_from_hist(counts, self.edges, q)
+
+    def status_reason(self) -> str:
+        """Why the status is not ``ok``, in one line."""
+        if self.status == Status.overflow:
+            return f"an arrival found the job buffer full at {self.buffer} jobs; raise max_buffer"
+        if self.status == Status.unconverged:
+            return "a class was measured in fewer than 2 replications; raise n_jobs"
+        return (
+            f"the mean response grew by {self.drift:.3g} (relative) from the first half to the "
+            f"second, the event cap was reached, or {self.n_eff:.3g} effective responses per "
+            f"replication are fewer than {MIN_EFFECTIVE:g}; raise n_jobs or lower lam"
+        )
 
     def as_dict(self, workload: Workload) -> dict:
         """The JSON object of ``jaxqueue mjqm simulate --policy NAME --json``: the keys of
@@ -689,11 +702,11 @@ def _summarise(
     seen = (a.cnt > 0).sum(0)  # replications that measured each class
     thin = bool(np.any((np.asarray(probs) > 0) & (seen < 2)))
     if overflow:
-        status = "overflow"
+        status = Status.overflow
     elif growing or capped or too_short:
-        status = "nonstationary"
+        status = Status.nonstationary
     else:
-        status = "unconverged" if thin else "ok"
+        status = Status.unconverged if thin else Status.ok
     with np.errstate(invalid="ignore", divide="ignore"):
         wm = a.wait.sum(0) / a.cnt.sum(0)
         wvar = a.wait2.sum(0) / a.cnt.sum(0) - wm**2
@@ -750,6 +763,7 @@ def simulate_policy(
     progress=None,
     devices=None,
     limit: tuple | None = None,
+    throw: bool = False,
 ) -> PolicyResult:
     """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
     independent queues started empty.
@@ -769,6 +783,8 @@ def simulate_policy(
         devices: devices to shard the replications over (default ``jax.devices()``; the
             largest count dividing the replications run is used; results do not depend on it).
         limit: the policy's ``stability_limit`` if already known (a sweep computes it once).
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
+            (default: return the result with its status).
 
     Returns:
         :class:`PolicyResult`.
@@ -776,6 +792,7 @@ def simulate_policy(
     Raises:
         ValueError: a bad argument, a workload with several resource types or specific
             servers, or (without ``override``) ``lam`` at or beyond a known limit.
+        EstimateError: with ``throw``, a status other than ``ok``.
     """
     pol = parse_policy(policy)
     _check_workload(workload)
@@ -799,7 +816,8 @@ def simulate_policy(
     probs = np.asarray(workload.probs)
     edges = _wait_bins(workload)[3]
     rest = (n_jobs, warmup, level, limit, edges)
-    return _summarise(pol.label, lam, probs, acc, overflow, capped, B, *rest)
+    res = _summarise(pol.label, lam, probs, acc, overflow, capped, B, *rest)
+    return res.raise_for_status() if throw else res
 
 
 def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, progress=None):

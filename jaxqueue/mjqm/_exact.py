@@ -59,6 +59,7 @@ from jaxtyping import Array, Float
 
 from .._memory import memory_budget
 from ..dist import Exponential
+from ..stats import Result, Status
 from ._workload import Workload
 
 __all__ = ["ExactResult", "exact", "exact_lambda_c", "exact_size"]
@@ -576,7 +577,7 @@ _g_matrix.defvjp(_g_matrix_fwd, _g_matrix_bwd)
 
 
 # ------------------------------------------------------------------------------- the solver
-class ExactResult(eqx.Module):
+class ExactResult(Result):
     """The exact stationary metrics of an FCFS MJQM with exponential services.
 
     Attributes:
@@ -611,9 +612,13 @@ class ExactResult(eqx.Module):
     levels: int = eqx.field(static=True)
 
     @property
-    def status(self) -> str:
-        """``"ok"``, or ``"unstable"`` when some load is at or beyond ``lambda_c``."""
-        return "ok" if bool(np.all(np.asarray(self.stable))) else "unstable"
+    def status(self) -> Status:
+        """``ok``, or ``unstable`` when some load is at or beyond ``lambda_c``."""
+        return Status.ok if bool(np.all(np.asarray(self.stable))) else Status.unstable
+
+    def status_reason(self) -> str:
+        """Why the status is not ``ok``, in one line."""
+        return "a load is at or beyond lambda_c: the means are infinite"
 
     def to_frame(self, workload: Workload | None = None):
         """One row per class: ``class``, ``lam``, ``lambda_c``, ``wait_mean``, ``jobs_waiting``,
@@ -752,7 +757,7 @@ def exact(workload: Workload, lam) -> ExactResult:
         >>> import jax; jax.config.update("jax_enable_x64", True)
         >>> from jaxqueue import scenarios
         >>> res = exact(scenarios.get("five-class-exp"), 1.0)
-        >>> res.status, res.phases
+        >>> str(res.status), res.phases
         ('ok', 842)
     """
     s, cores = _check_exponential(workload)

@@ -49,7 +49,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
-from ..stats import drift, mean_ci, t_quantile
+from ..stats import Result, Status, drift, mean_ci, t_quantile
 from ._guard import check_load
 from ._inputs import draw_jobs_block_reps, draw_jobs_each, pick_by_class, replication_keypairs
 from ._policy import SpecificServers
@@ -553,16 +553,19 @@ def _quantile_from_hist(counts, edges, q):
     return float(lo * (hi / lo) ** frac)
 
 
-@dataclasses.dataclass(frozen=True)
-class ForwardResult:
+class ForwardResult(Result):
     """Metrics of a forward MJSRE run (host-side numpy, float64).
 
     Class-indexed arrays follow the workload's class order. ``*_ci`` are ``[low, high]``
     intervals across replications at ``level`` (ratio estimators with the delta method).
     Quantiles come from per-class log-spaced histograms (``edges``; bin 0 holds the atom at
     0), interpolated within a bin, so they are accurate to a fraction of a bin width
-    (``1 / bins_per_octave`` relative).
+    (``1 / bins_per_octave`` relative). ``estimate(name)`` gives the
+    :class:`~jaxqueue.stats.Estimate` of ``wait_mean``, ``wait_mean_all``,
+    ``system_time_mean``, ``number_in_system``, ``idle_servers``, ``hol_idle_servers``.
     """
+
+    _size_field = "n_replications"
 
     workload: Workload
     lam: float
@@ -594,14 +597,30 @@ class ForwardResult:
     edges: np.ndarray  # (bins + 1,)
     final_state: np.ndarray  # (replications, s) workload vectors after the last job
     device: str
-    status: str  # "ok", "nonstationary" (the mean wait grows, the idle identity fails, a run
-    # too short to judge) or "unconverged" (a class seen in < 2 replications, or fewer than
+    status: Status  # ok, nonstationary (the mean wait grows, the idle identity fails, a run
+    # too short to judge) or unconverged (a class seen in < 2 replications, or fewer than
     # MIN_REPLICATIONS replications)
     wait_growth: float  # mean over replications of (2nd-half mean wait - 1st-half mean wait)
     idle_z: float = 0.0  # (idle servers - (s - lam E[alpha sigma])) / se (_idle_identity_z)
     n_eff: float = float("inf")  # effective independent waits per replication (_effective_jobs)
     rounds: tuple = ()  # (jobs, warm-up, status, seconds) per round of simulate_steady
     start: str = "empty"  # "empty", "init", or "backward" (simulate_steady)
+
+    def status_reason(self) -> str:
+        """Why the status is not ``ok``, in one line."""
+        if self.status == Status.unconverged and self.n_replications < MIN_REPLICATIONS:
+            return (
+                f"{self.n_replications} replications, fewer than the {MIN_REPLICATIONS} an "
+                "interval of heavy-tailed waits needs; raise n_replications"
+            )
+        if self.status == Status.unconverged:
+            return "a class has waiting times in fewer than 2 replications; raise n_jobs"
+        return (
+            f"a stationarity check failed (mean wait growth {self.wait_growth:.4g} between "
+            f"halves, idle-server identity t = {self.idle_z:.2f}, {self.n_eff:.3g} effective "
+            f"waits per replication where a start not known to be stationary needs "
+            f"{MIN_EFFECTIVE:g})"
+        )
 
     def wait_quantile(self, q: float, cls: int | None = None) -> float:
         """Quantile ``q`` of the waiting time of class ``cls`` (all jobs if ``None``)."""
@@ -713,6 +732,7 @@ def simulate(
     devices=None,
     override: bool = False,
     stationary_start: bool = False,
+    throw: bool = False,
 ) -> ForwardResult:
     """Forward MJSRE simulation of ``n_replications`` independent queues (Section 7.4).
 
@@ -748,6 +768,8 @@ def simulate(
         stationary_start: ``init`` is (nearly) a stationary sample (backward samples whose
             sampler said ok, or the final state of such a run): the rule "at least
             ``MIN_EFFECTIVE`` effective waits per replication" is then not applied.
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
+            (default: return the result with its status).
 
     Returns:
         :class:`ForwardResult`. ``status`` is ``"unconverged"`` when a class of positive
@@ -760,6 +782,7 @@ def simulate(
 
     Raises:
         ValueError: bad sizes, dtype, variant, init, or an unstable ``lam``.
+        EstimateError: with ``throw``, a status other than ``ok``.
     """
     lam_f = check_load(workload, lam, key=key, override=override)
     _check_sizes(workload, n_jobs, n_replications, chunk, variant)
@@ -811,7 +834,9 @@ def simulate(
         device=f"{mesh.devices.flat[0].platform} x{mesh.size}",
         stationary_start=bool(stationary_start and init is not None),
     )
-    return res if init is None else dataclasses.replace(res, start="init")
+    if init is not None:
+        res = dataclasses.replace(res, start="init")
+    return res.raise_for_status() if throw else res
 
 
 def _check_sizes(workload, n_jobs, n_replications, chunk, variant) -> None:
@@ -973,9 +998,9 @@ def _summarise(
     thin = np.any(((n > 0).sum(axis=0) < 2) & (np.asarray(workload.probs) > 0))
     few = R < MIN_REPLICATIONS  # too few replications to trust the interval
     status = (
-        "nonstationary"
+        Status.nonstationary
         if growing or idle_bad or short
-        else ("unconverged" if thin or few else "ok")
+        else (Status.unconverged if thin or few else Status.ok)
     )
     hol_all, hol_ci = _ratio_ci(hol.sum(axis=1), time, level)
     tt = time.sum()

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.stats
 
 from ..stats import mean_ci
-from ._backward import STATUS_UNCONVERGED, BackwardSamples
+from ._backward import BackwardSamples
 from ._bspec import workload_fields
 
 __all__ = ["palm_metrics", "wait_samples", "wait_density"]
@@ -125,8 +125,8 @@ def palm_metrics(
     samples: BackwardSamples,
     *,
     level: float = 0.95,
-    allow_unconverged: bool = False,
     key=None,
+    throw: bool = False,
 ) -> dict:
     """Per-class and system metrics with confidence intervals from backward samples.
 
@@ -134,13 +134,14 @@ def palm_metrics(
         workload: the workload the samples were drawn for.
         samples: output of :func:`sample_backward` (any stationary arrivals: the system
             metrics use the Palm inversion formula, not PASTA).
-        level: confidence level of every interval.
-        allow_unconverged: use samples that hit the ``ell`` cap (flagged in ``status``; their
-            waits are lower bounds, so every wait interval then ends at ``inf``);
-            refused by default. Samples whose batch bias test failed (``biased``) are used,
-            with their bias bound in the intervals.
+        level: confidence level of every interval. Samples that hit the ``ell`` cap
+            (``unconverged``) are lower bounds: every mean interval then ends at ``inf``.
+            Samples whose batch bias test failed (``biased``) have their bias bound in the
+            intervals.
         key: PRNG key for job 0's service time (system-time quantiles); default: derived
             from the samples' key.
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the samples' status is not
+            ``ok`` (default: the metrics with that status).
 
     Returns:
         A JSON-able dict with the keys of ``jaxqueue mjqm sample --json``: ``lam``,
@@ -148,18 +149,19 @@ def palm_metrics(
         wait_p90, wait_p99`` (+ ``_ci``), ``p_wait_zero, response_mean, response_mean_ci,
         response_var, response_p90, L``), ``wait_mean``, ``wait_mean_ci``,
         ``response_mean``, ``idle_servers``, ``hol_idle_servers(_ci)``, ``busy_servers``,
-        ``L``, ``samples``, ``status`` (``ok``, ``unconverged``, ``biased``),
+        ``L``, ``samples``, ``status`` (a :class:`~jaxqueue.stats.Status`: ``ok``,
+        ``unconverged``, ``biased``),
         ``n_unconverged``, ``bias_bound`` (added to the upper ends of the mean intervals;
-        per class ``wait_mean_bias_bound``), ``ell_batch``, ``bias_tests``.
+        per class ``wait_mean_bias_bound``), ``ell_batch``, ``bias_tests``. Every mean with
+        an interval is a :class:`~jaxqueue.stats.Estimate` by
+        ``jaxqueue.stats.estimate(m, "wait_mean")`` (``cls=c`` for class ``c``).
 
     Raises:
-        ValueError: some samples did not converge and ``allow_unconverged`` is False.
+        ValueError: fewer than 2 samples.
+        EstimateError: with ``throw``, a status other than ``ok``.
     """
-    if samples.status == STATUS_UNCONVERGED and not allow_unconverged:
-        raise ValueError(
-            f"{samples.n_unconverged} of {samples.n} samples did not converge before the cap on "
-            "ell (lam too close to lambda_c?); raise max_ell or pass allow_unconverged=True"
-        )
+    if throw:
+        samples.raise_for_status()
     if samples.n < 2:
         raise ValueError("metrics need at least 2 samples")
     s, cores, probs, laws, _ = workload_fields(workload)
@@ -214,7 +216,7 @@ def palm_metrics(
         "L_ci": [lam * (wci[0] + es), lam * (wci[1] + es)],
         "samples": n,
         "level": level,
-        "status": samples.status_name,
+        "status": samples.status,
         "n_unconverged": samples.n_unconverged,
         "bias_bound": bias,
         "ell_batch": int(samples.ell_batch),

@@ -33,7 +33,6 @@ import functools
 import math
 from collections.abc import Callable
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,7 +40,7 @@ from jax import lax
 
 from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ..dist import Deterministic, Exponential
-from ..stats import t_quantile
+from ..stats import Result, Status, t_quantile
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._policy import FCFS, RandomServers
 from ._workload import Workload
@@ -67,8 +66,8 @@ class UnstableLoadError(ValueError):
         self.lambda_c_ci = lambda_c_ci
 
 
-class StabilityResult(eqx.Module):
-    """Estimate of the stability limit.
+class StabilityResult(Result):
+    """Estimate of the stability limit (``estimate("lambda_c")``, ``estimate("gamma")``).
 
     Attributes:
         lambda_c: ``1 / gamma``. lambda_c_ci: its confidence interval ``(lo, hi)``.
@@ -78,6 +77,8 @@ class StabilityResult(eqx.Module):
         rel_half_width: half-width of the ``lambda_c`` interval over ``lambda_c``.
         converged: whether ``rel_tol`` was met before ``max_jobs``.
         method: ``"pile"`` (Algorithm 2), ``"pile-random-assignment"`` or a closed form.
+        level: confidence level of the intervals.
+        status: ``ok`` when converged, else ``unconverged``.
     """
 
     lambda_c: float
@@ -91,6 +92,18 @@ class StabilityResult(eqx.Module):
     rel_half_width: float
     converged: bool
     method: str
+    level: float = 0.95
+
+    @property
+    def status(self) -> Status:
+        return Status.ok if self.converged else Status.unconverged
+
+    def status_reason(self) -> str:
+        """Why the status is not ``ok``, in one line."""
+        return (
+            f"the relative half-width {self.rel_half_width:.3g} of lambda_c is above rel_tol "
+            f"after {self.jobs} jobs per pile; raise max_jobs"
+        )
 
     def as_dict(self) -> dict:
         return {
@@ -156,6 +169,7 @@ def pile_growth(
     random_assignment: bool = False,
     dtype=None,
     progress: Callable[[int, float, float], None] | None = None,
+    throw: bool = False,
 ) -> StabilityResult:
     """Estimate ``gamma`` and ``lambda_c = 1 / gamma`` by Algorithm 2 (Theorem 5.1, eq. (6)).
 
@@ -176,6 +190,8 @@ def pile_growth(
             regenerates and the estimate is as good as for FCFS.
         dtype: float dtype of the pile (float32 is safe thanks to renormalisation).
         progress: optional callback ``(jobs, gamma, rel_half_width)``.
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when ``rel_tol`` is not met
+            (status ``unconverged``; default: return the result with its status).
 
     Returns:
         :class:`StabilityResult`.
@@ -236,7 +252,7 @@ def pile_growth(
         m = min(max_chunks, int(math.ceil(m * grow)))
     s, cores, probs, laws, means = _moments(workload)
     lo_g, hi_g = gm - hw, gm + hw
-    return StabilityResult(
+    res = StabilityResult(
         lambda_c=1.0 / gm,
         lambda_c_ci=(1.0 / hi_g, 1.0 / lo_g if lo_g > 0 else math.inf),
         gamma=gm,
@@ -248,7 +264,9 @@ def pile_growth(
         rel_half_width=float(0.5 * (1 / lo_g - 1 / hi_g) * gm) if lo_g > 0 else math.inf,
         converged=bool(ok),
         method="pile-random-assignment" if random_assignment else "pile",
+        level=level,
     )
+    return res.raise_for_status() if throw else res
 
 
 def lambda_c_closed_form(workload) -> float | None:
@@ -366,7 +384,7 @@ def guard_key(key):
 
 
 def lambda_c_estimate(
-    workload, *, key=None, rel_tol: float = 0.01, max_jobs: int = 1 << 20
+    workload, *, key=None, rel_tol: float = 0.01, max_jobs: int = 1 << 20, throw: bool = False
 ) -> StabilityResult:
     """``lambda_c`` of a workload: exact where a closed form or the QBD applies, else
     Algorithm 2 with ``key``.
@@ -380,13 +398,20 @@ def lambda_c_estimate(
 
     Raises:
         ValueError: no exact form applies and ``key`` is ``None``.
+        EstimateError: with ``throw``, a pile-growth estimate that did not reach ``rel_tol``.
     """
-    from ._exact import exact_lambda_c_or_none
-
     kd = None if key is None else jax.random.key_data(key).tobytes()
     fp = (_fingerprint(workload), kd, rel_tol, max_jobs)
-    if fp in _CACHE:
-        return _CACHE[fp]
+    if fp not in _CACHE:
+        _CACHE[fp] = _lambda_c(workload, key, rel_tol, max_jobs)
+    res = _CACHE[fp]
+    return res.raise_for_status() if throw else res
+
+
+def _lambda_c(workload, key, rel_tol: float, max_jobs: int) -> StabilityResult:
+    """The :class:`StabilityResult` of :func:`lambda_c_estimate` (not memoised)."""
+    from ._exact import exact_lambda_c_or_none
+
     s, cores, probs, laws, means = _moments(workload)
     lid = float(workload.lambda_ideal())
     llo = float(1.0 / np.sum(probs * means))
@@ -399,7 +424,7 @@ def lambda_c_estimate(
         if exact is None:
             exact, method = exact_lambda_c_or_none(workload), "exact (QBD)"
     if exact is not None:
-        res = StabilityResult(
+        return StabilityResult(
             lambda_c=exact,
             lambda_c_ci=(exact, exact),
             gamma=1.0 / exact,
@@ -412,15 +437,12 @@ def lambda_c_estimate(
             converged=True,
             method=method,
         )
-    elif key is None:
+    if key is None:
         raise ValueError(
             "lambda_c_estimate: no exact stability limit for this workload (services not all "
             "exponential, or the QBD too large); pass key= for the pile-growth estimate"
         )
-    else:
-        res = pile_growth(workload, key=key, rel_tol=rel_tol, max_jobs=max_jobs, dtype=jnp.float32)
-    _CACHE[fp] = res
-    return res
+    return pile_growth(workload, key=key, rel_tol=rel_tol, max_jobs=max_jobs, dtype=jnp.float32)
 
 
 def require_stable(

@@ -40,6 +40,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from ..stats import Status
 from ._forward import MIN_EFFECTIVE, MIN_REPLICATIONS, ForwardResult, simulate
 from ._guard import check_load
 from ._workload import Workload
@@ -63,7 +64,7 @@ def _backward_start(workload: Workload, lam: float, n: int, key, override: bool,
         return None, math.inf
     work = max(int(_START_RATE * seconds / 2 / workload.s), 1)
     S = sample_backward(workload, lam, n, key=key, override=override, max_work=work)
-    return S.W, (S.bias_bound if S.status_name == "ok" else math.inf)
+    return S.W, (S.bias_bound if S.status == Status.ok else math.inf)
 
 
 def _start_precise(res: ForwardResult, start_bias: float) -> bool:
@@ -87,6 +88,7 @@ def simulate_steady(
     level: float = 0.95,
     override: bool = False,
     progress: Callable[[str], None] | None = None,
+    throw: bool = False,
 ) -> ForwardResult:
     """Forward simulation from a (near) stationary start, extended until it passes its
     stationarity checks or the time budget runs out (module docstring).
@@ -106,6 +108,8 @@ def simulate_steady(
         level: confidence level of the intervals.
         override: skip the stability check.
         progress: optional callback receiving one line per round.
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the last round's status is
+            not ``ok`` (default: return it with its status).
 
     Returns:
         The :class:`ForwardResult` of the last round, with ``rounds`` (jobs, warm-up, status,
@@ -146,8 +150,8 @@ def simulate_steady(
             stationary_start=stationary,
         )
         took = time.perf_counter() - t1
-        if stationary and res.status == "ok" and not _start_precise(res, start_bias):
-            res = dataclasses.replace(res, status="nonstationary")
+        if stationary and res.status == Status.ok and not _start_precise(res, start_bias):
+            res = dataclasses.replace(res, status=Status.nonstationary)
         rounds.append((n, warmup, res.status, took))
         if progress is not None:
             progress(
@@ -155,11 +159,13 @@ def simulate_steady(
                 f"{res.status} (wait growth {res.wait_growth:.3g}, idle z {res.idle_z:.2f}), "
                 f"{took:.1f} s"
             )
-        more_reps = res.status == "unconverged" and n_replications < MIN_REPLICATIONS
-        if res.status == "ok" or more_reps or time.perf_counter() - t0 + 2 * took > max_seconds:
+        more_reps = res.status == Status.unconverged and n_replications < MIN_REPLICATIONS
+        out_of_time = time.perf_counter() - t0 + 2 * took > max_seconds
+        if res.status == Status.ok or more_reps or out_of_time:
             break
         # a failed round shows the start was not stationary enough: no exemption any more
         init, offset, warmup, n, stationary = res.final_state, offset + n, 0, 2 * n, False
         if offset + n >= 2**31:  # job indices are int32
             break
-    return dataclasses.replace(res, rounds=tuple(rounds), start=started)
+    res = dataclasses.replace(res, rounds=tuple(rounds), start=started)
+    return res.raise_for_status() if throw else res

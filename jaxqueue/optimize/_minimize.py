@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ._problem import OptimizeResult, Problem
+from ._problem import OptimizeResult, Problem, target_status
 
 __all__ = ["minimize"]
 
@@ -45,6 +45,7 @@ def minimize(
     polish_iters: int = 40,
     grad_mode: str = "reverse",
     progress: Callable[[int, dict], None] | None = None,
+    throw: bool = False,
 ) -> OptimizeResult:
     """Minimise ``problem.cost`` subject to ``problem.targets`` by gradient descent.
 
@@ -87,12 +88,15 @@ def minimize(
         grad_mode: ``"reverse"`` (``jax.grad``) or ``"forward"`` (``jax.jacfwd``: cheaper for
             a few parameters through a long ``lax.scan``, e.g. simulation estimators).
         progress: optional callback ``progress(round, info)`` called after each round.
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
+            (default: return the result with its status).
 
     Returns:
         :class:`OptimizeResult`.
 
     Raises:
         ValueError: the initial parameters are unstable or give a non-finite cost.
+        EstimateError: with ``throw``, a status other than ``ok``.
     """
     evaluate = problem.evaluate or jax.jit(problem.metrics)
     z0, cscale = _start(problem)
@@ -117,7 +121,8 @@ def minimize(
         params, s_best = _polish(problem, evaluate, relaxed, -safety, polish_range, polish_iters)
     else:
         params = relaxed
-    return _result(problem, evaluate, params, relaxed, s_best, history)
+    res = _result(problem, evaluate, params, relaxed, s_best, history)
+    return res.raise_for_status() if throw else res
 
 
 def _start(problem: Problem):
@@ -250,7 +255,6 @@ def _result(problem: Problem, evaluate, params, relaxed, s_best, history) -> Opt
     metrics = evaluate(params)
     stable = float(np.asarray(metrics["margin"])) > 0
     met = _feasible(problem, metrics, 0.0)
-    status = "ok" if met else ("unstable" if not stable else "infeasible")
     return OptimizeResult(
         params=_np_tree(params),
         cost=float(np.asarray(problem.cost(params))),
@@ -261,7 +265,7 @@ def _result(problem: Problem, evaluate, params, relaxed, s_best, history) -> Opt
         history=history,
         relaxed_params=_np_tree(relaxed),
         polish_factor=float(s_best),
-        status=status,
+        status=target_status(met, stable),
         targets=[t.label for t in problem.targets],
     )
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ._minimize import minimize
 from ._mjqm import MJQMSampler, five_class_workload
-from ._problem import Box, OptimizeResult, Problem, Target
+from ._problem import Box, OptimizeResult, Problem, Target, target_status
 from ._report import summarize as _summary
 
 __all__ = [
@@ -358,7 +358,7 @@ def mjqm_max_rate_exact(fast: bool = False, progress=None, seed: int = 0):
         },
         relaxed_params={"lam": np.asarray(lam)},
         polish_factor=1.0,
-        status="ok" if met else ("unstable" if not stable else "infeasible"),
+        status=target_status(met, bool(stable)),
         targets=[t.label for t in targets],
     )
     return res, _summary(

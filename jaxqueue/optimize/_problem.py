@@ -6,9 +6,12 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ..stats import Result, Status
 
 __all__ = [
     "Box",
@@ -185,9 +188,14 @@ class Problem:
         return {k: self.transforms[k].inverse(jnp.asarray(v)) for k, v in params.items()}
 
 
-@dataclasses.dataclass
-class OptimizeResult:
-    """Outcome of :func:`jaxqueue.optimize.minimize`.
+def target_status(met: bool, stable: bool) -> Status:
+    """``ok`` when every target is met, else ``unstable`` (the model is unstable at the
+    answer) or ``infeasible`` (stable, some target missed)."""
+    return Status.ok if met else (Status.infeasible if stable else Status.unstable)
+
+
+class OptimizeResult(Result):
+    """Outcome of :func:`jaxqueue.optimize.minimize` (immutable).
 
     Attributes:
         params: optimised parameters (numpy), after polish / rounding.
@@ -199,7 +207,8 @@ class OptimizeResult:
         history: per iteration ``cost``, ``violation`` (max log-violation), ``loss`` (numpy).
         relaxed_params: the continuous optimum before polish / rounding.
         polish_factor: the ``s`` chosen by the polish (1.0 without polish).
-        status: ``"ok"``, ``"infeasible"`` or ``"unstable"``.
+        status: a :class:`~jaxqueue.stats.Status`: ``ok``, ``infeasible`` or ``unstable``
+            (:func:`target_status`).
     """
 
     params: dict
@@ -211,5 +220,12 @@ class OptimizeResult:
     history: dict
     relaxed_params: dict
     polish_factor: float
-    status: str
-    targets: list = dataclasses.field(default_factory=list)
+    status: Status
+    targets: list = eqx.field(default_factory=list)
+
+    def status_reason(self) -> str:
+        """Why the status is not ``ok``, in one line."""
+        if self.status == Status.unstable:
+            return "the model is unstable at the returned parameters"
+        missed = [t for t, s in zip(self.targets, self.slack, strict=False) if s < 0]
+        return f"targets missed at the returned parameters: {', '.join(map(str, missed))}"

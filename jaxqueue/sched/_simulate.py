@@ -22,7 +22,6 @@ import functools
 import math
 import time as _time
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,7 +29,7 @@ import numpy as np
 from .._sharding import batch_mesh, shard_batch, to_host
 from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
-from ..stats import drift, log_mean_ci
+from ..stats import Result, Status, drift, log_mean_ci
 from ._kernel import KernelParams, KernelSpec, run_chain
 from ._model import RandomAssignment, as_assignment, check_stability
 
@@ -54,8 +53,11 @@ n_eff >= 25 (estimates spread up to 5x between seeds at R = 10); the runs of iss
 rho = 0.99 give 0.3 to 1.2."""
 
 
-class SchedResult(eqx.Module):
+class SchedResult(Result):
     """Estimates for P sweep points (leading axis P; ``simulate`` drops it).
+
+    ``estimate(name)`` gives the :class:`~jaxqueue.stats.Estimate` of ``delay``,
+    ``service_rate`` and ``delay_all``.
 
     Attributes:
         delay, delay_low, delay_high: per-class mean delay ``delta_i`` and CI, shape (P, N).
@@ -78,9 +80,10 @@ class SchedResult(eqx.Module):
         stationary: per point, False when that increase is significant (one-sided, family-wise
             99% over the points) and above 5%, or when ``n_eff < MIN_EFFECTIVE`` (too short to
             tell): a warm-up too short or a load too close to saturation, shape (P,).
-        status: "overflow" when some buffer overflowed at the largest size allowed, else
-            "nonstationary" when some point is not stationary, else "unconverged" with fewer
-            than ``MIN_REPLICATIONS`` replications, else "ok".
+        status: a :class:`~jaxqueue.stats.Status`: ``overflow`` when some buffer overflowed
+            at the largest size allowed, else ``nonstationary`` when some point is not
+            stationary, else ``unconverged`` with fewer than ``MIN_REPLICATIONS``
+            replications, else ``ok``.
     """
 
     delay: np.ndarray
@@ -108,7 +111,21 @@ class SchedResult(eqx.Module):
     drift: np.ndarray
     n_eff: np.ndarray
     stationary: np.ndarray
-    status: str
+    status: Status
+
+    def status_reason(self) -> str:
+        """Why the status is not ``ok``, in one line."""
+        if self.status == Status.overflow:
+            return (
+                f"a job buffer overflowed at queue size {np.max(self.queue_size)} "
+                f"({int(np.sum(self.overflow))} arrivals dropped); raise max_queue_size"
+            )
+        return (
+            f"the number of jobs changed by up to {np.max(self.drift):+.1%} between the halves "
+            f"of the run, {np.min(self.n_eff):.3g} effective observations per replication, "
+            f"{self.replications} replications (ok needs no significant growth above 5%, "
+            f">= {MIN_EFFECTIVE:g} effective observations, >= {MIN_REPLICATIONS} replications)"
+        )
 
     def point(self, p: int) -> SchedResult:
         """The result of sweep point ``p`` (arrays without the leading axis)."""
@@ -189,6 +206,7 @@ def simulate_sweep(
     chunk: int = 1000,
     level: float = 0.95,
     dtype=None,
+    throw: bool = False,
 ) -> SchedResult:
     """Simulate the scheduler at P sweep points, R replications each.
 
@@ -211,12 +229,15 @@ def simulate_sweep(
         chunk: jumps per block of random numbers.
         level: confidence level of the intervals.
         dtype: float dtype of the simulation (default: JAX's default float).
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
+            (default: return the result with its status).
 
     Returns:
         ``SchedResult`` with a leading sweep axis.
 
     Raises:
         ValueError: bad arguments, or an unstable load (naming the bottleneck).
+        EstimateError: with ``throw``, a status other than ``ok``.
     """
     pool = as_assignment(pool)
     mix, sigma = _law_arrays(law)
@@ -232,7 +253,7 @@ def simulate_sweep(
     stats, q_used, compile_s, elapsed, runs = _run_points(
         params, shape, chunk, keys, counts, replications, queue_size, max_queue_size
     )
-    return _summary(
+    res = _summary(
         stats,
         lam,
         sigma,
@@ -243,6 +264,7 @@ def simulate_sweep(
         compile_s=compile_s,
         queue_size=q_used,
     )
+    return res.raise_for_status() if throw else res
 
 
 def _check_sweep(pool, lam, m, replications, jumps, warmup, chunk):
@@ -394,14 +416,14 @@ def _summary(stats, lam, sigma, *, level, jumps, warmup, jumps_per_s, compile_s,
     )
 
 
-def _status(overflow, stationary, replications: int) -> str:
-    """The first that applies of "overflow", "nonstationary", "unconverged" (fewer than
-    ``MIN_REPLICATIONS`` replications), "ok"."""
+def _status(overflow, stationary, replications: int) -> Status:
+    """The first that applies of ``overflow``, ``nonstationary``, ``unconverged`` (fewer than
+    ``MIN_REPLICATIONS`` replications), ``ok``."""
     if np.any(overflow > 0):
-        return "overflow"
+        return Status.overflow
     if not np.all(stationary):
-        return "nonstationary"
-    return "unconverged" if replications < MIN_REPLICATIONS else "ok"
+        return Status.nonstationary
+    return Status.unconverged if replications < MIN_REPLICATIONS else Status.ok
 
 
 def _effective_observations(stats) -> np.ndarray:
@@ -442,7 +464,7 @@ def _drift(stats) -> tuple[np.ndarray, np.ndarray]:
     return inc / mean_L, ~growing
 
 
-def simulate(pool, lam, law, *, m: float = 0.0, key, **kwargs) -> SchedResult:
+def simulate(pool, lam, law, *, m: float = 0.0, key, throw: bool = False, **kwargs) -> SchedResult:
     """Simulate the scheduler at one load; ``simulate_sweep`` with one point.
 
     Examples:
@@ -458,4 +480,5 @@ def simulate(pool, lam, law, *, m: float = 0.0, key, **kwargs) -> SchedResult:
     lam = np.asarray(lam, dtype=float)
     if isinstance(as_assignment(pool), RandomAssignment):
         lam = lam.reshape(1)
-    return simulate_sweep(pool, lam[None], law, np.asarray([m]), key=key, **kwargs).point(0)
+    res = simulate_sweep(pool, lam[None], law, np.asarray([m]), key=key, **kwargs).point(0)
+    return res.raise_for_status() if throw else res

@@ -1,4 +1,6 @@
-"""Estimators with confidence intervals (replications, batch means)."""
+"""Estimators with confidence intervals (replications, batch means) and the result
+convention: one status enumeration (`Status`), one exception (`EstimateError`, raised under
+`throw=True`), one base of every estimator's result (`Result`)."""
 
 from ._ci import (
     Estimate as Estimate,
@@ -17,4 +19,16 @@ from ._ci import (
 )
 from ._ci import (
     t_quantile as t_quantile,
+)
+from ._result import (
+    EstimateError as EstimateError,
+)
+from ._result import (
+    Result as Result,
+)
+from ._result import (
+    Status as Status,
+)
+from ._result import (
+    estimate as estimate,
 )

@@ -113,7 +113,7 @@ def _five_class_sweep(out, fast, key, files):
                 dtype=jnp.float32,
                 override=True,
             )
-            m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+            m = palm_metrics(wl, S, level=0.99)
             for c in m["classes"]:
                 sweep.append(
                     [
@@ -273,7 +273,7 @@ def _fig7b(out, fast, key, plt, files):
             override=True,
             ell0=1024 if fast else 4096,
         )
-        m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+        m = palm_metrics(wl, S, level=0.99)
         fw = simulate(
             wl,
             lam,
@@ -388,7 +388,7 @@ def _table1_row(wl, k, lam, exact_w, exact_t, key, fast: bool) -> list:
         dtype=jnp.float32,
         ell0=1024 if fast else 10240,
     )
-    m = palm_metrics(wl, S, level=0.99, allow_unconverged=True)
+    m = palm_metrics(wl, S, level=0.99)
     tb = time.perf_counter() - t0
     t0 = time.perf_counter()
     fw = simulate(

@@ -136,6 +136,11 @@ class TypedPool(StructuredPool):
             tuple(int(k) for t in s for k in range(first[t], first[t + 1])) for s in self.type_sets
         )
 
+    @property
+    def num_classes(self) -> int:
+        """Number of job classes ``I`` (``len(server_sets)``, without expanding the sets)."""
+        return len(self.type_sets)
+
     def capacities(self, mu=None) -> Array:
         """Capacity of each type, ``counts[t] * mu[t]`` (``mu`` overrides ``self.mu``)."""
         mu = self.mu if mu is None else jnp.asarray(mu)

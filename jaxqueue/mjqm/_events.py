@@ -249,9 +249,10 @@ def _wait_bins(workload: Workload):
 
 def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
     """Add the wait of a job starting for the first time where ``on`` and it is measured (at
-    its start: every measured job starts before the run ends), to the sums and to its class's
-    histogram (``bins``: ``(n_bins, shift, lo_code)``, binned as the forward scan bins; one
-    scatter-add)."""
+    its start: every measured job starts before the run ends), to the sums and, if it waited,
+    to its class's histogram (``bins``: ``(n_bins, shift, lo_code)``, binned as the forward
+    scan bins; one scatter-add into the ``(K * n_bins, R)`` counts, 15% of an fcfs round with
+    every wait; bin 0, no wait, is the rest of the class's count: :func:`_summarise`)."""
     dt = acc.wait.dtype
     measured = (code_of(info) > 0) & on
     one = (_onehot(acc.wait.shape[0], cls_of(info)) & measured[None]).astype(dt)
@@ -260,7 +261,8 @@ def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
     b = jnp.where(wait > 0, jnp.clip(code - lo_code + 2, 1, n_bins - 1), 0)
     R = wait.shape[0]
     row = cls_of(info) * n_bins + b
-    idx = jnp.where(measured, row * R + jnp.arange(R), acc.hist.size)  # out of range: dropped
+    waited = measured & (wait > 0)
+    idx = jnp.where(waited, row * R + jnp.arange(R), acc.hist.size)  # out of range: dropped
     hist = acc.hist.reshape(-1).at[idx].add(1, mode="drop", unique_indices=True)
     return acc._replace(
         wait=acc.wait + one * wait,
@@ -729,9 +731,17 @@ def _summarise(
         warmup=warmup,
         replications=len(cnt),
         limit=limit,
-        hist=a.hist.sum(0).reshape(len(probs), -1),
+        hist=_with_zero_waits(a.hist.sum(0).reshape(len(probs), -1), a.cnt.sum(0)),
         edges=edges,
     )
+
+
+def _with_zero_waits(hist, counts):
+    """The histogram with bin 0 (no wait) filled in: each class's measured jobs (``counts``,
+    all of them started and left) minus those that waited (the kernel counts only these)."""
+    hist = np.array(hist, copy=True)
+    hist[:, 0] = np.maximum(np.rint(counts).astype(hist.dtype) - hist[:, 1:].sum(axis=1), 0)
+    return hist
 
 
 def _check_workload(workload: Workload) -> None:

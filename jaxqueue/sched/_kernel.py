@@ -159,6 +159,31 @@ def _draw_servers(u: Float[Array, " d"], n_servers: int, d: int) -> Int[Array, "
 _EMPTY = jnp.iinfo(jnp.int32).max  # stamp of a free slot
 
 
+def _draw_event(params: KernelParams, srv_rate, busy, count, u0):
+    """The next event of the jump chain (Gillespie) and the state's measured terms.
+
+    Events ``0 .. N - 1`` are arrivals of class i (rate ``lam_i``), ``N + s`` the event of server
+    s (rate ``srv_rate[s]``, 0 if idle): the first whose cumulated rate exceeds ``u0 R``. The
+    terms are weighted by the mean holding time ``1 / R``: ``(1 / R, count / R, busy capacity /
+    R, n^2 / R)`` with ``count`` the jobs of each class and ``n`` their total.
+    """
+    N, S = params.lam.shape[0], srv_rate.shape[0]
+    dtype = params.mu_ext.dtype
+    cum = jnp.cumsum(jnp.concatenate([params.lam, srv_rate]))
+    total = cum[-1]
+    idx = jnp.minimum(jnp.sum(cum <= u0 * total).astype(jnp.int32), N + S - 1)
+    hold = 1.0 / total
+    n_tot = jnp.sum(count).astype(dtype)
+    mu = params.mu_ext[:S]
+    stats = (
+        hold,
+        count.astype(dtype) * hold,
+        jnp.sum(jnp.where(busy, mu, 0.0)) * hold,
+        n_tot * n_tot * hold,
+    )
+    return idx, stats
+
+
 def _slot_step(spec: KernelSpec, params: KernelParams, state, u):
     """One jump of the chain.
 
@@ -187,19 +212,7 @@ def _slot_step(spec: KernelSpec, params: KernelParams, state, u):
     else:
         nu_s = params.rate_table[jobs[slot_of, D + 2]]
     srv_rate = jnp.where(busy, mu * (nu_s + params.alpha), 0.0)
-    rates = jnp.concatenate([params.lam, srv_rate])
-    cum = jnp.cumsum(rates)
-    total = cum[-1]
-    idx = jnp.minimum(jnp.sum(cum <= u[0] * total).astype(jnp.int32), N + S - 1)
-
-    hold = 1.0 / total
-    n_tot = jnp.sum(count).astype(dtype)
-    stats = (
-        hold,
-        count.astype(dtype) * hold,
-        jnp.sum(jnp.where(busy, mu, 0.0)) * hold,
-        n_tot * n_tot * hold,
-    )
+    idx, stats = _draw_event(params, srv_rate, busy, count, u[0])
 
     # --- job event: phase end, departure or interruption of the job in slot k
     is_arr = idx < N
@@ -315,17 +328,7 @@ def _fifo_step(spec: KernelSpec, params: KernelParams, compat, state, u):
     else:
         nu_c = params.rate_table[ring[2][cidx, head]]
     srv_rate = jnp.where(busy, mu * (nu_c[own] + params.alpha), 0.0)
-    cum = jnp.cumsum(jnp.concatenate([params.lam, srv_rate]))
-    total = cum[-1]
-    idx = jnp.minimum(jnp.sum(cum <= u[0] * total).astype(jnp.int32), N + S - 1)
-    hold = 1.0 / total
-    n_tot = n.astype(dtype)
-    stats = (
-        hold,
-        size.astype(dtype) * hold,
-        jnp.sum(jnp.where(busy, mu, 0.0)) * hold,
-        n_tot * n_tot * hold,
-    )
+    idx, stats = _draw_event(params, srv_rate, busy, size, u[0])
 
     is_arr = idx < N
     s_sel = jnp.clip(idx - N, 0, S - 1)

@@ -29,7 +29,9 @@ CASES = {
     "m-model-sym": ("class", [[0, 2], [1, 2]], 3, 0.9, 128),
     "random S=100 d=2": ("random", 100, 2, 0.9, 256),
 }
-REPLICATIONS = 1024
+REPLICATIONS = 256
+"""Replications per run: the class-queue kernel ran at 10-11 M jumps per CPU-second with 128-256
+replications and 7.5-9 M with 512-4096 (M model, rho 0.9, 2026-11-25, loaded machine)."""
 TARGETS = {"m-model-sym": 33e6, "random S=100 d=2": 4e6}
 """Issue 19: jumps/s per machine, twice the paper author's C simulator (gcc -O2, 16.7 M jumps/s
 per machine on the M model) and 4 M on random assignment (C: 1.05 M per machine)."""

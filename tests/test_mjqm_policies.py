@@ -138,9 +138,13 @@ def test_wait_p90_from_the_histogram_matches_the_heapq_quantile(policy):
         wl, lam, policy, key=key, n_jobs=n_jobs, warmup=warmup, n_replications=reps
     )
     out = res.as_dict(wl)
-    cls, wait = map(np.concatenate, zip(*(
-        _reference_waits(wl, lam, policy, key, r, warmup, n_jobs) for r in range(reps)
-    )))
+    cls, wait = map(
+        np.concatenate,
+        zip(
+            *(_reference_waits(wl, lam, policy, key, r, warmup, n_jobs) for r in range(reps)),
+            strict=True,
+        ),
+    )
     np.testing.assert_array_equal(res.hist.sum(axis=1), np.bincount(cls, minlength=wl.n_classes))
     checked = 0
     for c in range(wl.n_classes):
@@ -185,7 +189,7 @@ def test_fcfs_event_engine_covers_the_exact_solver():
     wl = scenarios.get("five-class-exp")
     lam = 0.5 * 1.8008553591
     ex = exact(wl, lam)
-    res = simulate_policy(wl, lam, "fcfs", key=jax.random.key(2), n_jobs=20_000, n_replications=32)
+    res = simulate_policy(wl, lam, "fcfs", key=jax.random.key(2), n_jobs=10_000, n_replications=64)
     assert res.status == "ok"
     truth = float(ex.wait_mean) + float(np.dot(wl.probs, wl.mean_service()))
     assert res.response_mean.low <= truth <= res.response_mean.high
@@ -215,7 +219,7 @@ def test_policy_against_the_truncated_ctmc(policy):
     ref = ref_policy_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
     assert ref["p_full"] < 1e-6
     res = simulate_policy(
-        _ctmc_workload(), CTMC_LAM, policy, key=jax.random.key(7), n_jobs=20_000, n_replications=16
+        _ctmc_workload(), CTMC_LAM, policy, key=jax.random.key(7), n_jobs=5_000, n_replications=64
     )
     assert res.status == "ok"
     se = float(res.response_mean.half_width) / 2.0
@@ -337,9 +341,9 @@ def test_cli_simulate_policy_json(path, capsys):
         "--lam",
         "0.5",
         "--jobs",
-        "4000",
+        "500",
         "--replications",
-        "8",
+        "64",
         "--json",
     ]
     status, out, _ = _cli(argv + ["--policy", "first-fit"], capsys)
@@ -513,6 +517,19 @@ def test_server_filling_is_stationary_near_lambda_ideal():
     )
     lim = float(wl.lambda_ideal())
     res = simulate_policy(
-        wl, 0.9 * lim, "server-filling", key=jax.random.key(1), n_jobs=20_000, n_replications=8
+        wl, 0.9 * lim, "server-filling", key=jax.random.key(1), n_jobs=2_500, n_replications=64
     )
     assert res.status == "ok"
+
+
+def test_too_few_replications_are_unconverged_as_in_the_forward_scan():
+    """The forward scan's rule (``MIN_REPLICATIONS``): 32 replications of a heavy-tailed
+    ratio give an interval too short to trust, so the status says so, with its reason."""
+    from jaxqueue.mjqm._forward import MIN_REPLICATIONS
+
+    wl = _ctmc_workload()
+    run = dict(key=jax.random.key(7), n_jobs=1000)
+    few = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=MIN_REPLICATIONS // 2, **run)
+    enough = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=MIN_REPLICATIONS, **run)
+    assert few.status == "unconverged" and enough.status == "ok"
+    assert f"fewer than the {MIN_REPLICATIONS}" in few.status_reason()

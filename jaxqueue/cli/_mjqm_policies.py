@@ -83,7 +83,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
     out = res.as_dict(wl)
     if res.status != "ok":
         out["status_reason"] = f"mjqm simulate --policy {args.policy}: " + STATUS_REASON.get(
-            res.status, res.status
+            res.status, res.status_reason()
         )
     out["elapsed_s"] = time.perf_counter() - t0
     out["seed"] = args.seed

@@ -47,7 +47,14 @@ from jaxtyping import Array, PRNGKeyArray
 
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Estimate, Result, Status, drift
-from ._forward import MIN_EFFECTIVE, _effective_jobs, _histogram, _quantile_from_hist, _ratio_ci
+from ._forward import (
+    MIN_EFFECTIVE,
+    MIN_REPLICATIONS,
+    _effective_jobs,
+    _histogram,
+    _quantile_from_hist,
+    _ratio_ci,
+)
 from ._inputs import draw_jobs_each, replication_keypairs
 from ._workload import Workload
 from .policies import EventPolicy, parse_policy
@@ -565,7 +572,9 @@ class PolicyResult(Result):
             ``max_buffer``), ``"nonstationary"`` (the second half of the measured jobs stays
             significantly longer than the first, the event cap was reached, or the run is too
             short to tell: ``n_eff < MIN_EFFECTIVE``), ``"unconverged"`` (a class with
-            positive probability measured in fewer than 2 replications: no interval).
+            positive probability measured in fewer than 2 replications: no interval; or
+            fewer than ``MIN_REPLICATIONS`` replications, the forward scan's rule: the
+            interval of a ratio over few heavy-tailed replications is too short).
         drift: relative increase of the mean response time from the first to the second half.
         n_eff: effective independent responses per replication (``_forward._effective_jobs``,
             the rule of the forward scan started empty); below its ``MIN_EFFECTIVE`` the run is
@@ -611,6 +620,11 @@ class PolicyResult(Result):
         """Why the status is not ``ok``, in one line."""
         if self.status == Status.overflow:
             return f"an arrival found the job buffer full at {self.buffer} jobs; raise max_buffer"
+        if self.status == Status.unconverged and self.replications < MIN_REPLICATIONS:
+            return (
+                f"{self.replications} replications, fewer than the {MIN_REPLICATIONS} an "
+                "interval of this ratio needs; raise n_replications"
+            )
         if self.status == Status.unconverged:
             return "a class was measured in fewer than 2 replications; raise n_jobs"
         return (
@@ -702,7 +716,7 @@ def _summarise(
     n_eff = _effective_jobs(resp, a.resp2.sum(1), cnt)
     too_short = n_eff < MIN_EFFECTIVE
     seen = (a.cnt > 0).sum(0)  # replications that measured each class
-    thin = bool(np.any((np.asarray(probs) > 0) & (seen < 2)))
+    thin = bool(np.any((np.asarray(probs) > 0) & (seen < 2))) or len(cnt) < MIN_REPLICATIONS
     if overflow:
         status = Status.overflow
     elif growing or capped or too_short:

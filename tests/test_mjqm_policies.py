@@ -517,7 +517,7 @@ def test_server_filling_is_stationary_near_lambda_ideal():
     )
     lim = float(wl.lambda_ideal())
     res = simulate_policy(
-        wl, 0.9 * lim, "server-filling", key=jax.random.key(1), n_jobs=2_500, n_replications=64
+        wl, 0.9 * lim, "server-filling", key=jax.random.key(1), n_jobs=10_000, n_replications=64
     )
     assert res.status == "ok"
 

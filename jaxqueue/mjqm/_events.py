@@ -54,6 +54,7 @@ from ._forward import (
     _histogram,
     _quantile_from_hist,
     _ratio_ci,
+    few_replications_reason,
 )
 from ._inputs import draw_jobs_each, replication_keypairs
 from ._workload import Workload
@@ -621,10 +622,7 @@ class PolicyResult(Result):
         if self.status == Status.overflow:
             return f"an arrival found the job buffer full at {self.buffer} jobs; raise max_buffer"
         if self.status == Status.unconverged and self.replications < MIN_REPLICATIONS:
-            return (
-                f"{self.replications} replications, fewer than the {MIN_REPLICATIONS} an "
-                "interval of this ratio needs; raise n_replications"
-            )
+            return few_replications_reason(self.replications)
         if self.status == Status.unconverged:
             return "a class was measured in fewer than 2 replications; raise n_jobs"
         return (

@@ -609,10 +609,7 @@ class ForwardResult(Result):
     def status_reason(self) -> str:
         """Why the status is not ``ok``, in one line."""
         if self.status == Status.unconverged and self.n_replications < MIN_REPLICATIONS:
-            return (
-                f"{self.n_replications} replications, fewer than the {MIN_REPLICATIONS} an "
-                "interval of heavy-tailed waits needs; raise n_replications"
-            )
+            return few_replications_reason(self.n_replications)
         if self.status == Status.unconverged:
             return "a class has waiting times in fewer than 2 replications; raise n_jobs"
         return (
@@ -951,6 +948,15 @@ a small spread; no formula restores a tail the sample did not reach), so the sta
 rare-8, 1% of jobs need all 8 servers for 20x longer, at 0.85 ``lambda_c``, 4000 jobs, keys
 1000 ..): 180/200 = 90.0% with 32 replications, 188/200 = 94.0% with 64, 94/100 with 256
 (``benchmarks/bench_coverage.py``)."""
+
+
+def few_replications_reason(n: int) -> str:
+    """The one-line reason of status ``unconverged`` below ``MIN_REPLICATIONS`` replications."""
+    return (
+        f"{n} replications, fewer than the {MIN_REPLICATIONS} an interval of heavy-tailed "
+        "waits needs; raise n_replications"
+    )
+
 
 IDLE_LEVEL = 0.999
 """Two-sided level of the idle-server identity test (:func:`_idle_identity_z`, a Student t

@@ -396,8 +396,8 @@ def _cases():
         ("{d}/missing.json", "missing.json: no such file"),
         ("{d}/adir", "adir: is a directory"),
         ("{d}/broken.json", "invalid JSON"),
-        ("random:S=0,d=2", "mu must be a non-empty"),
-        ("random:S=4,d=9", "d must lie in 1..n_servers=4"),
+        ("random:S=0,d=2", "K must be a positive integer number of servers"),
+        ("random:S=4,d=9", "degrees must lie in [1, K=4]"),
     ):
         status = 1 if pool.startswith("{d}") else 2
         argv = ("sched", "simulate", "--pool", pool, "--law", "exp", "--rho", "0.5")

@@ -153,7 +153,7 @@ def test_policies_are_the_steps():
     and ``policy_for`` picks the policy of the workload."""
     from jaxqueue.dist import Exponential
     from jaxqueue.mjqm import (
-        FCFS,
+        FCFSRecurrence,
         RandomServers,
         SpecificServers,
         Workload,
@@ -171,8 +171,10 @@ def test_policies_are_the_steps():
         a = int(rng.integers(1, 9))
         sg, t = float(rng.exponential()), float(rng.exponential(0.5))
         u = jnp.asarray(rng.uniform(size=8))
-        np.testing.assert_array_equal(FCFS((8,)).step(W, a, sg, t), mjsre_step(W, a, sg, t))
-        np.testing.assert_array_equal(FCFS((8,)).merge(W, a, sg), mjsre_merge(W, a, sg))
+        np.testing.assert_array_equal(
+            FCFSRecurrence((8,)).step(W, a, sg, t), mjsre_step(W, a, sg, t)
+        )
+        np.testing.assert_array_equal(FCFSRecurrence((8,)).merge(W, a, sg), mjsre_merge(W, a, sg))
         np.testing.assert_array_equal(RandomServers().step(W, a, sg, t, u), ra_step(W, a, sg, t, u))
         b = int(rng.integers(0, 9 - a))
         np.testing.assert_array_equal(
@@ -180,9 +182,10 @@ def test_policies_are_the_steps():
         )
         Ws = (W[:5], jnp.sort(W[5:] + 0.3))
         al = jnp.asarray([int(rng.integers(0, 6)), int(rng.integers(1, 4))])
-        got = FCFS((5, 3)).step(jnp.concatenate(Ws), al, sg, t)
+        got = FCFSRecurrence((5, 3)).step(jnp.concatenate(Ws), al, sg, t)
         np.testing.assert_array_equal(got, jnp.concatenate(mmjsre_step(Ws, al, sg, t)))
     w1 = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2)
-    assert policy_for(w1) == FCFS((4,)) and isinstance(policy_for(w1, "random"), RandomServers)
+    assert policy_for(w1) == FCFSRecurrence((4,))
+    assert isinstance(policy_for(w1, "random"), RandomServers)
     w2 = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2, specific=[0, 1])
     assert isinstance(policy_for(w2), SpecificServers)

@@ -255,8 +255,10 @@ def test_validation():
         simulate(RandomAssignment(10, 2), 10.5, law, key=key)
     with pytest.raises(ValueError, match="server_sets"):
         ClassAssignment([[0, 3]], [1.0, 1.0])
-    with pytest.raises(ValueError, match="d must"):
+    with pytest.raises(ValueError, match="degrees must"):
         RandomAssignment(3, 4)
+    with pytest.raises(ValueError, match="one degree"):
+        simulate(RandomAssignment(10, (2, 3), p=[0.5, 0.5]), 5.0, law, key=key)
     with pytest.raises(ValueError, match="replications"):
         simulate(ClassAssignment([[0]], [1.0]), [0.5], law, key=key, replications=1)
     with pytest.raises(ValueError, match="m "):

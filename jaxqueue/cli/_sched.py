@@ -40,7 +40,8 @@ def parse_pool(spec: str):
 
     if spec.startswith("random:"):
         with usage_errors():  # the structure on the command line, and the pool it names
-            return RandomAssignment(*parse_random_spec(spec))
+            S, d, mu = parse_random_spec(spec)
+            return RandomAssignment(S, d, mu=mu)
     if spec in ("m-model-sym", "m-model-asym"):
         from jaxqueue.pools import preset_pool
 
@@ -58,11 +59,11 @@ def parse_pool(spec: str):
 def loads(pool, rho: float) -> np.ndarray:
     """Arrival rates for a total load ``rho`` (total arrival / total capacity), split equally
     among the classes (one total rate for random assignment)."""
-    from jaxqueue.sched import RandomAssignment
+    from jaxqueue.sched import RandomAssignment, as_assignment
 
     if not (np.isfinite(rho) and rho > 0):
         raise ValueError(f"--rho must be > 0, got {rho}")
-    total = rho * float(np.sum(pool.mu))
+    total = rho * float(np.sum(as_assignment(pool).mu))
     if isinstance(pool, RandomAssignment):
         return np.array([total])
     return np.full(pool.n_classes, total / pool.n_classes)

@@ -21,7 +21,7 @@ Inputs (``_inputs.py``), counter-based: a pure function of ``(key, rep, job)``
     reuses the same past.
 Policies (``_policy.py``)
     ``Policy`` (``advance(W, alpha, sigma, tau, u) -> (X, wait, hol)``, ``step``, ``merge``):
-    ``FCFS(sizes)``, ``SpecificServers()``, ``RandomServers()``; ``policy_for(workload,
+    ``FCFSRecurrence(sizes)``, ``SpecificServers()``, ``RandomServers()``; ``policy_for(workload,
     variant)``. Every driver (forward, backward, pile growth, optimisation sampler) calls one.
 Step (``_step.py``), W ascending, ``alpha`` = number of servers (1-based)
     ``mjsre_advance(W, alpha, sigma, tau) -> (X, wait, hol)`` eq. (2) before the positive
@@ -58,7 +58,7 @@ from ._inputs import job_uniforms_block as job_uniforms_block
 from ._inputs import jobs_from_uniforms as jobs_from_uniforms
 from ._inputs import n_uniforms as n_uniforms
 from ._inputs import replication_key as replication_key
-from ._policy import FCFS as FCFS
+from ._policy import FCFSRecurrence as FCFSRecurrence
 from ._policy import Policy as Policy
 from ._policy import RandomServers as RandomServers
 from ._policy import SpecificServers as SpecificServers

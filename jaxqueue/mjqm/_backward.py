@@ -99,7 +99,7 @@ from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Result, Status
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._guard import check_load
-from ._policy import FCFS
+from ._policy import FCFSRecurrence
 from ._stability import guard_key, lambda_c_estimate
 from ._workload import Workload
 
@@ -149,7 +149,7 @@ def _chunk(workload: Workload, W, hit, steps, key, i, c, lam, track):
 
     def step(carry, x):
         W, hit, steps = carry
-        W = jax.vmap(FCFS((W.shape[-1],)).step)(W, *x)
+        W = jax.vmap(FCFSRecurrence((W.shape[-1],)).step)(W, *x)
         if not track:
             return (W, hit, steps), None
         steps = steps + jnp.where(hit, 0, 1).astype(steps.dtype)

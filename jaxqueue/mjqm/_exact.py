@@ -305,6 +305,8 @@ def _arrivals(s, a, nvec, head_index, nh, levels, n_star, P, index_of):
 
 @functools.lru_cache(maxsize=32)
 def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
+    """The index tables of the QBD for ``s`` servers and class sizes ``cores``: a pure function
+    of its arguments, memoised by them (the 32 most recent; rates are not part of it)."""
     a = np.asarray(cores, dtype=np.int64)
     K = len(a)
     nvec = _service_vectors(s, a)

@@ -13,8 +13,9 @@ Every driver calls a policy and nothing else: the forward scan (``_forward.py``)
 sampler (``_backward.py``), pile growth (``_stability.py``) and the optimisation sampler
 (``jaxqueue.optimize.MJQMSampler``). The step formulas live once, in ``_step.py``.
 
-Policies: :class:`FCFS` (eq. (2); several resource types: eq. (15)), :class:`SpecificServers`
-(eq. (14): ``alpha = (arbitrary, specific)``) and :class:`RandomServers` (Appendix A).
+Policies: :class:`FCFSRecurrence` (eq. (2); several resource types: eq. (15); the event
+engine's FCFS is :class:`jaxqueue.mjqm.policies.FCFS`), :class:`SpecificServers` (eq. (14):
+``alpha = (arbitrary, specific)``) and :class:`RandomServers` (Appendix A).
 A new policy on this state is one class here with its ``advance``.
 """
 
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 
 from ._step import mjsre_advance, mmjsre_advance, smjsre_advance
 
-__all__ = ["Policy", "FCFS", "SpecificServers", "RandomServers", "policy_for"]
+__all__ = ["Policy", "FCFSRecurrence", "SpecificServers", "RandomServers", "policy_for"]
 
 
 class Policy(eqx.Module):
@@ -46,7 +47,7 @@ class Policy(eqx.Module):
         return self.advance(W, alpha, sigma, jnp.zeros((), W.dtype), u)[0]
 
 
-class FCFS(Policy):
+class FCFSRecurrence(Policy):
     """First come, first served: the job takes the ``alpha`` least loaded servers as soon as they
     are free (eq. (2)); with several resource types (``sizes``, ``W`` their concatenation and
     ``alpha`` a ``(T,)`` vector) the same on every type at once (eq. (15))."""
@@ -76,12 +77,13 @@ class RandomServers(Policy):
 
 
 def policy_for(workload, variant: str = "fcfs") -> Policy:
-    """The policy of a workload: ``"fcfs"`` (:class:`FCFS`, or :class:`SpecificServers` when
-    the workload has specific servers) or ``"random"`` (:class:`RandomServers`)."""
+    """The policy of a workload: ``"fcfs"`` (:class:`FCFSRecurrence`, or
+    :class:`SpecificServers` when the workload has specific servers) or ``"random"``
+    (:class:`RandomServers`)."""
     if variant == "random":
         return RandomServers()
     if variant != "fcfs":
         raise ValueError(f"variant must be 'fcfs' or 'random', got {variant!r}")
     if getattr(workload, "specific", None) is not None:
         return SpecificServers()
-    return FCFS(tuple(int(x) for x in workload.servers))
+    return FCFSRecurrence(tuple(int(x) for x in workload.servers))

@@ -42,7 +42,7 @@ from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ..dist import Deterministic, Exponential
 from ..stats import Result, Status, t_quantile
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
-from ._policy import FCFS, RandomServers
+from ._policy import FCFSRecurrence, RandomServers
 from ._workload import Workload
 
 __all__ = [
@@ -137,7 +137,7 @@ def _pile_chunks(workload: Workload, H, key, i, c0, n_chunks, random_assignment:
         c = c0 + j
         n_extra = s if random_assignment else 0
         alpha, sigma, _, extra = chunk_inputs(workload, key, i, c, 1.0, dtype, n_extra=n_extra)
-        policy = RandomServers() if random_assignment else FCFS((s,))
+        policy = RandomServers() if random_assignment else FCFSRecurrence((s,))
 
         def step(H, x):
             return policy.merge(H, *x), None

@@ -5,8 +5,11 @@ and Section 4, "Large system with random assignment"):
 
 * ``ClassAssignment(server_sets, mu)``: N classes, class i may use the servers
   ``server_sets[i]`` (a compatibility graph), server s has capacity ``mu[s]``;
-* ``RandomAssignment(n_servers, d, mu)``: each arriving job draws d of the S servers uniformly
-  at random (the C(S, d) classes are never enumerated; the simulator stores each job's servers).
+* ``RandomAssignment(K, d, mu=...)`` (the structured pool :class:`jaxqueue.pools.structured.
+  RandomAssignment`, one class for the concept in balanced fairness and in the scheduler): each
+  arriving job draws d of the K servers uniformly at random (the C(K, d) classes are never
+  enumerated; the simulator stores each job's servers). One degree; ``as_assignment`` turns it
+  into the simulator's :class:`RandomModel`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import math
 
 import equinox as eqx
 import numpy as np
+
+from ..pools.structured import RandomAssignment
 
 __all__ = ["ClassAssignment", "RandomAssignment", "as_assignment", "check_stability"]
 
@@ -74,8 +79,9 @@ class ClassAssignment(eqx.Module):
         return len(self.capacities)
 
 
-class RandomAssignment(eqx.Module):
-    """Each arriving job is assigned ``d`` of ``n_servers`` servers uniformly at random.
+class RandomModel(eqx.Module):
+    """The simulator's form of a ``RandomAssignment``: each arriving job is assigned ``d`` of
+    ``n_servers`` servers uniformly at random.
 
     Attributes:
         n_servers: S, the number of servers.
@@ -112,11 +118,17 @@ class RandomAssignment(eqx.Module):
         return 1
 
 
-def as_assignment(pool) -> ClassAssignment | RandomAssignment:
-    """Accept a ``ClassAssignment``, a ``RandomAssignment`` or any object with ``server_sets``
-    and ``mu`` attributes (for example ``jaxqueue.pools.Pool``)."""
-    if isinstance(pool, (ClassAssignment, RandomAssignment)):
+def as_assignment(pool) -> ClassAssignment | RandomModel:
+    """The simulator's model of a ``ClassAssignment``, a ``RandomAssignment`` (one degree) or
+    any object with ``server_sets`` and ``mu`` attributes (for example ``jaxqueue.pools.Pool``)."""
+    if isinstance(pool, (ClassAssignment, RandomModel)):
         return pool
+    if isinstance(pool, RandomAssignment):
+        if pool.num_types != 1:
+            raise ValueError(
+                f"the scheduler simulates one degree d per pool, got degrees {list(pool.d)}"
+            )
+        return RandomModel(pool.K, pool.d[0], float(pool.mu))
     if hasattr(pool, "server_sets") and hasattr(pool, "mu"):
         return ClassAssignment(pool.server_sets, np.asarray(pool.mu, dtype=float))
     raise ValueError(
@@ -137,7 +149,7 @@ def check_stability(pool, lam) -> None:
     """
     pool = as_assignment(pool)
     lam = np.asarray(lam, dtype=float)
-    if isinstance(pool, RandomAssignment):
+    if isinstance(pool, RandomModel):
         total = float(np.sum(lam))
         mu_sorted = np.sort(pool.mu)
         S, d = pool.n_servers, pool.d

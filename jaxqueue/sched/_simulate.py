@@ -31,7 +31,7 @@ from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
 from ..stats import Result, Status, drift, log_mean_ci
 from ._kernel import KernelParams, KernelSpec, run_chain
-from ._model import RandomAssignment, as_assignment, check_stability
+from ._model import RandomModel, as_assignment, check_stability
 
 __all__ = ["SchedResult", "simulate", "simulate_sweep", "MIN_REPLICATIONS", "MIN_EFFECTIVE"]
 
@@ -271,7 +271,7 @@ def _check_sweep(pool, lam, m, replications, jumps, warmup, chunk):
     """``(lam (P, N), m (P,))`` checked: finite positive rates, one per class, a stable load
     at every point (naming the bottleneck), ``m >= 0``, sizes in range."""
     lam = np.asarray(lam, dtype=float)
-    if isinstance(pool, RandomAssignment):
+    if isinstance(pool, RandomModel):
         lam = lam.reshape(-1, 1) if lam.ndim <= 1 else lam
     elif lam.ndim == 1:
         lam = lam[None, :]
@@ -308,7 +308,7 @@ def _kernel_params(pool, lam, alpha, mix, dtype):
     P, N = lam.shape
     S = pool.n_servers
     mu_ext = np.concatenate([pool.mu, [0.0]])
-    if isinstance(pool, RandomAssignment):
+    if isinstance(pool, RandomModel):
         width, random_d = pool.d, pool.d
         class_servers = np.full((1, width), S, np.int32)
     else:
@@ -478,7 +478,7 @@ def simulate(pool, lam, law, *, m: float = 0.0, key, throw: bool = False, **kwar
     See ``simulate_sweep`` for the arguments.
     """
     lam = np.asarray(lam, dtype=float)
-    if isinstance(as_assignment(pool), RandomAssignment):
+    if isinstance(as_assignment(pool), RandomModel):
         lam = lam.reshape(1)
     res = simulate_sweep(pool, lam[None], law, np.asarray([m]), key=key, **kwargs).point(0)
     return res.raise_for_status() if throw else res

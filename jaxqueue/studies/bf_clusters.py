@@ -88,11 +88,11 @@ def simulate_panel(kind, arg, law_name, sizes, *, key):
         ``SchedResult`` under ``"_result"``.
     """
     from jaxqueue.dist import get_law
-    from jaxqueue.sched import RandomAssignment, simulate_sweep
+    from jaxqueue.sched import RandomAssignment, as_assignment, simulate_sweep
 
     pool = _pool(kind, arg)
     rhos = sizes["rhos"]
-    total = float(np.sum(pool.mu))
+    total = float(np.sum(as_assignment(pool).mu))
     if isinstance(pool, RandomAssignment):
         lam_one = rhos * total
         lam = np.concatenate([lam_one for _ in POLICIES])

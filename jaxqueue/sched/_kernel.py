@@ -326,7 +326,8 @@ def _fifo_step(spec: KernelSpec, params: KernelParams, compat, state, u):
     if spec.single_phase:
         nu_c = jnp.broadcast_to(params.rate_table[0], (N,))
     else:
-        nu_c = params.rate_table[ring[2][cidx, head]]
+        rate_idx = ring[2][cidx, head]  # phase-rate index of each class's head
+        nu_c = params.rate_table[rate_idx]
     srv_rate = jnp.where(busy, mu * (nu_c[own] + params.alpha), 0.0)
     idx, stats = _draw_event(params, srv_rate, busy, size, u[0])
 
@@ -357,7 +358,7 @@ def _fifo_step(spec: KernelSpec, params: KernelParams, compat, state, u):
             jnp.sum(params.comp_cdf < u[2]).astype(jnp.int32), params.comp_cdf.size - 1
         )
         vals.append(jnp.where(is_arr, params.comp_counts[comp], left - done.astype(jnp.int32)))
-        vals.append(jnp.where(is_arr, params.comp_rate_idx[comp], ring[2][ck, head[ck]]))
+        vals.append(jnp.where(is_arr, params.comp_rate_idx[comp], rate_idx[ck]))
     ring = tuple(r.at[wc, at].set(v, mode="drop") for r, v in zip(ring, vals, strict=True))
     on_k = cidx == ck
     head = jnp.where(on_k & leave, (head + 1) % Q, head)

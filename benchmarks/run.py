@@ -52,7 +52,9 @@ def main(argv=None) -> int:
         stamp = f"_Section measured on {datetime.date.today()}, device `{dev.platform}`._\n"
         sections[name] = f"{_MARK}{name} -->\n{body}\n{stamp}"
         print(f"[benchmarks] {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    # Sections of no benchmark module (the device rows, written by hand) are kept at the end.
     ordered = [sections[n] for n in BENCHES if n in sections]
+    ordered += [v for n, v in sections.items() if n not in BENCHES]
     text = "\n".join(header) + "\n" + "\n".join(ordered)
     out.write_text(text)
     print(text)

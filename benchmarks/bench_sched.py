@@ -10,6 +10,12 @@ baseline with 100 replications on a 2-core CPU.
 The sharded run is measured in a subprocess started with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=<cores>`` (the flag must be set before JAX
 starts; full runs only); the single-device run in this process.
+
+Old against new (issue 19): ``python -m benchmarks.bench_sched --old-new OLD_CHECKOUT`` runs the
+``_kernel.py`` of another checkout (e.g. ``git worktree add -f /tmp/wt_sched <commit>``) and
+this one's in one process on the same parameters (256 replications, one device), interleaved,
+best of 3, in jumps per second of wall time and per CPU-second (``time.process_time``: the
+fairer figure on a shared machine).
 """
 
 from __future__ import annotations
@@ -118,6 +124,65 @@ def _baseline(case: str, events: int) -> dict:
     return {"events_per_s": out["events_per_s"]}
 
 
+def old_new(old_root: str, rounds: int = 3, replications: int = REPLICATIONS) -> str:
+    """Old and new kernels interleaved in one process (module docstring); a table."""
+    import functools
+    import importlib.util
+    import time
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import numpy as np
+
+    from jaxqueue.dist import get_law
+    from jaxqueue.sched import ClassAssignment, RandomAssignment, _kernel, _simulate, as_assignment
+
+    spec = importlib.util.spec_from_file_location(
+        "_old_sched_kernel", pathlib.Path(old_root) / "jaxqueue" / "sched" / "_kernel.py"
+    )
+    old = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = old
+    spec.loader.exec_module(old)
+    lines = [
+        "| model | kernel | jumps/s (wall) | jumps per CPU-s | mean number of jobs |",
+        "|---|---|---|---|---|",
+    ]
+    keys = jax.vmap(lambda r: jax.random.fold_in(jax.random.key(1), r))(jnp.arange(replications))
+    for case, (kind, a, b, rho, q) in CASES.items():
+        if kind == "class":
+            pool, lam = ClassAssignment(a, np.ones(b)), np.full((1, 2), rho * b / 2)
+        else:
+            pool, lam = as_assignment(RandomAssignment(a, b)), np.array([[rho * a]])
+        jumps = 20_000 if kind == "class" else 4_000
+        mix, sigma = _simulate._law_arrays(get_law("exp"))
+        params, shape = _simulate._kernel_params(pool, lam, np.ones(1) / sigma, mix, jnp.float64)
+        one = jax.tree.map(lambda x: x[0], params)
+        n_warm, n_chunks = jumps // 4000, jumps // 1000
+        fns = {}
+        for name, mod in (("old", old), ("new", _kernel)):
+            ks = mod.KernelSpec(q, *shape, 1000)
+            f = jax.vmap(functools.partial(mod.run_chain, ks, one), in_axes=(0, None, None))
+            fns[name] = jax.jit(f).lower(keys, n_warm, n_chunks).compile()
+        best = {name: [0.0, 0.0, 0.0] for name in fns}
+        total = replications * (n_warm + n_chunks) * 1000
+        for _ in range(rounds):
+            for name, f in fns.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                out = jax.block_until_ready(f(keys, n_warm, n_chunks))
+                t1, c1 = time.perf_counter(), time.process_time()
+                L = float(np.mean(np.asarray(out.area).sum(-1) / np.asarray(out.time)))
+                best[name] = [
+                    max(best[name][0], total / (t1 - t0)),
+                    max(best[name][1], total / (c1 - c0)),
+                    L,
+                ]
+        for name, (wall, cpu, L) in best.items():
+            lines.append(f"| {case} | {name} | {wall:.3g} | {cpu:.3g} | {L:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def run(fast: bool = False) -> str:
     cores = os.cpu_count() or 1
     reps = 64 if fast else REPLICATIONS
@@ -165,4 +230,7 @@ def run(fast: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    print(run(fast="--fast" in sys.argv))
+    if "--old-new" in sys.argv:
+        print(old_new(sys.argv[sys.argv.index("--old-new") + 1]))
+    else:
+        print(run(fast="--fast" in sys.argv))

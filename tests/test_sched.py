@@ -159,12 +159,22 @@ def test_random_8_server_graph_matches_bf():
     check_points(res, exact, "random graph")
 
 
-def test_random_assignment_matches_bf_curve():
+@pytest.mark.parametrize(
+    "S,dtype", [(10, None), (40, None), (40, np.float32)], ids=["S10", "S40", "S40-f32"]
+)
+def test_random_assignment_matches_bf_curve(S, dtype):
+    """S = 40 > 32: the per-server layout draws a block of servers, then a server in it."""
     from jaxqueue.pools.structured import random_assignment_bf_curve
 
-    S, d, rho = 10, 2, 0.7
+    d, rho = 2, 0.7
     delay, _ = random_assignment_bf_curve(S, d, np.array([rho]))
-    res = sweep(RandomAssignment(S, d), [rho * S], get_law("exp"), [0.0, 1.0], key=5)
+    lams = np.full((2, 1), rho * S)
+    res = simulate_sweep(
+        RandomAssignment(S, d), lams, get_law("exp"), np.array([0.0, 1.0]),
+        key=jax.random.key(5), replications=12, jumps=20_000, warmup=5_000,
+        queue_size=32 if S == 10 else 64, level=LEVEL, dtype=dtype,
+    )  # fmt: skip
+    assert res.status == "ok"
     for p in range(2):
         assert_within_ci(
             res.delay_all[p],
@@ -244,6 +254,41 @@ def test_buffer_grows_and_result_independent_of_buffer():
     big = simulate(pool, [0.9], law, queue_size=64, **kw)
     assert small.status == "ok" and small.queue_size > 16 and small.n_max > 16
     np.testing.assert_array_equal(small.L_reps, big.L_reps)
+
+
+def test_random_assignment_row_overflow_grows_the_buffer():
+    """A full server row (C = 8 entries at a 16-job buffer) drops the arrival and counts it;
+    the rerun with a larger buffer (and rows) gives the numbers of a large buffer from the
+    start: without overflow the jumps do not depend on the sizes."""
+    from jaxqueue.sched._kernel import KernelSpec
+
+    assert KernelSpec(16, 40, 2, 1, 2, True, 100).row_size == 8
+    pool, law = RandomAssignment(40, 2), get_law("exp")
+    kw = dict(m=1.0, key=jax.random.key(4), replications=8, jumps=5_000, warmup=1_000)
+    stuck = simulate(pool, 32.0, law, queue_size=16, max_queue_size=16, **kw)
+    assert stuck.status == "overflow" and stuck.overflow > 0
+    small = simulate(pool, 32.0, law, queue_size=16, **kw)
+    big = simulate(pool, 32.0, law, queue_size=256, **kw)
+    assert small.queue_size > 16 and small.overflow == 0
+    np.testing.assert_array_equal(small.L_reps, big.L_reps)
+
+
+def test_pick_two_levels_lands_in_the_right_interval():
+    """``_pick`` on more than 32 rates (blocks of ceil(sqrt(L))): the index whose cumulated
+    interval holds the target, zero rates never picked, and the cumulated rate before it."""
+    from jaxqueue.sched._kernel import _pick
+
+    rng = np.random.default_rng(0)
+    for L in (33, 101, 400):
+        rates = rng.exponential(size=L) * (rng.random(L) < 0.6)
+        us = rng.random(200)
+        idx, total, before = jax.vmap(lambda u, r=rates: _pick(jax.numpy.asarray(r), u))(us)
+        cum = np.cumsum(rates)
+        want = np.searchsorted(cum, us * cum[-1], side="right")
+        np.testing.assert_array_equal(np.asarray(idx), want)
+        assert np.all(rates[np.asarray(idx)] > 0)
+        np.testing.assert_allclose(np.asarray(total), cum[-1], rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(before), (cum - rates)[want], rtol=1e-12, atol=1e-12)
 
 
 def test_validation():
@@ -544,8 +589,8 @@ def test_replication_intervals_cover_at_the_nominal_rate():
 
 
 # --------------------------------------------------------------------------- two layouts
-class _SlotSpec(__import__("jaxqueue.sched._kernel", fromlist=["KernelSpec"]).KernelSpec):
-    """The job-slot layout on a class pool, with the class-queue layout's uniforms."""
+class _ServerSpec(__import__("jaxqueue.sched._kernel", fromlist=["KernelSpec"]).KernelSpec):
+    """The per-server layout on a class pool, with the class-queue layout's uniforms."""
 
     @property
     def class_queues(self) -> bool:
@@ -571,11 +616,12 @@ _SPEC_FIELDS = (
 
 @pytest.mark.parametrize("law", ["exp", "hyperexp", "zipf"])
 @pytest.mark.parametrize("m", [0.0, 1.0])
-def test_class_queues_and_job_slots_make_the_same_jumps(law, m):
-    """The class-queue layout (O(N S) per jump) and the job-slot layout (O(Q D), which stores
-    each job's servers) are two data structures for the same chain: from the same uniforms they
-    make the same jumps, so every measured total is bit-identical, overflows included (a
-    4-class graph with unequal capacities, a 16-job buffer at 0.85 load)."""
+def test_class_queues_and_server_queues_make_the_same_jumps(law, m):
+    """The class-queue layout (O(N S) per jump) and the per-server layout (O(S + D C), which
+    stores each job's servers; the layout of random assignment) are two data structures for
+    the same chain: from the same uniforms they make the same jumps, so every measured total is
+    bit-identical, overflows included (a 4-class graph with unequal capacities, a 16-job
+    buffer at 0.85 load)."""
     from jaxqueue.sched import _kernel, _simulate
 
     pool = ClassAssignment([[0, 1], [1, 2, 3], [3], [0, 2]], [1.0, 2.0, 0.5, 1.0])
@@ -590,7 +636,37 @@ def test_class_queues_and_job_slots_make_the_same_jumps(law, m):
         return jax.jit(jax.vmap(lambda k: _kernel.run_chain(spec, one, k, 1, 5)))(keys)
 
     fifo = run(_kernel.KernelSpec(16, *shape, 200))
-    slots = run(_SlotSpec(16, *shape, 200))
+    slots = run(_ServerSpec(16, *shape, 200))
     assert int(fifo.overflow.sum()) > 0 and int(fifo.departures.sum()) > 2_000
     for a, b in zip(jax.tree.leaves(fifo), jax.tree.leaves(slots), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("law", ["exp", "hyperexp"])
+def test_class_queues_and_server_blocks_make_the_same_jumps(law):
+    """On 40 servers the per-server layout draws a block of servers then a server in it and
+    keeps the blocks' sums, the class queues draw from all rates at once: the same jumps (every
+    event count equal), the measured totals equal up to the order of the additions."""
+    from jaxqueue.sched import _kernel, _simulate
+
+    rng = np.random.default_rng(1)
+    sets = [sorted(rng.choice(40, 3, replace=False).tolist()) for _ in range(12)]
+    sets.append(sorted(set(range(40)) - set().union(*sets)) or [0])
+    pool = ClassAssignment(sets, rng.uniform(0.5, 2.0, 40))
+    lam = np.full((1, len(sets)), 0.6 * max_uniform_load(sets, pool.mu))
+    mix, sigma = _simulate._law_arrays(get_law(law))
+    params, shape = _simulate._kernel_params(pool, lam, np.full(1, 1.0 / sigma), mix, np.float64)
+    one = jax.tree.map(lambda x: x[0], params)
+    keys = jax.vmap(lambda r: jax.random.fold_in(jax.random.key(7), r))(np.arange(8))
+
+    def run(spec):
+        return jax.jit(jax.vmap(lambda k: _kernel.run_chain(spec, one, k, 1, 5)))(keys)
+
+    fifo = run(_kernel.KernelSpec(64, *shape, 200))
+    rows = run(_ServerSpec(64, *shape, 200))
+    assert _kernel._blocks(_ServerSpec(64, *shape, 200))[0] > 1
+    assert int(fifo.departures.sum()) > 2_000
+    for name in ("arrivals", "departures", "interruptions", "overflow", "n_max", "n_final"):
+        np.testing.assert_array_equal(getattr(fifo, name), getattr(rows, name), err_msg=name)
+    for name in ("time", "area", "busy", "time_first", "area_first", "area_sq"):
+        np.testing.assert_allclose(getattr(fifo, name), getattr(rows, name), rtol=1e-12)

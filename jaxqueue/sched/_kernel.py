@@ -30,17 +30,23 @@ Two layouts of the same chain (the same jumps from the same uniforms, tested equ
   touches the head of one class: a first-in first-out ring per class (interrupted jobs go back
   to the tail of their class with a new stamp) and the heads' stamps decide each server's job.
   A jump costs O(N S) for N classes and S servers, whatever the number of jobs held;
-* **job slots** (random assignment, :func:`_slot_step`): every job stores its own d servers, so
-  a freed server looks for the oldest job listing it among the Q slots, O(Q d) per jump.
+* **per-server queues** (random assignment, :func:`_server_step`): each server keeps the jobs
+  it may serve in queue order, its head is its job, and a job's entry names its servers (no
+  job table), so a jump costs O(sqrt(S) + D C) for rows of C entries (the job slots it
+  replaced scanned all Q jobs for each freed server, O(Q D)).
 
-Static buffers: the queue holds at most ``queue_size`` jobs; an arrival into a full buffer is
-dropped and COUNTED in ``overflow`` (the caller refuses results with overflow > 0).
+Static buffers: the queue holds at most ``queue_size`` jobs (and a server's row
+``KernelSpec.row_size``); an arrival into a full buffer is dropped and COUNTED in ``overflow``
+(the caller refuses results with overflow > 0 and grows the buffer).
 
-Random numbers: per chunk of ``chunk`` jumps, 32 random bits per uniform from
-``fold_in(key, chunk_index)`` (threefry), an even number per jump (a threefry block gives two
-words): 2 for class pools with one exponential phase, ``3 + d`` rounded up otherwise. Measured
-on the 2-core CPU: threefry float64 uniforms (64 bits each, three per jump) alone capped the
-kernel at about 11 M jumps/s; two 32-bit words per jump at about 60 M.
+Random numbers: ``n_uniforms`` per jump (even), the 32-bit words of Threefry-2x32 with 13 rounds
+(unrolled) on the counters ``(jump, column pair)`` under ``fold_in(key, block)``, computed inside
+the jump: 2 for class pools with one exponential phase, then the mixture component and the d
+servers of random assignment. Measured on the 2-core CPU (2026-11-26, 256 replications, one
+process): ``jax.random.bits`` (20 rounds, a rolled loop, about 20 ns per jump alone) over a
+stored block of 1000 jumps gave the M model 14.5 M jumps per CPU-second, the unrolled
+13-round cipher 18 M; computed inside the jump it also stops a 4-8 MB block of uniforms from
+evicting the rows that random assignment reads at random (1.8 -> 2.5 M jumps/s).
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
+
+from ..mjqm._inputs import threefry2x32
 
 __all__ = ["KernelParams", "KernelSpec", "ChainStats", "run_chain"]
 
@@ -84,9 +92,21 @@ class KernelSpec(eqx.Module):
 
     @property
     def n_uniforms(self) -> int:
-        """Uniforms per jump: event, phase (and mixture component, then d servers), even."""
-        n = 2 if (self.class_queues and self.single_phase) else 3 + self.random_d
+        """Uniforms per jump: event, phase (then the mixture component unless
+        ``single_phase``, then the d servers of random assignment), rounded up to even."""
+        n = 2 + (not self.single_phase) + self.random_d
         return n + n % 2
+
+    @property
+    def row_size(self) -> int:
+        """C, the jobs a server's row of the per-server layout holds: Q for class pools (all
+        jobs may list a server), else twice the mean ``D Q / S`` of a full buffer, a
+        multiple of 8 (an arrival onto a full row is dropped and counted as an overflow,
+        so the buffer, and C with it, grows)."""
+        if self.random_d == 0:
+            return self.queue_size
+        c = -(-2 * self.width * self.queue_size // self.n_servers)
+        return min(self.queue_size, max(8, -(-c // 8) * 8))
 
 
 class KernelParams(eqx.Module):
@@ -159,19 +179,50 @@ def _draw_servers(u: Float[Array, " d"], n_servers: int, d: int) -> Int[Array, "
 _EMPTY = jnp.iinfo(jnp.int32).max  # stamp of a free slot
 
 
+def _pick(rates: Float[Array, " L"], u):
+    """The first index i whose cumulated rate exceeds ``u R``, the total rate R and the
+    cumulated rate before i.
+
+    Up to 32 rates: one cumulated sum (XLA:CPU lowers a cumulated sum of length L to O(L^2)
+    additions). More: two levels, blocks of B = ceil(sqrt(L)) rates (zero-padded): the block
+    of the target from the cumulated block sums, then the index inside that block, O(L) in all.
+    (A rounding difference between a block's sum and its own cumulated sum can at worst pick a
+    zero-rate index of the right block, about 1e-16 of the time in float64: the jump then
+    changes nothing, as the old flat cumulated sum did on its own rounding ties.)
+    """
+    L = rates.shape[0]
+    if L <= 32:
+        cum = jnp.cumsum(rates)
+        total = cum[-1]
+        i = jnp.minimum(jnp.sum(cum <= u * total).astype(jnp.int32), L - 1)
+        return i, total, jnp.where(i > 0, cum[jnp.maximum(i - 1, 0)], 0.0)
+    B = -(-L // int(L**0.5))
+    nb = -(-L // B)
+    blocks = jnp.pad(rates, (0, nb * B - L)).reshape(nb, B)
+    sums = jnp.sum(blocks, axis=1)
+    cum_b = jnp.cumsum(sums)
+    total = cum_b[-1]
+    target = u * total
+    b = jnp.minimum(jnp.sum(cum_b <= target).astype(jnp.int32), nb - 1)
+    before = jnp.where(b > 0, cum_b[jnp.maximum(b - 1, 0)], 0.0)
+    cum = jnp.cumsum(blocks[b])
+    j = jnp.minimum(jnp.sum(cum <= target - before).astype(jnp.int32), B - 1)
+    before = before + jnp.where(j > 0, cum[jnp.maximum(j - 1, 0)], 0.0)
+    return jnp.minimum(b * B + j, L - 1), total, before
+
+
 def _draw_event(params: KernelParams, srv_rate, busy, count, u0):
     """The next event of the jump chain (Gillespie) and the state's measured terms.
 
     Events ``0 .. N - 1`` are arrivals of class i (rate ``lam_i``), ``N + s`` the event of server
-    s (rate ``srv_rate[s]``, 0 if idle): the first whose cumulated rate exceeds ``u0 R``. The
-    terms are weighted by the mean holding time ``1 / R``: ``(1 / R, count / R, busy capacity /
-    R, n^2 / R)`` with ``count`` the jobs of each class and ``n`` their total.
+    s (rate ``srv_rate[s]``, 0 if idle): the first whose cumulated rate exceeds ``u0 R``
+    (:func:`_pick`). The terms are weighted by the mean holding time ``1 / R``: ``(1 / R,
+    count / R, busy capacity / R, n^2 / R)`` with ``count`` the jobs of each class and ``n``
+    their total.
     """
-    N, S = params.lam.shape[0], srv_rate.shape[0]
+    S = srv_rate.shape[0]
     dtype = params.mu_ext.dtype
-    cum = jnp.cumsum(jnp.concatenate([params.lam, srv_rate]))
-    total = cum[-1]
-    idx = jnp.minimum(jnp.sum(cum <= u0 * total).astype(jnp.int32), N + S - 1)
+    idx, total, _ = _pick(jnp.concatenate([params.lam, srv_rate]), u0)
     hold = 1.0 / total
     n_tot = jnp.sum(count).astype(dtype)
     mu = params.mu_ext[:S]
@@ -184,104 +235,188 @@ def _draw_event(params: KernelParams, srv_rate, busy, count, u0):
     return idx, stats
 
 
-def _slot_step(spec: KernelSpec, params: KernelParams, state, u):
-    """One jump of the chain.
+def _blocks(spec: KernelSpec) -> tuple[int, int]:
+    """``(nb, B)``: the per-server layout keeps the servers' rates as ``nb`` blocks of B (the
+    last one zero-padded) when S > 32, one block of S otherwise."""
+    S = spec.n_servers
+    if S <= 32:
+        return 1, S
+    B = -(-S // int(S**0.5))
+    return -(-S // B), B
 
-    Layout (no row ever moves, so a jump costs O(Q D) instead of O(Q S)): ``jobs[q]`` holds the
-    D servers, remaining phases, class and phase-rate index of the job in slot q; ``stamp[q]``
-    its place in the queue order (arrival or re-entry counter; free slots hold the largest
-    int32); ``owner[s]`` the slot served by server s (Q if idle); ``free`` a stack of free
-    slots. Invariant (Algorithm 1): ``owner[s]`` is the slot of smallest stamp among the jobs
-    that list s, so the rate of server s goes to its job: the event is drawn among the
-    arrivals and the busy servers (server s triggers its job's next event at rate
-    ``mu_s (nu + alpha)``, which sums to ``r_k (nu_k + alpha)`` over the job's servers).
-    Kept in one piece: it is one jump of Algorithm 1 (the event drawn, then the job event and
-    the arrival, both applied with masks), and it is the hot loop of the scheduler.
+
+def _packed(spec: KernelSpec) -> bool:
+    """Random assignment stores a job's D servers as one number ``sum_a s_a S^a`` (int32)."""
+    return spec.random_d > 0 and spec.n_servers**spec.width < 2**31
+
+
+def _row_fields(spec: KernelSpec) -> tuple[int, int, jnp.dtype]:
+    """``(T, F, dtype)`` of a row entry: T type fields (one: the class, or the packed servers;
+    else the D servers), F in all (the remaining phases and the phase-rate index follow
+    unless ``single_phase``); int16 when a single-phase type fits (half the memory: the rows
+    are the state a jump reads at random, their cache misses its main cost)."""
+    T = 1 if (spec.random_d == 0 or _packed(spec)) else spec.width
+    F = T + (0 if spec.single_phase else 2)
+    small = spec.single_phase and T == 1
+    small = small and (spec.n_classes if spec.random_d == 0 else spec.n_servers**spec.width) < 2**15
+    return T, F, jnp.dtype(jnp.int16 if small else jnp.int32)
+
+
+def _server_step(spec: KernelSpec, params: KernelParams, state, u):
+    """One jump of Algorithm 1 on per-server queues.
+
+    Layout: ``rows[s, :cnt[s]]`` lists the jobs that may use server s, oldest first (the
+    queue order restricted to them), one entry of F fields per job (:func:`_row_fields`): its
+    type (its D servers for random assignment, or its class, which names its servers), then
+    its remaining phases and phase-rate index unless ``single_phase``. ``rate[b, i]`` is the
+    event rate of server ``s = b B + i`` (:func:`_blocks`), ``mu_s (nu + alpha)`` for the phase
+    rate nu of its head ``rows[s, 0]`` (0 if idle), ``block_rate[b]`` and ``block_busy[b]``
+    the sums of the rates and of the busy capacities of block b, recomputed for the touched
+    blocks only. Server s serves the head of its row (Algorithm 1: the oldest job it may
+    serve), so its event is a phase end or an interruption of that job. A job enters at the
+    end of its D rows (on arrival and on re-entry after an interruption) and leaves them all
+    when it departs or is interrupted; in each of its rows it is the FIRST entry of its type:
+    a job of the same type before it there would list the server where it is the head, and be
+    older. So no job table, no slot numbers: a jump draws a block then a server in it,
+    O(sqrt(S)), and reads and writes the D rows of one job (the departing, interrupted,
+    re-entered or arriving one), O(D C F), whatever the number of jobs held (the job slots it
+    replaces cost O(Q D)). With one block (S <= 32) the event is drawn as by
+    :func:`_fifo_step`, so the two layouts make the same jumps on class pools.
     """
-    jobs, stamp, owner, free, n, next_stamp, count = state
-    Q, S, N, D = spec.queue_size, spec.n_servers, spec.n_classes, spec.width
+    rows, cnt, rate, block_rate, block_busy, n, count = state
+    Q, S, N, D, C = spec.queue_size, spec.n_servers, spec.n_classes, spec.width, spec.row_size
+    nb, B = _blocks(spec)
+    T, _, rdt = _row_fields(spec)
     dtype = params.mu_ext.dtype
+    single = spec.single_phase
     mu = params.mu_ext[:S]
-    sidx = jnp.arange(S, dtype=jnp.int32)
 
-    busy = owner < Q
-    slot_of = jnp.minimum(owner, Q - 1)
-    n_rates = params.rate_table.shape[0]
-    if n_rates == 1:
-        nu_s = params.rate_table[0]
+    # --- the event: an arrival, or the event of server s_sel (a block, then a server in it)
+    if nb == 1:
+        idx, stats = _draw_event(params, rate[0], rate[0] > 0.0, count, u[0])
+        is_arr = idx < N
+        s_sel = jnp.clip(idx - N, 0, S - 1)
+        b_sel, i_sel = jnp.zeros((), jnp.int32), s_sel
     else:
-        nu_s = params.rate_table[jobs[slot_of, D + 2]]
-    srv_rate = jnp.where(busy, mu * (nu_s + params.alpha), 0.0)
-    idx, stats = _draw_event(params, srv_rate, busy, count, u[0])
-
-    # --- job event: phase end, departure or interruption of the job in slot k
-    is_arr = idx < N
-    s_sel = jnp.clip(idx - N, 0, S - 1)
-    k = slot_of[s_sel]
-    job_ok = (~is_arr) & busy[s_sel]
-    row_k = jobs[k]
-    nu_k = params.rate_table[0] if n_rates == 1 else params.rate_table[row_k[D + 2]]
+        top, total, before = _pick(jnp.concatenate([params.lam, block_rate]), u[0])
+        is_arr = top < N
+        b_sel = jnp.clip(top - N, 0, nb - 1)
+        i_sel, _, _ = _pick(rate[b_sel], (u[0] * total - before) / block_rate[b_sel])
+        s_sel = jnp.minimum(b_sel * B + i_sel, S - 1)
+        hold = 1.0 / total
+        n_tot = jnp.sum(count).astype(dtype)
+        stats = (hold, count.astype(dtype) * hold, jnp.sum(block_busy) * hold, n_tot**2 * hold)
+    head = rows[s_sel, 0].astype(jnp.int32)
+    job_ok = (~is_arr) & (rate[b_sel, i_sel] > 0.0)
+    nu_k = params.rate_table[0] if single else params.rate_table[head[T + 1]]
     phase = u[1] * (nu_k + params.alpha) < nu_k
     done = job_ok & phase
-    depart = done & (row_k[D] == 1)
+    depart = done & (True if single else head[T] == 1)
     interrupt = job_ok & ~phase
     leave = depart | interrupt
-    new_left = row_k[D] - done.astype(jnp.int32)
-    empty_row = jnp.concatenate([jnp.full((D,), S, jnp.int32), jnp.zeros((3,), jnp.int32)])
-    row_k_new = jnp.where(depart, empty_row, row_k.at[D].set(new_left))
-    jobs = jobs.at[k].set(row_k_new)
-    stamp_k = jnp.where(depart, _EMPTY, jnp.where(interrupt, next_stamp, stamp[k]))
-    stamp = stamp.at[k].set(stamp_k)
-    next_stamp = next_stamp + interrupt.astype(jnp.int32)
-    freed = leave & (owner == k)
-    owner = jnp.where(freed, Q, owner)
-    # the freed servers go to the oldest job listing them (the interrupted job included)
-    srv = jobs[:, :D]
-    for a in range(D):
-        s = row_k[a]
-        match = jnp.any(srv == s, axis=1)
-        order = jnp.where(match, stamp, _EMPTY)
-        j = jnp.argmin(order).astype(jnp.int32)
-        take = (sidx == s) & freed & (order[j] < _EMPTY)
-        owner = jnp.where(take, j, owner)
-    free = free.at[Q - n].set(jnp.where(depart, k, free[Q - n]), mode="drop")
 
-    # --- arrival (of class c) into a free slot, if any
-    c = jnp.clip(idx, 0, N - 1)
-    arr_ok = is_arr & (n < Q)
-    overflow = is_arr & (n >= Q)
-    slot = free[jnp.clip(Q - n - 1, 0, Q - 1)]
-    comp = jnp.minimum(jnp.sum(params.comp_cdf < u[2]).astype(jnp.int32), params.comp_cdf.size - 1)
+    # --- arrival of class c
+    c = jnp.clip(jnp.where(is_arr, idx if nb == 1 else top, 0), 0, N - 1)
+    col = 2 if single else 3
     if spec.random_d:
-        new_servers = _draw_servers(u[3 : 3 + spec.random_d], S, spec.random_d)
+        drawn = _draw_servers(u[col : col + spec.random_d], S, spec.random_d)
+        if T == 1:
+            new_type = sum(drawn[a] * S**a for a in range(D))[None]
+        else:
+            new_type = drawn
     else:
-        new_servers = params.class_servers[c]
-    new_job = jnp.concatenate(
-        [new_servers, jnp.stack([params.comp_counts[comp], c, params.comp_rate_idx[comp]])]
-    ).astype(jnp.int32)
-    jobs = jobs.at[slot].set(jnp.where(arr_ok, new_job, jobs[slot]))
-    stamp = stamp.at[slot].set(jnp.where(arr_ok, next_stamp, stamp[slot]))
-    next_stamp = next_stamp + arr_ok.astype(jnp.int32)
-    for a in range(D):
-        owner = jnp.where((sidx == new_servers[a]) & (owner == Q) & arr_ok, slot, owner)
+        new_type = c[None]
+    if single:
+        new = new_type.astype(jnp.int32)
+    else:
+        comp = jnp.minimum(
+            jnp.sum(params.comp_cdf < u[2]).astype(jnp.int32), params.comp_cdf.size - 1
+        )
+        info = jnp.stack([params.comp_counts[comp], params.comp_rate_idx[comp]])
+        new = jnp.concatenate([new_type, info]).astype(jnp.int32)
 
-    count = count + ((jnp.arange(N) == c) & arr_ok) - ((jnp.arange(N) == row_k[D + 1]) & depart)
+    # --- the D rows of the touched job (the arriving one, or the head)
+    entry = jnp.where(is_arr, new, head)
+    if spec.random_d:
+        cls = jnp.zeros((), jnp.int32)
+        if T == 1:
+            srv_t = jnp.stack([(entry[0] // S**a) % S for a in range(D)])
+        else:
+            srv_t = entry[:D]
+    else:
+        cls = jnp.minimum(entry[0], N - 1)
+        srv_t = params.class_servers[cls]
+    # the per-jump scalars computed once: without the barrier XLA fuses them into every
+    # element of the row operations below (measured: a third of the jump's time)
+    entry, srv_t, cls, is_arr, job_ok, done, depart, interrupt = jax.lax.optimization_barrier(
+        (entry, srv_t, cls, is_arr, job_ok, done, depart, interrupt)
+    )
+    leave = depart | interrupt
+    valid = srv_t < S
+    at_t = jnp.minimum(srv_t, S - 1)
+    rows_t, cnt_t = rows[at_t].astype(jnp.int32), cnt[at_t]  # (D, C, F), (D,)
+    room = jnp.all((cnt_t < C) | ~valid)
+    arr_ok = is_arr & (n < Q) & room
+    overflow = is_arr & ~arr_ok
+    pos = jnp.arange(C, dtype=jnp.int32)[None, :]
+    same = jnp.all(rows_t[:, :, :T] == entry[None, None, :T], axis=-1)
+    first = C - jnp.max(jnp.where(same, C - pos, 0), axis=1)  # C if none (an int max)
+    p = jnp.where(job_ok, first, C)[:, None]
+    p, arr_ok, cnt_t = jax.lax.optimization_barrier((p, arr_ok, cnt_t))
+    after = jnp.concatenate([rows_t[:, 1:], jnp.full_like(rows_t[:, :1], -1)], axis=1)
+    shifted = jnp.where(((pos >= p) & leave)[..., None], after, rows_t)
+    if not single:  # a phase ends, not the last: one phase fewer in each of its rows
+        fewer = (pos == p) & (done & ~depart)
+        shifted = shifted.at[..., T].add(-fewer.astype(jnp.int32))
+    end = cnt_t[:, None] - leave.astype(jnp.int32)
+    ins = arr_ok | interrupt  # at the end of its rows
+    new_rows = jnp.where(((pos == end) & ins)[..., None], entry, shifted)
+    new_cnt = end[:, 0] + ins.astype(jnp.int32)
+    if single:
+        nu_h = params.rate_table[0]
+    else:
+        nu_h = params.rate_table[jnp.maximum(new_rows[:, 0, T + 1], 0)]
+    rate_t = jnp.where(new_cnt > 0, params.mu_ext[srv_t] * (nu_h + params.alpha), 0.0)
+    at_w = jnp.where(valid, srv_t, S)  # padding servers: dropped
+    new_cnt, rate_t, at_w = jax.lax.optimization_barrier((new_cnt, rate_t, at_w))
+    rows = rows.at[at_w].set(new_rows.astype(rdt), mode="drop")
+    sidx = jnp.arange(S, dtype=jnp.int32)
+    flat = jnp.arange(nb * B, dtype=jnp.int32).reshape(nb, B)
+    for a in range(D):  # selects, not scatters: a scatter into a carried vector is copied
+        cnt = jnp.where(sidx == at_w[a], new_cnt[a], cnt)
+        rate = jnp.where(flat == at_w[a], rate_t[a].astype(dtype), rate)
+    if nb > 1:  # the sums of the touched blocks, recomputed (no drift)
+        mu_b = jnp.pad(mu, (0, nb * B - S)).reshape(nb, B)
+        bidx = jnp.arange(nb, dtype=jnp.int32)
+        for a in range(D):
+            b = at_t[a] // B
+            r_b = jnp.sum(rate[b])
+            m_b = jnp.sum(jnp.where(rate[b] > 0.0, mu_b[b], 0.0))
+            block_rate = jnp.where(bidx == b, r_b, block_rate)
+            block_busy = jnp.where(bidx == b, m_b, block_busy)
+
+    cidx = jnp.arange(N)
+    count = count + ((cidx == cls) & arr_ok) - ((cidx == cls) & depart)
     n = n + arr_ok.astype(n.dtype) - depart.astype(n.dtype)
     events = jnp.stack([arr_ok, depart, interrupt, overflow]).astype(dtype)
-    return (jobs, stamp, owner, free, n, next_stamp, count), (stats, events, n)
+    return (rows, cnt, rate, block_rate, block_busy, n, count), (stats, events, n)
 
 
-def _slot_state(spec: KernelSpec, dtype):
-    Q, D, N, S = spec.queue_size, spec.width, spec.n_classes, spec.n_servers
-    jobs = jnp.zeros((Q, D + 3), jnp.int32).at[:, :D].set(S)
+def _server_state(spec: KernelSpec, dtype):
+    """Empty per-server queues: the rows (entries of -1) and their lengths, the servers'
+    rates in blocks with the blocks' sums of rates and of busy capacities, the number of jobs
+    and the count per class."""
+    _, F, rdt = _row_fields(spec)
+    nb, B = _blocks(spec)
+    S, C = spec.n_servers, spec.row_size
     return (
-        jobs,
-        jnp.full((Q,), _EMPTY, jnp.int32),
-        jnp.full((S,), Q, jnp.int32),
-        jnp.arange(Q, dtype=jnp.int32)[::-1],
+        jnp.full((S, C, F), -1, rdt),
+        jnp.zeros((S,), jnp.int32),
+        jnp.zeros((nb, B), dtype),
+        jnp.zeros((nb,), dtype),
+        jnp.zeros((nb,), dtype),
         jnp.zeros((), jnp.int32),
-        jnp.zeros((), jnp.int32),
-        jnp.zeros((N,), jnp.int32),
+        jnp.zeros((spec.n_classes,), jnp.int32),
     )
 
 
@@ -369,9 +504,22 @@ def _fifo_step(spec: KernelSpec, params: KernelParams, compat, state, u):
     return (ring, head, size, next_stamp, n), (stats, events, n)
 
 
-def _uniforms(key, shape, dtype):
-    """Uniforms in [0, 1) from 32 random bits each (24 in float32, so that none rounds to 1)."""
-    bits = jax.random.bits(key, shape, dtype=jnp.uint32)
+def _block_key(key, block):
+    """The two Threefry key words of block ``block`` of a replication: ``fold_in(key, block)``."""
+    kd = jax.random.key_data(jax.random.fold_in(key, block)).reshape(-1)[-2:]
+    return kd.astype(jnp.uint32)
+
+
+def _uniforms(kd, jump, n: int, dtype):
+    """The ``n`` uniforms in [0, 1) of jump ``jump`` of a block (``n`` even): the words of
+    Threefry-2x32 (13 rounds, unrolled: ``jaxqueue.mjqm._inputs.threefry2x32``) on the counter
+    pairs ``(jump, column pair)`` under the block's key words ``kd``; 32 random bits each (24 in
+    float32, so that none rounds to 1). Computed inside the jump (no block of uniforms is
+    stored: at 256 replications and 1000 jumps such a block was 4-8 MB, beyond the 2 MB
+    cache, and evicted the state the jump reads at random)."""
+    pair = jnp.arange(n // 2, dtype=jnp.uint32)
+    y0, y1 = threefry2x32(kd[0], kd[1], jnp.broadcast_to(jump.astype(jnp.uint32), pair.shape), pair)
+    bits = jnp.stack([y0, y1], axis=-1).reshape(n)
     if jnp.finfo(dtype).nmant < 32:
         return (bits >> 8).astype(dtype) * (2.0**-24)
     return bits.astype(dtype) * (2.0**-32)
@@ -387,8 +535,8 @@ def _layout(spec: KernelSpec, params: KernelParams):
             _fifo_state(spec, params.mu_ext.dtype),
         )
     return (
-        lambda state, u: _slot_step(spec, params, state, u),
-        _slot_state(spec, params.mu_ext.dtype),
+        lambda state, u: _server_step(spec, params, state, u),
+        _server_state(spec, params.mu_ext.dtype),
     )
 
 
@@ -416,13 +564,14 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
     width = 4 + 2 * N + 4  # time, busy, area_sq, time_first | area, area_first | events
 
     def jump(carry, xs):
-        state, acc, n_max, _ = carry
-        u, first = xs
+        state, acc, n_max, _, kd = carry
+        j, first = xs
+        u = _uniforms(kd, j, spec.n_uniforms, dtype)
         state, ((hold, area, busy, area_sq), events, n) = step(state, u)
         add = jnp.concatenate(
             [jnp.stack([hold, busy, area_sq, first * hold]), area, first * area, events]
         )
-        return (state, acc + add, jnp.maximum(n_max, n), n), None
+        return (state, acc + add, jnp.maximum(n_max, n), n, kd), None
 
     # the first half is the first floor(J / 2) of the J = n_chunks * chunk measured jumps,
     # however the run is chunked (a run of one chunk included)
@@ -432,9 +581,10 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
 
     def block(c, carry):
         state, total, events, n_max, n = carry
-        u = _uniforms(jax.random.fold_in(key, c), (spec.chunk, spec.n_uniforms), dtype)
+        kd = _block_key(key, c)
         first = (steps < jnp.clip(half - (c - n_warm) * spec.chunk, 0, spec.chunk)).astype(dtype)
-        (state, acc, n_max, n), _ = jax.lax.scan(jump, (state, zero, n_max, n), (u, first))
+        carry = (state, zero, n_max, n, kd)
+        (state, acc, n_max, n, _), _ = jax.lax.scan(jump, carry, (steps, first))
         on = c >= n_warm
         counts = acc[-4:].astype(jnp.int32)  # exact: at most chunk per block
         counts = counts * jnp.array([on, on, on, True], jnp.int32)  # overflow: warm-up included

@@ -22,7 +22,7 @@ import time
 import jax
 
 from jaxqueue.dist import Exponential
-from jaxqueue.mjqm import exact, exact_lambda_c, lambda_c_estimate, simulate_steady
+from jaxqueue.mjqm import exact, exact_lambda_c, lambda_c_estimate, simulate
 from jaxqueue.scenarios import get
 
 
@@ -73,25 +73,40 @@ SHIPPED = ["two-class-200", "five-class-erlang3", "five-class-hyperexp", "five-c
 """The other MJQM scenarios shipped with the package (``borg-cell-b`` apart: s = 2048)."""
 
 
-def _limit_and_ref(name: str, frac: float):
-    """``lambda_c`` (exact, else the pile-growth estimate) and, without an exact solution, a
-    reference run: ``simulate_steady``, 1024 x 200,000 jobs (40x the default run's jobs; with
-    256 x 100,000 jobs the five-class-erlang3 reference, 17.72 +- 0.21, was itself 2 of its
-    standard errors below the longer run's 17.89 +- 0.09)."""
+REF_JOBS, REF_REPLICATIONS, REF_KEY = 2_000_000, 1024, 901
+"""The reference runs: 1024 replications x 2,000,000 jobs from empty, the first half discarded
+(10x the jobs of the earlier 1024 x 200,000 steady-start reference, whose five-class-hyperexp
+value, 870.9 +- 24, was 1.3 of its half-widths below this one's 886.7 +- 11.7). The warm-up is
+checked on a GPU with 4x longer runs (``python -m benchmarks.bench_honesty --reference``,
+``benchmarks/RESULTS.md``, section device_gpu)."""
+
+
+def reference(
+    name: str, frac: float, n_jobs: int = REF_JOBS, reps: int = REF_REPLICATIONS, key: int = REF_KEY
+):
+    """``(lambda_c, (mean wait, half-width))`` of a long forward run at ``frac * lambda_c``
+    (``lambda_c`` from the pile-growth estimate), the first half of each replication dropped."""
     wl = get(name)
-    if all(isinstance(x, Exponential) for x in wl.services):
-        return float(exact_lambda_c(wl)), None
-    lc = lambda_c_estimate(wl, key=jax.random.key(0)).lambda_c
-    r = simulate_steady(
+    lc = float(lambda_c_estimate(wl, key=jax.random.key(0)).lambda_c)
+    r = simulate(
         wl,
         frac * lc,
-        key=jax.random.key(778),
-        n_jobs=200_000,
-        n_replications=1024,
-        max_seconds=600,
+        key=jax.random.key(key),
+        n_jobs=n_jobs,
+        n_replications=reps,
+        warmup=n_jobs // 2,
     )
     lo, hi = r.wait_mean_all_ci
     return lc, (float(r.wait_mean_all), float(hi - lo) / 2)
+
+
+def _limit_and_ref(name: str, frac: float):
+    """``lambda_c`` (exact, else the pile-growth estimate) and, without an exact solution,
+    the reference run of :func:`reference`."""
+    wl = get(name)
+    if all(isinstance(x, Exponential) for x in wl.services):
+        return float(exact_lambda_c(wl)), None
+    return reference(name, frac)
 
 
 def run(fast: bool) -> str:
@@ -121,7 +136,8 @@ def run(fast: bool) -> str:
                 "random numbers (counter-based inputs) and their errors are correlated across "
                 "loads. The other shipped scenarios run at 0.9 lambda_c (exact for "
                 "`two-class-200`; pile-growth estimate otherwise) against the exact value or, "
-                "without one, a reference `simulate_steady` run (1024 x 200,000 jobs, key 778): "
+                "without one, a reference forward run (1024 x 2,000,000 jobs from empty, the "
+                "first half dropped, key 901): "
                 "'covers' then means a difference within the root sum of squares of the two "
                 "half-widths; the target there is ok-and-right or a non-ok status in 10 minutes. "
                 "`borg-cell-b` (s = 2048, 26 classes) is left out.",
@@ -134,3 +150,18 @@ def run(fast: bool) -> str:
         )
         + "\n"
     )
+
+
+if __name__ == "__main__":
+    # python -m benchmarks.bench_honesty --reference NAME N_JOBS REPLICATIONS KEY: one reference
+    # run (its warm-up checked with longer runs), one JSON line.
+    if "--reference" in sys.argv:
+        i = sys.argv.index("--reference")
+        name, n_jobs, reps, key = sys.argv[i + 1], *(int(v) for v in sys.argv[i + 2 : i + 5])
+        jax.config.update("jax_enable_x64", True)
+        t0 = time.perf_counter()
+        lc, (m, hw) = reference(name, 0.9, n_jobs, reps, key)
+        out = dict(name=name, lam=0.9 * lc, n_jobs=n_jobs, reps=reps, key=key, mean=m, hw=hw)
+        print(json.dumps({**out, "secs": time.perf_counter() - t0}))
+    else:
+        print(run(fast="--fast" in sys.argv))

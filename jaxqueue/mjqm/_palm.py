@@ -54,14 +54,30 @@ def _var_ci(x: np.ndarray, level: float) -> tuple[float, list[float]]:
     return v, [v - z * se, v + z * se]
 
 
-def _quantile_ci(x: np.ndarray, q: float, level: float) -> tuple[float, list[float]]:
-    """Empirical quantile with the distribution-free order-statistic interval."""
+def _quantile_ci(x: np.ndarray, q: float, level: float, bias: float = 0.0):
+    """Empirical quantile with the distribution-free order-statistic interval, its upper end
+    raised for a downward bias of at most ``bias`` in the mean (sub-perfect samples).
+
+    On the same inputs a sub-perfect sample is below the stationary one, ``D = W - W_ell >= 0``
+    with ``E D <= bias``; Markov's inequality gives ``F(y + d) >= F_ell(y) - bias / d``, so
+    ``Q(q) <= Q_ell(q + bias / d) + d`` for every ``d > 0``: the upper end is the least of
+    these over a grid of ``d`` (``inf`` where no ``q + bias / d < 1`` helps)."""
     n = x.shape[0]
     xs = np.sort(x)
     z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+
+    def upper(p: float) -> float:
+        i = math.ceil(n * p + z * math.sqrt(n * p * (1 - p)))
+        return float(xs[i]) if i <= n - 1 else math.inf
+
     lo = int(max(0, math.floor(n * q - z * math.sqrt(n * q * (1 - q)))))
-    hi = int(min(n - 1, math.ceil(n * q + z * math.sqrt(n * q * (1 - q)))))
-    return float(np.quantile(x, q)), [float(xs[lo]), float(xs[hi])]
+    if bias == 0:
+        hi = upper(q)
+    elif bias == math.inf:
+        hi = math.inf
+    else:  # eps = bias / d: the quantile level moves up by eps, the value by d
+        hi = min(upper(q + e) + bias / e for e in (1 - q) * np.geomspace(1e-4, 0.999, 60))
+    return float(np.quantile(x, q)), [float(xs[lo]), hi]
 
 
 def wait_samples(workload, samples: BackwardSamples) -> np.ndarray:
@@ -114,7 +130,7 @@ def _class_row(x, law, cores: int, prob: float, lam: float, bias: float, level, 
         "L_ci": [lam * prob * (mci[0] + mean_s), lam * prob * (mci[1] + mean_s)],
     }
     for q in (0.5, 0.9, 0.99):
-        qv, qci = _quantile_ci(x, q, level)
+        qv, qci = _quantile_ci(x, q, level, bias)
         row[f"wait_p{int(round(q * 100))}"] = qv
         row[f"wait_p{int(round(q * 100))}_ci"] = qci
     return row

@@ -24,7 +24,7 @@ import math
 
 import jax
 import numpy as np
-import scipy.stats
+from scipy.special import ndtri  # the normal quantile
 
 from ..stats import mean_ci
 from ._backward import BackwardSamples
@@ -50,7 +50,7 @@ def _var_ci(x: np.ndarray, level: float) -> tuple[float, list[float]]:
     v = float(np.var(x, ddof=1))
     m4 = float(np.mean((x - x.mean()) ** 4))
     se = math.sqrt(max(m4 - v * v, 0.0) / n)
-    z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+    z = float(ndtri(0.5 + level / 2))
     return v, [v - z * se, v + z * se]
 
 
@@ -64,7 +64,7 @@ def _quantile_ci(x: np.ndarray, q: float, level: float, bias: float = 0.0):
     these over a grid of ``d`` (``inf`` where no ``q + bias / d < 1`` helps)."""
     n = x.shape[0]
     xs = np.sort(x)
-    z = float(scipy.stats.norm.ppf(0.5 + level / 2))
+    z = float(ndtri(0.5 + level / 2))
 
     def upper(p: float) -> float:
         i = math.ceil(n * p + z * math.sqrt(n * p * (1 - p)))

@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import scipy.optimize
-import scipy.sparse
 
 from ._pool import Pool
 from ._typed import TypedPool
@@ -85,6 +83,9 @@ def stability(pool: Pool | TypedPool, lam) -> Stability:
     active = np.flatnonzero(lam > 0)
     if active.size == 0:
         return Stability(float("inf"), True, (), (), 0.0, 0.0)
+    import scipy.optimize  # imported here: about 0.4 s that commands without a pool skip
+    import scipy.sparse
+
     sets = pool.server_sets
     # variables: z (active classes, n), then y (servers, K)
     n = active.size

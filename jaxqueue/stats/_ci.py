@@ -11,8 +11,8 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-import scipy.stats
 from jaxtyping import Array, ArrayLike, Float
+from scipy.special import stdtrit  # Student-t quantile (scipy.stats.t.ppf's kernel, lighter)
 
 __all__ = ["Estimate", "mean_ci", "log_mean_ci", "batch_means", "t_quantile", "drift"]
 
@@ -46,7 +46,7 @@ def t_quantile(n: int, level: float = 0.95) -> float:
         raise ValueError(f"a confidence interval needs at least 2 replications, got {n}")
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    return float(scipy.stats.t.ppf(0.5 + level / 2.0, n - 1))
+    return float(stdtrit(n - 1, 0.5 + level / 2.0))
 
 
 def mean_ci(
@@ -86,7 +86,7 @@ def mean_ci(
         g = np.mean(d**3, axis=axis) / s**3
         k = np.mean(d**4, axis=axis) / s**4 - 3.0
         df = np.clip(2.0 / (2.0 / (n - 1) + np.maximum(k, 0.0) / n), 2.0, n - 1.0)
-        q = jnp.asarray(scipy.stats.t.ppf(0.5 + level / 2.0, df), dtype=m.dtype)
+        q = jnp.asarray(stdtrit(df, 0.5 + level / 2.0), dtype=m.dtype)
         c = jnp.clip(g * (2 * q * q + 1) / (6 * np.sqrt(n)), -q / 2, q / 2)
     return Estimate(m, m - (q - c) * se, m + (q + c) * se, n, level)
 

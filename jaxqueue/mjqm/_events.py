@@ -56,7 +56,13 @@ from ._forward import (
     _ratio_ci,
     few_replications_reason,
 )
-from ._inputs import draw_jobs_each, replication_keypairs
+from ._inputs import (
+    _bits_to_uniform,
+    _jobs_from_rows,
+    n_uniforms,
+    replication_keypairs,
+    threefry2x32,
+)
 from ._workload import Workload
 from .policies import EventPolicy, parse_policy
 from .policies._queues import (
@@ -116,24 +122,28 @@ class _State(NamedTuple):
     job: tuple  # job n_next, the next to arrive: (class, need, service, inter-arrival time)
 
 
-def _empty(s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt) -> _State:
+def _empty(
+    s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt, F: int = 1, dead=False
+) -> _State:
     """``R`` empty replications of ``s`` servers: ``M`` service slots, ``D`` deques of ``Q``
-    entries; ``K`` classes, ``n_bins`` waiting-time bins per class."""
+    entries (``F`` front registers: one per deque, or the first ``F`` entries of a single
+    FIFO); ``K`` classes, ``n_bins`` waiting-time bins per class."""
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
         s_end=jnp.full((M, R), jnp.inf, dt),
         s_arr=f(M),
         s_info=i(M),
-        f_arr=f(D),
-        f_rem=f(D),
-        f_info=i(D),
+        f_arr=f(max(D, F)),
+        f_rem=f(max(D, F)),
+        f_info=i(max(D, F)),
         body=jnp.zeros(D * Q * 3 * R, dt),
         head=i(D),
         size=i(D),
         busy=i(D),
         free=jnp.full(R, s, jnp.int32),
         prefix=i(),
+        dead=jnp.zeros((Q if dead else 0, R), bool),
     )
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
     job = (i(), i(), f(), f())  # drawn by _run
@@ -181,7 +191,13 @@ def _push(q: Queues, d, item, on, front=False) -> Queues:
     vals = jnp.stack([arr, rem, encode(info, arr.dtype)])
     idx, vals, hit, r, size = settle(idx, vals, hit, r, size)
     body = q.body.at[idx].set(vals, mode="drop", unique_indices=True)
-    new_front = hit & ((size == 0) | front)[None]
+    F = q.f_arr.shape[0]
+    if F > D:  # one FIFO whose first F entries are in the registers: row `size` if free
+        new_front = _onehot(F, size) & on[None]
+    else:
+        new_front = hit & ((size == 0) | front)[None]
+    if q.dead.shape[0]:  # the entry written is live
+        q = q._replace(dead=q.dead & ~(_onehot(Q, r) & on[None]))
     return q._replace(
         body=body,
         head=jnp.where(hit & front, r[None], q.head),
@@ -195,30 +211,86 @@ def _push(q: Queues, d, item, on, front=False) -> Queues:
 def _take(q: Queues, d, p, on, inside: bool) -> tuple[Queues, tuple]:
     """Remove position ``p`` of deque ``d`` where ``on`` and return it; ``inside``: ``p`` may
     be past the front (FIFO layout only: the positions before it move one step back, a masked
-    roll of the deque), else it is the front (from the registers). The new front is loaded
-    by :func:`_refill` after every write of the round (a gather before a scatter of the same
-    buffer made XLA copy the whole buffer)."""
+    roll of the deque), else it is the front (from the registers), or with ``F > 1`` front
+    registers (one FIFO) one of the first ``F`` positions (:func:`_take_registered`). The new
+    front is loaded by :func:`_refill` after every write of the round (a gather before a
+    scatter of the same buffer made XLA copy the whole buffer)."""
     Q, D = q.capacity, q.head.shape[0]
+    if q.f_arr.shape[0] > D and not inside:
+        return _take_registered(q, p, on)
     hit = _onehot(D, d) & on[None]
     pick = lambda x: rows_sum(jnp.where(_onehot(D, d), x, 0))  # noqa: E731
     head = pick(q.head)
     if inside:
-        arr, rem, info, pos = q.deque(0)
-        at = pos == p[None]
-        item = tuple(jnp.sum(jnp.where(at, x, 0), axis=0) for x in (arr, rem, info))
-        move = on[None] & (pos >= 1) & (pos <= p[None])
-        R = q.free.shape[0]
-        b = q.body.reshape(D, Q, 3, R)  # D = 1: a new body, not an update (no copy)
-        rolled = jnp.where(move[:, None], jnp.roll(b[0], 1, axis=0), b[0])
-        q = q._replace(body=rolled.reshape(-1))
+        return _take_inside(q, p, on)
     else:
         item = (pick(q.f_arr), pick(q.f_rem), pick(q.f_info))
     q = q._replace(head=jnp.where(hit, ((head + 1) % Q)[None], q.head), size=q.size - hit)
     return q, item
 
 
+def _take_inside(q: Queues, p, on) -> tuple[Queues, tuple]:
+    """:func:`_take` of any position ``p`` of a single FIFO whose removed entries behind the
+    front are tombstones (info 0, no roll of the deque): ``size`` is the ring span from the
+    head to the back, tombstones included, and the head is always a live entry (after the
+    front leaves, it moves on to the next live one)."""
+    Q = q.capacity
+    arr, rem, info, pos = q.deque(0)
+    at = pos == p[None]
+    zero = lambda x: jnp.zeros((), x.dtype)  # noqa: E731
+    item = tuple(rows_sum(jnp.where(at, x, zero(x)), settled=False) for x in (arr, rem, info))
+    size = q.size[0]
+    live = (pos >= 1) & (pos < size[None]) & ~q.dead
+    step = rows_min(jnp.where(live, pos, size[None]))  # the next live entry (or the span)
+    step = jnp.where(on & (p == 0), step, 0)
+    r = (q.head[0] + p) % Q
+    step, item, r = settle(step, item, r)
+    dead = q.dead | (_onehot(Q, r) & (on & (p > 0))[None])
+    head = (q.head[0] + step) % Q
+    return q._replace(dead=dead, head=head[None], size=(size - step)[None]), item
+
+
+def _take_registered(q: Queues, p, on) -> tuple[Queues, tuple]:
+    """:func:`_take` of position ``p < F`` of a single FIFO with ``F`` front registers (which
+    mirror its first ``F`` entries; the body holds them all): the item from the registers;
+    in the body the entries before ``p`` move one step back (a scatter of at most ``F - 1``
+    entries, whose values are in the registers) and the head one step on, not a roll of the
+    whole deque; the registers behind ``p`` move one row up (the last is loaded by
+    :func:`_refill`)."""
+    Q, F = q.capacity, q.f_arr.shape[0]
+    R = q.free.shape[0]
+    rows = jnp.arange(F)[:, None]
+    item = tuple(rows_sum(jnp.where(rows == p[None], x, 0)) for x in (q.f_arr, q.f_rem, q.f_info))
+    head = q.head[0]
+    if F > 1:
+        k = jnp.arange(F - 1)[:, None]  # position k < p goes to ring entry head + k + 1
+        r = (head[None] + k + 1) % Q
+        idx = (r[:, None] * 3 + jnp.arange(3)[None, :, None]) * R + jnp.arange(R)
+        idx = jnp.where((on[None] & (k < p[None]))[:, None], idx, q.body.shape[0])
+        vals = jnp.stack([q.f_arr[:-1], q.f_rem[:-1], encode(q.f_info[:-1], q.f_arr.dtype)], axis=1)
+        idx, vals = settle(idx, vals)
+        body = q.body.at[idx].set(vals, mode="drop", unique_indices=True)
+        up = on[None] & (rows[:-1] >= p[None])
+        shift = lambda x: jnp.concatenate([jnp.where(up, x[1:], x[:-1]), x[-1:]])  # noqa: E731
+        q = q._replace(body=body, f_arr=shift(q.f_arr), f_rem=shift(q.f_rem))
+        q = q._replace(f_info=shift(q.f_info))
+    q = q._replace(head=jnp.where(on, (head + 1) % Q, head)[None], size=q.size - on[None])
+    return q, item
+
+
 def _refill(q: Queues, d, on) -> Queues:
-    """Load the front registers of deque ``d`` from its body where ``on`` (one gather)."""
+    """Load the front registers of deque ``d`` from its body where ``on`` (one gather); with
+    ``F > 1`` registers of one FIFO, the last (position ``F - 1``)."""
+    F = q.f_arr.shape[0]
+    if F > q.head.shape[0]:
+        (r,) = settle((q.head[0] + F - 1) % q.capacity)
+        nxt = _read(q, jnp.zeros_like(r), r)
+        last = (jnp.arange(F)[:, None] == F - 1) & on[None]
+        return q._replace(
+            f_arr=jnp.where(last, nxt[0][None], q.f_arr),
+            f_rem=jnp.where(last, nxt[1][None], q.f_rem),
+            f_info=jnp.where(last, nxt[2][None], q.f_info),
+        )
     hit = _onehot(q.head.shape[0], d) & on[None]
     (r,) = settle(rows_sum(jnp.where(_onehot(q.head.shape[0], d), q.head, 0)))
     nxt = _read(q, d, r)  # a gather: never recomputed
@@ -464,8 +536,18 @@ def _draw(workload, lam, keypairs, dtype):
     """``draw(n)``: job ``n[r]`` of every replication ``r`` as ``(class, need, service,
     inter-arrival time)``, from the counter-based inputs."""
 
+    k0, k1 = keypairs
+    n_u = n_uniforms(workload)
+
     def draw(n):
-        job = draw_jobs_each(workload, lam, keypairs, n, dtype=dtype)
+        # draw_jobs_each with the cipher words materialised once (settle): XLA fused the
+        # cipher into each of the four fields and computed it four times, 70 us of a 200 us
+        # fcfs round at 1024 replications
+        x0 = n.astype(jnp.uint32)
+        words = [threefry2x32(k0, k1, x0, jnp.full_like(x0, c)) for c in range((n_u + 1) // 2)]
+        bits = settle(*([w[0] for w in words] + [w[1] for w in words])[:n_u])
+        rows = [_bits_to_uniform(b, dtype) for b in bits]
+        job = _jobs_from_rows(workload, lam, rows, dtype=dtype)
         need = job.alpha[..., 0].astype(jnp.int32)
         return job.cls.astype(jnp.int32), need, job.sigma.astype(dtype), job.tau.astype(dtype)
 
@@ -549,7 +631,9 @@ def _kernel(
 
     if init is None:
         D = _layout(policy, needs)
-        init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype)
+        F = policy.front_registers
+        dead = policy.picks_inside
+        init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype, F, dead)
         init = init._replace(job=draw(init.n_next))
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
         return lax.while_loop(lambda c: jnp.any(active(c[0])), chunk, (init, jnp.int32(0)))[0]
@@ -905,8 +989,18 @@ def _grow(st: _State, B: int) -> _State:
     body = np.asarray(q.body).reshape(D, Q, 3, R)
     ring = (np.asarray(q.head)[:, None, :] + np.arange(Q)[None, :, None]) % Q  # (D, Q, R)
     body = np.take_along_axis(body, ring[:, :, None, :], axis=1)
+    # tombstones (easy-backfilling's FIFO) dropped: live entries moved to the front
+    size = np.asarray(q.size)
+    live = np.arange(Q)[None, :, None] < size[:, None, :]
+    dead = np.asarray(q.dead)
+    if dead.shape[0]:
+        live = live & ~np.take_along_axis(dead, ring[0], axis=0)[None]
+    order = np.argsort(~live, axis=1, kind="stable")
+    body = np.take_along_axis(body, order[:, :, None, :], axis=1)
     body = np.concatenate([body, np.zeros((D, B - Q, 3, R), body.dtype)], axis=1)
-    q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head))
+    size = live.sum(axis=1).astype(size.dtype)
+    dead = np.zeros((B if dead.shape[0] else 0, R), bool)
+    q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head), size=size, dead=dead)
     return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 
 
@@ -914,10 +1008,11 @@ def _first_buffer(workload: Workload, policy: EventPolicy) -> int:
     """Deque entries to start with. Most policies touch one entry of a deque per event, so a
     round hardly costs more with more entries, while the replications that overflow go on
     alone, where a round costs its fixed overhead for a handful of them: four times the most
-    jobs in service and 8 more, at least 64. ``window:W`` and EASY scan and roll their whole
-    FIFO every round: the most jobs in service and 8 more, at least 16 (measured on
-    five-class-exp at half the fcfs limit: window:4 0.36 M jobs/s from 32 entries, 0.09 M
-    from 128). Rounded up to a power of 2."""
+    jobs in service and 8 more, at least 64 (``window:W`` keeps its first ``W`` entries in
+    registers and touches one entry too). EASY scans its whole FIFO every round: the most
+    jobs in service and 8 more, at least 16 (measured on five-class-exp at half the fcfs
+    limit, when window:W scanned and rolled its FIFO as well: window:4 0.36 M jobs/s from 32
+    entries, 0.09 M from 128). Rounded up to a power of 2."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
     if policy.picks_inside:
         return max(16, 1 << math.ceil(math.log2(most + 8)))

@@ -109,6 +109,12 @@ class EventPolicy(eqx.Module):
     picks_inside: ClassVar[bool] = False  # may start a job behind the front of its deque
 
     @property
+    def front_registers(self) -> int:
+        """Entries at the front of the FIFO kept in registers (``"fifo"`` layout): a pick may
+        start any of them without a pass over the deque."""
+        return 1
+
+    @property
     def label(self) -> str:
         """The name with its parameter, as on the command line."""
         return self.name

@@ -200,7 +200,9 @@ class Queues(NamedTuple):
     """The jobs of all replications (module docstring); ``body``: the deques,
     ``(D, Q, 3, R)`` (arrival, remaining work, encoded info) flattened; ``free`` servers,
     ``prefix``: the needs of the server-filling prefix (in service or in the per-need deques);
-    ``busy``: jobs in service per per-need deque (``"need"``, ``"prefix"`` layouts)."""
+    ``busy``: jobs in service per per-need deque (``"need"``, ``"prefix"`` layouts);
+    ``dead``: per entry of a single FIFO, a job already started from behind the front
+    (``picks_inside`` policies; ``(0, R)`` otherwise): a tombstone, not a roll of the deque."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -214,6 +216,7 @@ class Queues(NamedTuple):
     busy: Int[Array, "D R"]
     free: Int[Array, " R"]
     prefix: Int[Array, " R"]
+    dead: Bool[Array, "Q R"]
 
     @property
     def capacity(self) -> int:

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from ._base import EventPolicy, Jobs, first_fit
-from ._queues import Queues, need_of, start
+from ._queues import Queues, need_of, rows_min, rows_sum, start
 
 
 class Window(EventPolicy):
@@ -16,7 +16,6 @@ class Window(EventPolicy):
 
     W: int = eqx.field(static=True)
     name = "window"
-    picks_inside = True
 
     def __check_init__(self):
         if not (isinstance(self.W, int) and self.W >= 1):
@@ -26,17 +25,22 @@ class Window(EventPolicy):
     def label(self) -> str:
         return f"window:{self.W}"
 
+    @property
+    def front_registers(self) -> int:
+        return self.W
+
     def select(self, jobs: Jobs, s: int, needs):
         return jobs.run | first_fit(jobs.waiting, jobs.need, jobs.free(s), window=self.W)
 
     def pick(self, q: Queues, s: int, needs, now):
-        """The oldest of the first ``W`` jobs of the FIFO that fits in the free servers."""
-        _, _, info, pos = q.deque(0)
-        need = need_of(info)
-        ok = (pos < jnp.minimum(self.W, q.size[0])) & (need <= q.free)
-        p = jnp.min(jnp.where(ok, pos, q.capacity), axis=0)
-        left = q.free - jnp.sum(jnp.where(pos == p, need, 0), axis=0)
-        return start(0, p < q.capacity, p, more=(q.size[0] > 1) & (left >= min(needs)))
+        """The oldest of the first ``W`` jobs of the FIFO that fits in the free servers (all
+        ``W`` are in the front registers: no pass over the deque)."""
+        need = need_of(q.f_info)
+        pos = jnp.arange(self.W)[:, None]
+        ok = (pos < q.size[0]) & (need <= q.free)
+        p = rows_min(jnp.where(ok, pos, self.W))
+        left = q.free - rows_sum(jnp.where(pos == p, need, 0))
+        return start(0, p < self.W, p, more=(q.size[0] > 1) & (left >= min(needs)))
 
     def stability_limit(self, workload, key=None):
         from .._events import saturated_throughput

@@ -157,3 +157,12 @@ def test_demo_json_is_one_object(monkeypatch, capsys):
     ]  # fmt: skip
     last = out["sections"][-1]
     assert last["command"] == f"jaxqueue {command}" and last["result"]["wait_mean"] > 0
+
+
+def test_sched_json_reports_its_elapsed_time_as_the_other_commands(capsys):
+    status = main(
+        ["sched", "simulate", "--pool", "m-model-sym", "--rho", "0.5", "--json"]
+        + ["--replications", "2", "--jumps", "200", "-q"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert status in (0, 3) and out["elapsed_s"] > 0, out

@@ -107,6 +107,8 @@ def register(top, group) -> None:
 
 
 def _run(args) -> int:
+    import time
+
     import jax
 
     from jaxqueue.dist import get_law
@@ -120,6 +122,7 @@ def _run(args) -> int:
         f"sched simulate: {args.replications} replications x {args.jumps} jumps "
         f"(+{warmup} warm-up) on {jax.devices()[0]}"
     )
+    t0 = time.perf_counter()
     res = simulate(
         pool,
         lam,
@@ -152,6 +155,7 @@ def _run(args) -> int:
         "interruptions_per_job": res.interruptions_per_job,
         "busy_capacity": res.busy,
         "jumps_per_s": res.jumps_per_s,
+        "elapsed_s": time.perf_counter() - t0,
         "device": str(jax.devices()[0]),
         "status": res.status,
         "drift": float(np.ravel(res.drift)[0]),

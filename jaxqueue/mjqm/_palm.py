@@ -168,7 +168,10 @@ def palm_metrics(
         ``L``, ``samples``, ``status`` (a :class:`~jaxqueue.stats.Status`: ``ok``,
         ``unconverged``, ``biased``),
         ``n_unconverged``, ``bias_bound`` (added to the upper ends of the mean intervals;
-        per class ``wait_mean_bias_bound``), ``ell_batch``, ``bias_tests``. Every mean with
+        per class ``wait_mean_bias_bound``; the quantile intervals' upper ends are raised
+        for it too, :func:`_quantile_ci`; the variance and HOL intervals are sampling
+        intervals of the sub-perfect samples, their horizon bias is not bounded),
+        ``ell_batch``, ``bias_tests``. Every mean with
         an interval is a :class:`~jaxqueue.stats.Estimate` by
         ``jaxqueue.stats.estimate(m, "wait_mean")`` (``cls=c`` for class ``c``).
 

@@ -4,7 +4,9 @@ Targets (issue #4, 2-core CPU): 10,000 samples of ``five-class-exp`` at 75% of l
 < 3 s after compilation and >= 20x a numpy Algorithm 1 in the same run; at 95% of lambda_c the
 work done within 1.5x of the work needed; lambda_c of the five-class scenarios to 1% relative
 accuracy in < 10 s each (against numpy Algorithm 2 extrapolated to the same number of jobs);
-``borg-cell-b`` in < 5 minutes (full run only).
+``borg-cell-b`` in < 5 minutes (full run only). Issue 19: the same 10,000 samples (bias
+control on) at >= 60k samples/s in the best configuration; issue 14: the work ratio at 95%
+stays under 1.5.
 """
 
 from __future__ import annotations
@@ -111,10 +113,60 @@ from jaxqueue.scenarios import get
 wl = get("five-class-exp")
 lam, n = float(sys.argv[1]), int(sys.argv[2])
 sample_backward(wl, lam, n, key=jax.random.key(3), dtype=jnp.float32, override=True)
-t0 = time.perf_counter()
-S = sample_backward(wl, lam, n, key=jax.random.key(4), dtype=jnp.float32, override=True)
-print(json.dumps({"run": time.perf_counter() - t0, "devices": jax.device_count()}))
+runs = []
+for k in (4, 5, 6):
+    t0 = time.perf_counter()
+    S = sample_backward(wl, lam, n, key=jax.random.key(k), dtype=jnp.float32, override=True)
+    runs.append(time.perf_counter() - t0)
+print(json.dumps({"run": min(runs), "devices": jax.device_count()}))
 """
+
+_REPEATS = 3
+"""Timed calls per row at 75% lambda_c (new keys, same shapes); the best is reported."""
+
+
+def _breakdown(wl, lam: float, n: int) -> str:
+    """Where the time of one call goes, per sample: the sampler's device calls timed one by
+    one (each waited for), the rest is host work (horizon floor, bias test, transfers)."""
+    from jaxqueue.mjqm import _backward as B
+
+    names = {
+        "_first_pair": "first two horizons of all samples",
+        "_pair_more": "side-by-side replays of the samples not yet met",
+        "_segment_batch": "pasts of the later doublings",
+    }
+    spent = dict.fromkeys(names, 0.0)
+    calls = dict.fromkeys(names, 0)
+    saved = {k: getattr(B, k) for k in names}
+
+    def timed(k, f):
+        def g(*a, **kw):
+            t = time.perf_counter()
+            out = jax.block_until_ready(f(*a, **kw))
+            spent[k] += time.perf_counter() - t
+            calls[k] += 1
+            return out
+
+        return g
+
+    try:
+        for k, f in saved.items():
+            setattr(B, k, timed(k, f))
+        t0 = time.perf_counter()
+        S = B.sample_backward(wl, lam, n, key=jax.random.key(9), dtype=jnp.float32, override=True)
+        total = time.perf_counter() - t0
+    finally:
+        for k, f in saved.items():
+            setattr(B, k, f)
+    us = 1e6 / n
+    parts = [f"{names[k]} {spent[k] * us:.1f} ({calls[k]} calls)" for k in names]
+    parts.append(f"host {(total - sum(spent.values())) * us:.1f}")
+    return (
+        f"| where the time goes at 75% lambda_c, 1 device (us per sample) | "
+        f"{total * us:.1f} in all: " + "; ".join(parts) + f"; status {S.status} | - | "
+        f"{total:.2f} | - | - | - |"
+    )
+
 
 _SHARDED_PILE = """
 import json, sys, time
@@ -173,9 +225,14 @@ def run(fast: bool) -> str:
         t0 = time.perf_counter()
         S = sample_backward(wl, lam, n, key=jax.random.key(3), dtype=jnp.float32, override=True)
         first = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        S = sample_backward(wl, lam, n, key=jax.random.key(4), dtype=jnp.float32, override=True)
-        run_s = time.perf_counter() - t0
+        reps = _REPEATS if frac == 0.75 else 1
+        run_s = float("inf")
+        for k in range(reps):
+            t0 = time.perf_counter()
+            S = sample_backward(
+                wl, lam, n, key=jax.random.key(4 + k), dtype=jnp.float32, override=True
+            )
+            run_s = min(run_s, time.perf_counter() - t0)
         if frac == 0.75:
             s, cores, probs = _fields(wl)
             n_np = 128 if fast else 512
@@ -199,10 +256,13 @@ def run(fast: bool) -> str:
                     f"{np_s / sh['run']:.1f}x | - |"
                 )
             ok = best < 3.0 and np_s / best >= 20
+            fast_ok = n / best >= 60_000
             rows.append(
                 f"| best of the above | {n / best:,.0f} samples/s | - | {best:.2f} | {np_s:.1f} | "
-                f"{np_s / best:.1f}x | < 3 s and >= 20x: {'PASS' if ok else 'FAIL'} |"
+                f"{np_s / best:.1f}x | < 3 s and >= 20x: {'PASS' if ok else 'FAIL'}; "
+                f">= 60k samples/s (issue 19): {'PASS' if fast_ok else 'FAIL'} |"
             )
+            rows.append(_breakdown(wl, lam, n))
         else:
             ok = S.work_ratio <= 1.5
             rows.append(
@@ -214,7 +274,8 @@ def run(fast: bool) -> str:
     lines += rows
     lines += [
         "",
-        "Compile s = first call minus second call (new key, same shapes). The numpy Algorithm 1 "
+        "Compile s = first call minus second call (new key, same shapes); at 75% lambda_c the "
+        f"run s is the best of {_REPEATS} calls (new keys). The numpy Algorithm 1 "
         "is the paper's batch layout (all samples double together until the slowest converges, "
         "sort per step), timed on 512 samples and scaled linearly to 10,000, which understates its "
         "cost (a larger batch waits for a slower slowest sample); numpy Algorithm 2 sorts per "

@@ -69,11 +69,23 @@ Implementation:
   consecutive segments of at most ``split_chunks * CHUNK`` jobs, each generating its inputs
   chunk by chunk inside the jit, so memory does not grow with ``ell``;
 * at each doubling ``ell -> 2 ell`` the new past (jobs ``-2 ell .. -ell - 1``) is run from
-  the empty state, then jobs ``-ell .. -1`` are replayed from there (Remark 2); once a replayed
-  state empties it coincides with the previous trajectory (which lies below it, Lemma 4.1),
-  so ``M_{2 ell} = M_ell`` and the batch stops as soon as all its states have emptied;
+  the empty state, then jobs ``-ell .. -1`` are replayed from there (Remark 2) beside the
+  previous trajectory (from the empty state at ``-ell``, one draw of the inputs for both, the
+  two states stacked into one batch) until the two are equal at the end of a block of
+  ``_BLOCK`` jobs: from there on they stay equal, so ``M_{2 ell} = M_ell``; the samples whose
+  trajectories have met leave the batch after segments of 2, 4, 8, ... blocks. The test is
+  made once per block: a per-job test (the replay used to stop when its state emptied, Lemma
+  4.1) kept XLA:CPU from compiling the scan into a tight loop and cost twice the update;
+* the first two horizons ``F`` and ``2 F`` of all samples run in one device call per device
+  (:func:`_pair_local`): per group of ``_SUB`` samples the past ``M_{2F, F}(0)``, then jobs
+  ``-F .. -1`` fed at once to the trajectory of ``M_F`` and to the one of ``M_{2F}`` for
+  ``_MEET_BLOCKS`` blocks, then to the first alone; the samples whose trajectories have not
+  met go on as above. ``work_needed`` counts each replay until the trajectories were seen to
+  meet;
 * the sample axis of each batch of 512 or more is sharded over ``jax.devices()`` (smaller
-  batches run on one device: synchronising devices costs more than it saves there);
+  batches run on one device: synchronising devices costs more than it saves there); the
+  grouped calls give each device its own share and loop (``shard_map``);
+* on a CPU the kernels are compiled with 512-bit vectors (:data:`_CPU_OPTIONS`);
 * ``ell`` is capped at ``max_ell``; samples that did not converge are reported in
   ``BackwardSamples.converged`` and ``status`` (their state is the last lower bound).
 
@@ -94,8 +106,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import PartitionSpec
 
-from .._sharding import batch_devices, batch_mesh, shard_batch, to_host
+from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Result, Status
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
 from ._guard import check_load
@@ -138,89 +151,386 @@ _BLOCK = 64
 cache (measured: 105 M sample-jobs/s with blocks of 64 against 77 M with whole chunks)."""
 
 
-def _chunk(workload: Workload, W, hit, steps, key, i, c, lam, track):
+def _chunk(workload: Workload, W, key, i, c, lam):
     """Feed chunk ``c`` (256 jobs, oldest first) into a batch of states ``W`` (samples ``i``).
 
-    With ``track``, ``hit`` becomes True once the state is the empty vector (all coordinates
-    0) and ``steps`` counts the jobs fed before that; without it they pass through (per-step
-    tracking costs as much as the update itself). The inputs are drawn in blocks of
-    ``_BLOCK`` jobs in the ``(jobs, samples)`` layout the scan reads.
+    The inputs are drawn in blocks of ``_BLOCK`` jobs in the ``(jobs, samples)`` layout the
+    scan reads.
     """
+    step1 = jax.vmap(FCFSRecurrence((W.shape[-1],)).step)
 
-    def step(carry, x):
-        W, hit, steps = carry
-        W = jax.vmap(FCFSRecurrence((W.shape[-1],)).step)(W, *x)
-        if not track:
-            return (W, hit, steps), None
-        steps = steps + jnp.where(hit, 0, 1).astype(steps.dtype)
-        return (W, hit | (W[:, -1] == 0), steps), None
-
-    def block(b, carry):
+    def block(b, W):
         alpha, sigma, tau, _ = chunk_inputs(
-            workload, key, i, c, lam, carry[0].dtype, block=b, length=_BLOCK
+            workload, key, i, c, lam, W.dtype, block=b, length=_BLOCK
         )
         # Materialise the block's inputs before the scan reads them (measured: ~10% faster).
         x = lax.optimization_barrier((alpha, sigma, tau))
-        return lax.scan(step, carry, x)[0]
+        return lax.scan(lambda W, x: (step1(W, *x), None), W, x)[0]
 
-    return lax.fori_loop(0, CHUNK // _BLOCK, block, (W, hit, steps))
-
-
-@functools.partial(jax.jit, static_argnames="stop_when_empty")
-def _segment_batch(workload, W, hit, steps, key, ids, c_hi, n_chunks, lam, stop_when_empty):
-    """Feed chunks ``c_hi - 1`` down to ``c_hi - n_chunks`` into a batch of states.
-
-    With ``stop_when_empty`` the loop stops early once every state of the batch has emptied.
-    Returns ``(W, hit, steps, chunks_run)``.
-    """
-
-    def chunk(W, h, s, i, c):
-        return _chunk(workload, W, h, s, key, i, c, lam, stop_when_empty)
-
-    def cond(carry):
-        j, _, hit, _ = carry
-        return (j < n_chunks) & ~(stop_when_empty & jnp.all(hit))
-
-    def body(carry):
-        j, W, hit, steps = carry
-        W, hit, steps = chunk(W, hit, steps, ids, c_hi - 1 - j)
-        return j + 1, W, hit, steps
-
-    j, W, hit, steps = lax.while_loop(cond, body, (jnp.int32(0), W, hit, steps))
-    return W, hit, steps, j
+    return lax.fori_loop(0, CHUNK // _BLOCK, block, W)
 
 
-def _run(workload, key, ids, W, c_hi, n_chunks, lam, split_chunks, track):
+def _segment_batch_impl(workload, W, key, ids, c_hi, n_chunks, lam):
+    """Feed chunks ``c_hi - 1`` down to ``c_hi - n_chunks`` into a batch of states."""
+    return lax.fori_loop(
+        0, n_chunks, lambda j, W: _chunk(workload, W, key, ids, c_hi - 1 - j, lam), W
+    )
+
+
+_CPU_OPTIONS = {"xla_cpu_prefer_vector_width": 512}
+"""XLA:CPU options of the sampler's kernels: 512-bit vectors where the CPU has them (measured
+on the 2-core AVX-512 machine: the counter-based inputs and the O(s) step of a batch of 512
+samples 61 -> 71 M sample-jobs/s, the same numbers bit for bit). Not passed to other
+backends."""
+
+
+def _jit_per_backend(fn, **kw):
+    """``fn`` jitted twice, with :data:`_CPU_OPTIONS` for the CPU and without for the other
+    backends; the returned function picks by ``jax.default_backend()``."""
+    on_cpu = jax.jit(fn, compiler_options=_CPU_OPTIONS, **kw)
+    other = jax.jit(fn, **kw)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return (on_cpu if jax.default_backend() == "cpu" else other)(*args, **kwargs)
+
+    return call
+
+
+_segment_batch = _jit_per_backend(_segment_batch_impl)
+
+
+def _run(workload, key, ids, W, c_hi, n_chunks, lam, split_chunks):
     """Run ``n_chunks`` chunks from ``c_hi - 1`` down, as segments of ``split_chunks`` (Remark 2).
 
     ``M_{n1,0}(W) = M_{n2,0}(M_{n1,n2}(W))``: each segment starts from the state the previous
-    one ended in. With ``track`` the run stops once every state has emptied (see
-    :func:`sample_backward`). Returns ``(W, hit, steps, chunks_run)`` (host arrays).
+    one ended in. Returns ``W`` (a host array).
     """
     B = ids.shape[0]
-    hit = W[:, -1] == 0 if track else jnp.zeros(B, bool)
-    steps = jnp.zeros(B, jnp.int64 if jax.config.jax_enable_x64 else jnp.int32)
     if B >= _SHARD_MIN:  # small batches cost more in device synchronisation than they gain
-        W, hit, steps, ids = shard_batch(batch_mesh(batch_devices(B)), W, hit, steps, ids)
+        W, ids = shard_batch(batch_mesh(batch_devices(B)), W, ids)
     done = 0
     while done < n_chunks:
         m = min(split_chunks, n_chunks - done)
-        W, hit, steps, j = _segment_batch(
-            workload,
-            W,
-            hit,
-            steps,
-            key,
-            ids,
-            jnp.int32(c_hi - done),
-            jnp.int32(m),
-            lam,
-            bool(track),
+        W = _segment_batch(workload, W, key, ids, jnp.int32(c_hi - done), jnp.int32(m), lam)
+        done += m
+    return to_host(W)
+
+
+_SUB = 128
+"""Samples whose first doubling runs together on a CPU (:func:`_pair_local`)."""
+
+_SUB_OTHER = 4096
+"""The same on other backends (a GPU wants wide batches)."""
+
+_MEET_BLOCKS = 2
+"""Blocks of ``_BLOCK`` jobs that the upper trajectory of a group runs beside the lower one in
+:func:`_pair_local` before the samples whose two trajectories have not met move to
+:func:`_pair_more` (measured, five-class-exp at 0.75 ``lambda_c``, ``F`` = 1024: 25% of the
+samples have not met after one block, 14% after two, 6% after four, 1.5% after eight; a group
+of 128 that waits for its last sample runs about 730 jobs)."""
+
+_MORE_ROWS = 1024
+"""Rows per device of a call of :func:`_pair_more` on a CPU (a fixed shape: one compilation
+per group size; only the groups holding samples run)."""
+
+_PAIR_CAP = 1 << 15
+"""Most samples per device in one call of :func:`_first_pair` (bounds its output memory)."""
+
+
+def _both_blocks(workload, key, lam, ids, f_chunks, dtype):
+    """``(inputs, step)``: the inputs of block ``q`` (oldest first) of jobs ``-F .. -1`` of the
+    samples ``ids`` (``F = f_chunks * CHUNK``), and one job fed to the lower and upper states
+    stacked into one batch ``W2`` (lower rows first)."""
+    per_chunk = CHUNK // _BLOCK
+    step1 = jax.vmap(FCFSRecurrence((workload.s,)).step)
+
+    def inputs(q):
+        c = f_chunks - 1 - q // per_chunk
+        a, sg, t, _ = chunk_inputs(
+            workload, key, ids, c, lam, dtype, block=q % per_chunk, length=_BLOCK
         )
-        done += int(j)
-        if track and bool(jnp.all(hit)):
-            break
-    return to_host(W), to_host(hit), to_host(steps), done
+        return lax.optimization_barrier((a, sg, t))
+
+    def step(W2, x):
+        return step1(W2, *(jnp.concatenate([v, v]) for v in x)), None
+
+    return inputs, step, step1
+
+
+def _meet(W2, met, steps, q, q_hi, scan_block):
+    """Feed blocks ``q .. q_hi - 1`` to the stacked states ``W2`` until every lower state
+    equals its upper one at the end of a block (from there on they stay equal). The test is
+    made once per block: a per-job test (even of one coordinate) kept XLA:CPU from compiling
+    the scan into a tight loop (measured: 13 -> 43 ns per sample-job). ``steps`` counts the
+    jobs fed until the two met (a multiple of ``_BLOCK``). Returns ``(q, W2, met, steps)``."""
+    n = met.shape[0]
+
+    def cond(carry):
+        q, _, met, _ = carry
+        return (q < q_hi) & ~jnp.all(met)
+
+    def body(carry):
+        q, W2, met, steps = carry
+        W2 = scan_block(W2, q)
+        steps = steps + jnp.where(met, 0, _BLOCK).astype(steps.dtype)
+        return q + 1, W2, met | jnp.all(W2[:n] == W2[n:], axis=1), steps
+
+    return lax.while_loop(cond, body, (q, W2, met, steps))
+
+
+def _pair_local(workload, key, lam, start, count, f_chunks, sub, cap, dtype):
+    """One device's share of :func:`_first_pair`: samples ``start .. start + count - 1`` (at
+    most ``cap``) in groups of ``sub``.
+
+    For each group: the past ``M_{2F, F}(0)`` (jobs ``-2F .. -F - 1`` from the empty state,
+    ``F = f_chunks * CHUNK``); then jobs ``-F .. -1`` fed at once to the lower trajectory (from
+    the empty state: ``M_F``) and to the upper one (from the past: ``M_{2F}``), one draw of the
+    inputs for both, for ``_MEET_BLOCKS`` blocks or until all have met (:func:`_meet`); then the
+    lower one alone. Returns ``(M_F, lower, upper, met, steps, blocks)`` with ``cap`` rows:
+    ``lower`` and ``upper`` the two states when the upper one stopped (``upper`` is
+    ``M_{2F}`` if that was at job 0), ``met``, ``steps`` as :func:`_meet`, ``blocks`` the
+    blocks both ran, per group.
+    """
+    s = workload.s
+    n_blocks = f_chunks * (CHUNK // _BLOCK)
+    n_sub = (count + sub - 1) // sub
+    zeros = jnp.zeros((sub, s), dtype)
+    int_t = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+
+    def group(j, out):
+        M, L, U, H, St, Bl = out
+        lane = j * sub + jnp.arange(sub, dtype=jnp.int32)
+        ids = start + lane
+        inputs, step, step1 = _both_blocks(workload, key, lam, ids, f_chunks, dtype)
+
+        def past(k, W):
+            c = 2 * f_chunks - 1 - k
+            return _chunk(workload, W, key, ids, c, lam)
+
+        def lower_only(q, W):
+            return lax.scan(lambda W, x: (step1(W, *x), None), W, inputs(q))[0]
+
+        Wu = lax.fori_loop(0, f_chunks, past, zeros)
+        met = (Wu[:, -1] == 0) | (lane >= count)
+        q, W2, met, steps = _meet(
+            jnp.concatenate([zeros, Wu]),
+            met,
+            jnp.zeros(sub, int_t),
+            jnp.int32(0),
+            jnp.minimum(n_blocks, _MEET_BLOCKS),
+            lambda W2, q: lax.scan(step, W2, inputs(q))[0],
+        )
+        Wl = lax.fori_loop(q, n_blocks, lower_only, W2[:sub])
+        r = j * sub
+        M = lax.dynamic_update_slice_in_dim(M, Wl, r, 0)
+        L = lax.dynamic_update_slice_in_dim(L, W2[:sub], r, 0)
+        U = lax.dynamic_update_slice_in_dim(U, W2[sub:], r, 0)
+        H = lax.dynamic_update_slice_in_dim(H, met, r, 0)
+        St = lax.dynamic_update_slice_in_dim(St, steps, r, 0)
+        return M, L, U, H, St, Bl.at[j].set(q)
+
+    out = (
+        jnp.zeros((cap, s), dtype),
+        jnp.zeros((cap, s), dtype),
+        jnp.zeros((cap, s), dtype),
+        jnp.ones(cap, bool),
+        jnp.zeros(cap, int_t),
+        jnp.zeros(cap // sub, jnp.int32),
+    )
+    return lax.fori_loop(0, n_sub, group, out)
+
+
+def _first_pair_impl(workload, key, lam, starts, counts, f_chunks, sub, cap, dtype, ndev):
+    """:func:`_pair_local` on ``ndev`` devices, device ``d`` taking ``starts[d]`` and
+    ``counts[d]``; outputs stacked device after device (``cap`` rows each)."""
+
+    def local(st, ct):
+        return _pair_local(workload, key, lam, st[0], ct[0], f_chunks, sub, cap, dtype)
+
+    if ndev == 1:
+        return local(starts, counts)
+    spec = PartitionSpec(BATCH)
+    mesh = batch_mesh(jax.devices()[:ndev])
+    smap = jax.shard_map(local, mesh=mesh, in_specs=(spec, spec), out_specs=spec, check_vma=False)
+    return smap(starts, counts)
+
+
+_first_pair = _jit_per_backend(_first_pair_impl, static_argnames=("sub", "cap", "dtype", "ndev"))
+
+
+def _pair_more_local(workload, key, lam, ids, Wl, Wu, met, count, q, q_hi, f_chunks, sub):
+    """:func:`_meet` from block ``q`` for the first ``count`` rows of ``ids`` (lower states
+    ``Wl``, upper ``Wu``), in groups of ``sub`` rows, each until its rows have met or
+    ``q_hi``. Returns ``(Wl, Wu, met, steps, blocks)`` (``blocks``: per group)."""
+    int_t = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    cap = ids.shape[0]
+
+    def group(j, out):
+        Wl, Wu, met, steps, blocks = out
+        r = j * sub
+        i = lax.dynamic_slice_in_dim(ids, r, sub)
+        inputs, step, _ = _both_blocks(workload, key, lam, i, f_chunks, Wl.dtype)
+        W2 = jnp.concatenate(
+            [lax.dynamic_slice_in_dim(Wl, r, sub), lax.dynamic_slice_in_dim(Wu, r, sub)]
+        )
+        m = lax.dynamic_slice_in_dim(met, r, sub)
+        qe, W2, m, st = _meet(
+            W2, m, jnp.zeros(sub, int_t), q, q_hi, lambda W2, q: lax.scan(step, W2, inputs(q))[0]
+        )
+        return (
+            lax.dynamic_update_slice_in_dim(Wl, W2[:sub], r, 0),
+            lax.dynamic_update_slice_in_dim(Wu, W2[sub:], r, 0),
+            lax.dynamic_update_slice_in_dim(met, m, r, 0),
+            lax.dynamic_update_slice_in_dim(steps, st, r, 0),
+            blocks.at[j].set(qe - q),
+        )
+
+    out = (Wl, Wu, met, jnp.zeros(cap, int_t), jnp.zeros(cap // sub, jnp.int32))
+    return lax.fori_loop(0, (count + sub - 1) // sub, group, out)
+
+
+def _pair_more_impl(workload, key, lam, ids, Wl, Wu, met, counts, q, q_hi, f_chunks, sub, ndev):
+    """:func:`_pair_more_local` on ``ndev`` devices (rows split evenly, ``counts[d]`` real rows
+    at the start of device ``d``'s share)."""
+
+    def local(ids, Wl, Wu, met, ct):
+        return _pair_more_local(workload, key, lam, ids, Wl, Wu, met, ct[0], q, q_hi, f_chunks, sub)
+
+    if ndev == 1:
+        return local(ids, Wl, Wu, met, counts)
+    spec = PartitionSpec(BATCH)
+    mesh = batch_mesh(jax.devices()[:ndev])
+    smap = jax.shard_map(local, mesh=mesh, in_specs=spec, out_specs=spec, check_vma=False)
+    return smap(ids, Wl, Wu, met, counts)
+
+
+_pair_more = _jit_per_backend(_pair_more_impl, static_argnames=("sub", "ndev"))
+
+
+def _meet_batches(run: _Batcher, ids, Wl, Wu, met, f_chunks: int, q: int, seg: int):
+    """Feed jobs ``-F .. -1`` (``F = f_chunks * CHUNK``) from block ``q`` on to the lower states
+    ``Wl`` and the upper states ``Wu`` of the samples ``ids`` side by side until the two meet
+    (:func:`_meet`), in segments of ``seg``, ``2 seg``, ... blocks, the samples that have met
+    leaving the batch after each. Returns ``(Wl, Wu, met, steps)`` (host arrays; ``steps`` the
+    jobs fed from block ``q`` until the two were seen to meet)."""
+    n_blocks = f_chunks * (CHUNK // _BLOCK)
+    Wl, Wu, met = Wl.copy(), Wu.copy(), met.copy()
+    steps = np.zeros(ids.size, np.int64)
+    on_cpu = jax.default_backend() == "cpu"
+    rem = np.flatnonzero(~met)
+    while rem.size and q < n_blocks:
+        m = min(seg, n_blocks - q)
+        ndev = jax.device_count() if rem.size >= _SHARD_MIN and jax.process_count() == 1 else 1
+        cap = _MORE_ROWS if on_cpu else _SUB_OTHER
+        for lo in range(0, rem.size, ndev * cap):
+            part = rem[lo : lo + ndev * cap]
+            per = -(-part.size // ndev)
+            sub = 8 if per <= 8 else 32 if per <= 32 else _SUB if on_cpu else _SUB_OTHER
+            sub = 1 << (min(sub, run.max_batch).bit_length() - 1)  # divides cap
+            rows = np.full((ndev, cap), part[-1])
+            real = np.zeros((ndev, cap), bool)
+            counts = np.zeros(ndev, np.int32)
+            for d in range(ndev):
+                mine = part[d * per : (d + 1) * per]
+                rows[d, : mine.size], real[d, : mine.size], counts[d] = mine, True, mine.size
+            rows, real = rows.reshape(-1), real.reshape(-1)
+            out = _pair_more(
+                run.workload,
+                run.key,
+                run.lam,
+                jnp.asarray(ids[rows], jnp.int32),
+                jnp.asarray(Wl[rows]),
+                jnp.asarray(Wu[rows]),
+                jnp.asarray(~real),
+                jnp.asarray(counts),
+                jnp.int32(q),
+                jnp.int32(q + m),
+                jnp.int32(f_chunks),
+                sub=sub,
+                ndev=ndev,
+            )
+            Lo, Uo, mo, so, bo = (to_host(x) for x in out)
+            rr = rows[real]
+            Wl[rr], Wu[rr], met[rr] = Lo[real], Uo[real], mo[real]
+            steps[rr] += so[real]
+            run.work_done += 2 * sub * int(bo.sum()) * _BLOCK
+        rem = rem[~met[rem]]
+        q += m
+        seg *= 2
+    return Wl, Wu, met, steps
+
+
+def _first_doubling(run: _Batcher, st: _Samples, n: int, F: int) -> np.ndarray:
+    """Algorithm 1's first two horizons ``F`` and ``2 F`` for the samples ``0 .. n - 1``: the
+    same states, stopping horizons and flags as two :func:`_double` calls, with the inputs of
+    jobs ``-F .. -1`` drawn once for ``M_F`` and ``M_{2F}`` and the test ``M_{2F} == M_F``
+    made by running the two trajectories side by side until they meet (:func:`_pair_local`
+    for all samples, then :func:`_pair_more` for the few whose trajectories have not met, in
+    compacted batches over segments of 1, 2, 4, ... times ``_MEET_BLOCKS`` blocks). The work
+    needed counts the replay of jobs ``-F .. -1`` until the two trajectories were seen to
+    meet (at the end of a block). Returns the samples still active (``M_{2F} != M_F``)."""
+    on_cpu = jax.default_backend() == "cpu"
+    ndev = jax.device_count() if n >= _SHARD_MIN and jax.process_count() == 1 else 1
+    fc = F // CHUNK
+    n_blocks = F // _BLOCK
+    s = st.M.shape[1]
+    M = np.empty((n, s), st.M.dtype)
+    W2 = np.empty((n, 2, s), st.M.dtype)
+    met = np.empty(n, bool)
+    steps = np.empty(n, np.int64)
+    lo = 0
+    while lo < n:
+        per = min(-(-(n - lo) // ndev), _PAIR_CAP)
+        sub = min(
+            _SUB if on_cpu else _SUB_OTHER, run.max_batch, max(8, 1 << (per - 1).bit_length())
+        )
+        cap = sub
+        while cap < per:
+            cap *= 2
+        starts = np.array([lo + d * per for d in range(ndev)], np.int32)
+        counts = np.clip(n - starts, 0, per).astype(np.int32)
+        out = _first_pair(
+            run.workload,
+            run.key,
+            run.lam,
+            jnp.asarray(starts),
+            jnp.asarray(counts),
+            jnp.int32(fc),
+            sub=sub,
+            cap=cap,
+            dtype=jnp.dtype(run.dtype),
+            ndev=ndev,
+        )
+        Md, Ld, Ud, Hd, Sd, Bd = (to_host(x) for x in out)
+        for d in range(ndev):
+            k = int(counts[d])
+            if k == 0:
+                continue
+            a, r = int(starts[d]), d * cap
+            M[a : a + k], met[a : a + k], steps[a : a + k] = (
+                Md[r : r + k],
+                Hd[r : r + k],
+                Sd[r : r + k],
+            )
+            W2[a : a + k, 0], W2[a : a + k, 1] = Ld[r : r + k], Ud[r : r + k]
+            groups = -(-k // sub)
+            blocks = Bd.reshape(ndev, -1)[d, :groups]
+            run.work_done += sub * (groups * 2 * F + int(blocks.sum()) * _BLOCK)
+        lo += ndev * per
+    # The samples whose trajectories have not met: side by side on, in compacted batches.
+    q = min(n_blocks, _MEET_BLOCKS)
+    _, U, met, more = _meet_batches(run, np.arange(n), W2[:, 0], W2[:, 1], met, fc, q, q)
+    steps += more
+    idx = np.arange(n)
+    st.needed[idx] += 2 * F + np.where(met, steps, F)
+    st.stop_ell[idx] = 2 * F
+    same = met | np.all(U == M, axis=1)
+    new = np.where(met[:, None], M, U)
+    st.record(2 * F, idx, M, new)
+    st.M[idx] = new
+    st.converged[idx[same]] = True
+    return idx[~same]
 
 
 def loynes_state(
@@ -233,7 +543,7 @@ def loynes_state(
     """
     ids = jnp.asarray(ids, dtype=jnp.int32)
     W = jnp.zeros((ids.shape[0], workload.s), dtype)
-    return _run(workload, key, ids, W, ell // CHUNK, ell // CHUNK, lam, split_chunks, False)[0]
+    return _run(workload, key, ids, W, ell // CHUNK, ell // CHUNK, lam, split_chunks)
 
 
 class BiasTest(NamedTuple):
@@ -291,7 +601,8 @@ class BackwardSamples(Result):
             did not run).
         work_done: jobs processed, batch padding included.
         work_needed: jobs Algorithm 1 needs for these samples run one by one (each replay
-            counted until its state empties).
+            counted until it was seen to meet the previous trajectory, at the end of a
+            block of ``_BLOCK`` jobs).
         key: the key the samples were drawn with (metrics draw job 0's size from it).
         bias_bound: bound of the downward bias of the mean wait (0 without bias control).
         bias_bound_class: ``(classes,)`` the same for each class's mean wait, or ``None``.
@@ -393,9 +704,9 @@ class _Batcher:
     max_batch: int
     work_done: int = 0
 
-    def __call__(self, ids, W0, c_hi, n_chunks, track):
+    def __call__(self, ids, W0, c_hi, n_chunks):
         """Run samples ``ids`` from states ``W0`` through chunks ``c_hi - 1`` down
-        (``n_chunks`` of them). Returns host ``(W, hit, steps)``."""
+        (``n_chunks`` of them). Returns the host states."""
         outs = []
         start = 0
         for p in _pieces(ids.size, self.min_batch, self.max_batch):
@@ -405,7 +716,7 @@ class _Batcher:
             if idx.size < p:
                 idx = np.concatenate([idx, np.full(p - idx.size, idx[-1])])
                 W = np.concatenate([W, np.repeat(W[-1:], p - W.shape[0], axis=0)])
-            W, hit, steps, ran = _run(
+            W = _run(
                 self.workload,
                 self.key,
                 jnp.asarray(idx, dtype=jnp.int32),
@@ -414,12 +725,11 @@ class _Batcher:
                 n_chunks,
                 self.lam,
                 self.split_chunks,
-                track,
             )
-            self.work_done += p * ran * CHUNK
-            outs.append((np.asarray(W)[:real], hit[:real], steps[:real]))
+            self.work_done += p * n_chunks * CHUNK
+            outs.append(np.asarray(W)[:real])
             start += p
-        return tuple(np.concatenate(x) for x in zip(*outs, strict=True))
+        return np.concatenate(outs)
 
 
 @dataclass
@@ -479,30 +789,23 @@ def _double(run: _Batcher, st: _Samples, active, prev_ell: int, ell: int) -> np.
     s = st.M.shape[1]
     # Jobs -ell .. -prev_ell - 1 from the empty state: X = M_{ell, prev_ell}(0).
     empty = np.zeros((na, s), st.M.dtype)
-    X = run(active, empty, ell // CHUNK, (ell - prev_ell) // CHUNK, False)[0]
+    X = run(active, empty, ell // CHUNK, (ell - prev_ell) // CHUNK)
     st.needed[active] += ell - prev_ell
     st.stop_ell[active] = ell
     if prev_ell == 0:
         st.M[active] = X
         return active
-    # Jobs -prev_ell .. -1 replayed from X (Remark 2), in segments of 1, 1, 2, 4, ... chunks.
-    # Once a replayed state empties it coincides with the previous trajectory (which lies
-    # below it, Lemma 4.1): then M_ell = M_prev and that sample leaves the batch, so no batch
-    # waits for samples that have already coupled.
-    W = X.copy()
-    hit = X[:, -1] == 0
-    steps = np.zeros(na, np.int64)
-    c_hi, seg = prev_ell // CHUNK, 1
-    while c_hi > 0 and not hit.all():
-        m = min(seg, c_hi)
-        rem = np.flatnonzero(~hit)
-        Wr, hr, sr = run(active[rem], W[rem], c_hi, m, True)
-        W[rem], hit[rem], steps[rem] = Wr, hr, steps[rem] + sr
-        c_hi -= m
-        seg *= 2
-    st.needed[active] += np.where(hit, steps, prev_ell)
-    same = hit | np.all(W == st.M[active], axis=1)
-    new = np.where(hit[:, None], st.M[active], W)
+    # Jobs -prev_ell .. -1 replayed from X (Remark 2) beside the previous trajectory (from the
+    # empty state at -prev_ell, drawn again), until the two meet (then M_ell = M_prev): in
+    # segments of 2, 4, 8, ... blocks, the samples that have met leaving the batch after each,
+    # so no batch waits for samples that have already coupled.
+    met = X[:, -1] == 0
+    _, W, met, steps = _meet_batches(
+        run, active, np.zeros_like(X), X, met, prev_ell // CHUNK, 0, _MEET_BLOCKS
+    )
+    st.needed[active] += np.where(met, steps, prev_ell)
+    same = met | np.all(W == st.M[active], axis=1)
+    new = np.where(met[:, None], st.M[active], W)
     st.record(ell, active, st.M[active], new)
     st.M[active] = new
     st.converged[active[same]] = True
@@ -517,6 +820,14 @@ def _algorithm1(run, st, active, prev_ell, ell, max_ell, progress) -> None:
     """
     n = st.M.shape[0]
     st.converged[active] = False
+    whole = prev_ell == 0 and active.size == n and np.array_equal(active, np.arange(n))
+    if whole and 2 * ell <= max_ell:
+        # the first two horizons in one pass (the inputs of jobs -ell .. -1 drawn once)
+        if progress is not None:
+            progress(ell, n, 0)
+            progress(2 * ell, n, 0)
+        active = _first_doubling(run, st, n, ell)
+        prev_ell, ell = 2 * ell, 4 * ell
     while active.size and ell <= max_ell:
         if progress is not None:
             progress(ell, int(active.size), int(n - active.size))
@@ -535,6 +846,17 @@ def _relaxation_jobs(rho: float) -> float:
     return _RELAX_TIMES * rho / (1.0 - math.sqrt(rho)) ** 2
 
 
+def _lambda_c(workload: Workload, key) -> float:
+    """``lambda_c`` for :func:`horizon_floor`: the exact value where one applies (asked without a
+    key, so that ``lambda_c_estimate`` memoises it for every key: it took 0.17 s per call,
+    a quarter of the sampling time of 10,000 samples at 0.75 ``lambda_c``), else the
+    pile-growth estimate with ``guard_key(key)``."""
+    try:
+        return lambda_c_estimate(workload, key=None, max_jobs=1 << 14).lambda_c
+    except ValueError:  # no exact form: the estimate needs the key
+        return lambda_c_estimate(workload, key=guard_key(key), max_jobs=1 << 14).lambda_c
+
+
 def horizon_floor(workload: Workload, lam: float, key) -> int:
     """The first horizon of :func:`sample_backward` by default (module docstring, 3).
 
@@ -549,7 +871,7 @@ def horizon_floor(workload: Workload, lam: float, key) -> int:
     jobs = _RARE_JOBS / float(np.min(probs))
     rho_up = float(lam) * float(np.sum(probs * np.array([float(x.mean()) for x in laws])))
     if jobs < _FLOOR_CAP and not (rho_up < 1 and _relaxation_jobs(rho_up) <= jobs):
-        lc = lambda_c_estimate(workload, key=guard_key(key), max_jobs=1 << 14).lambda_c
+        lc = _lambda_c(workload, key)
         rho = min(float(lam) / lc, 0.999)
         jobs = max(jobs, _relaxation_jobs(rho))
     floor = CHUNK
@@ -677,11 +999,13 @@ def sample_backward(
             ``unconverged``) and for the batch test (``biased``).
         dtype: float dtype of the workload state (default: JAX's default float).
         split_chunks: longest segment per device call, in chunks (Remark 2).
-        min_batch: smallest batch run (remainders are padded up to it); batches have sizes
-            ``min_batch * 8^k`` up to ``max_batch`` (one compilation per size).
-        max_batch: largest batch per device call; default :func:`_cache_batch` (the batch's
-            workload states fit in a core's cache: two-class-256 in float32, 1.5x faster with
-            batches of 64 than of 4096).
+        min_batch: smallest batch run (remainders are padded up to it); the pasts of the
+            later doublings run in batches of sizes ``min_batch * 8^k`` up to ``max_batch``
+            (one compilation per size).
+        max_batch: largest batch per device call, and largest group of samples run together
+            by the side-by-side kernels (at most ``_SUB`` on a CPU); default
+            :func:`_cache_batch` (the batch's workload states fit in a core's cache:
+            two-class-256 in float32, 1.5x faster with batches of 64 than of 4096).
         override: skip the stability check (``lam >= lambda_c`` gives unconverged samples).
         progress: optional callback ``(ell, n_active, n_done)`` called at each doubling.
         bias_control: run the batch-level bias test (False: Algorithm 1 alone, as printed).

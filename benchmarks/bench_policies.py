@@ -186,10 +186,18 @@ def run(fast: bool = False) -> str:
         "rounds are serial small fusions, so one device uses one core; the replications over "
         "two host devices "
         "run the kernel independently per device (`shard_map`; under automatic partitioning "
-        "the devices synchronised at every settle loop, 20x slower). What is left: `window:W` "
-        "and `easy-backfilling` still roll their whole FIFO when they start a job behind the "
-        "front (holes compacted once per chunk of rounds instead were no faster: XLA copied the "
-        "deque body twice a round), and EASY computes its reservation pairwise over the slots; "
-        "a round of fcfs is still about 100 thunks.",
+        "the devices synchronised at every settle loop, 20x slower). Since then: `window:W` "
+        "keeps its first W waiting jobs in front registers (a pick reads W registers and a "
+        "start moves at most W - 1 body entries, where it read and rolled the whole FIFO: "
+        "4.6x in one process); `easy-backfilling` leaves a dead entry (a mask over the FIFO) "
+        "where it starts a job behind the front instead of rolling the FIFO, and writes the "
+        "deque body once a round (two scatters a round made XLA copy the body twice); the job "
+        "draw computes the cipher once a round (XLA had fused it into each of the four job "
+        "fields). What is left: EASY still scans its FIFO every round, and its dead entries "
+        "lengthen the ring (more slots, so a longer scan); it computes its reservation pairwise "
+        "over the slots (a sorting network, 103 comparators for 20 slots, was 2x slower: XLA "
+        "fused its chains into every consumer); the refill gather of a deque front misses the "
+        "cache (about 30 us a round at 1024 replications x 128 entries); a round of fcfs is "
+        "still about 100 thunks.",
     ]
     return "\n".join(lines) + "\n"

@@ -189,7 +189,7 @@ def run(fast: bool = False) -> str:
         "the devices synchronised at every settle loop, 20x slower). Since then: `window:W` "
         "keeps its first W waiting jobs in front registers (a pick reads W registers and a "
         "start moves at most W - 1 body entries, where it read and rolled the whole FIFO: "
-        "4.6x in one process); `easy-backfilling` leaves a dead entry (a mask over the FIFO) "
+        "3.6-4.6x in one process); `easy-backfilling` leaves a dead entry (a mask over the FIFO) "
         "where it starts a job behind the front instead of rolling the FIFO, and writes the "
         "deque body once a round (two scatters a round made XLA copy the body twice); the job "
         "draw computes the cipher once a round (XLA had fused it into each of the four job "

@@ -109,12 +109,12 @@ def _timed(fn, *args, repeats=1, **kw):
 
 def _xla_temp_bytes(wl, n_rep, n_jobs):
     """Temporary buffer bytes of the compiled forward kernel (XLA memory analysis)."""
-    from jaxqueue.mjqm._forward import _hist_layout, _run
+    from jaxqueue.mjqm._forward import _hist_layout, _run_for
 
     mean = float(np.sum(np.asarray(wl.probs) * np.asarray(wl.mean_service())))
     n_bins, shift, lo_code, _ = _hist_layout(1e-4 * mean, 1e6 * mean, 16)
 
-    lowered = _run.lower(
+    lowered = _run_for(jax.default_backend()).lower(
         wl,
         jnp.asarray(LAM, jnp.float32),
         jax.random.key(0),

@@ -13,9 +13,11 @@ starts; full runs only); the single-device run in this process.
 
 Old against new (issue 19): ``python -m benchmarks.bench_sched --old-new OLD_CHECKOUT`` runs the
 ``_kernel.py`` of another checkout (e.g. ``git worktree add -f /tmp/wt_sched <commit>``) and
-this one's in one process on the same parameters (256 replications, one device), interleaved,
-best of 3, in jumps per second of wall time and per CPU-second (``time.process_time``: the
-fairer figure on a shared machine).
+this one's in one process on the same parameters (256 replications), interleaved, best of 3,
+in jumps per second of wall time and per CPU-second (``time.process_time``: the fairer figure
+on a shared machine). One device by default; with
+``XLA_FLAGS=--xla_force_host_platform_device_count=2`` the replications are sharded over the
+two host devices (128 each).
 """
 
 from __future__ import annotations
@@ -139,17 +141,25 @@ def old_new(old_root: str, rounds: int = 3, replications: int = REPLICATIONS) ->
     from jaxqueue.dist import get_law
     from jaxqueue.sched import ClassAssignment, RandomAssignment, _kernel, _simulate, as_assignment
 
+    # a submodule of this jaxqueue.sched, so that its relative imports resolve
     spec = importlib.util.spec_from_file_location(
-        "_old_sched_kernel", pathlib.Path(old_root) / "jaxqueue" / "sched" / "_kernel.py"
+        "jaxqueue.sched._old_kernel", pathlib.Path(old_root) / "jaxqueue" / "sched" / "_kernel.py"
     )
     old = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = old
     spec.loader.exec_module(old)
     lines = [
+        f"{replications} replications, {len(jax.devices())} device(s), best of {rounds}",
+        "",
         "| model | kernel | jumps/s (wall) | jumps per CPU-s | mean number of jobs |",
         "|---|---|---|---|---|",
     ]
     keys = jax.vmap(lambda r: jax.random.fold_in(jax.random.key(1), r))(jnp.arange(replications))
+    if len(jax.devices()) > 1:
+        mesh = jax.sharding.Mesh(np.array(jax.devices()), ("r",))
+        keys = jax.device_put(
+            keys, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("r"))
+        )
     for case, (kind, a, b, rho, q) in CASES.items():
         if kind == "class":
             pool, lam = ClassAssignment(a, np.ones(b)), np.full((1, 2), rho * b / 2)

@@ -642,6 +642,16 @@ def test_class_queues_and_server_queues_make_the_same_jumps(law, m):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_class_queue_slots_fit_the_code():
+    """The class-queue jump codes its ring slot in 24 bits (``_kernel._fifo_decide``): larger
+    rings (N Q >= 2**24 - 1) take the per-server layout."""
+    from jaxqueue.sched._kernel import KernelSpec
+
+    assert KernelSpec(128, 3, 2, 2, 0, True, 1000).class_queues
+    assert KernelSpec(2**19, 3, 2, 16, 0, True, 1000).class_queues
+    assert not KernelSpec(2**20, 3, 2, 16, 0, True, 1000).class_queues
+
+
 @pytest.mark.parametrize("law", ["exp", "hyperexp"])
 def test_class_queues_and_server_blocks_make_the_same_jumps(law):
     """On 40 servers the per-server layout draws a block of servers then a server in it and

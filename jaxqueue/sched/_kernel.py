@@ -25,7 +25,7 @@ replacement of the sampled exponential holding time. Per-class time-averaged num
 
 Two layouts of the same chain (the same jumps from the same uniforms, tested equal):
 
-* **class queues** (class pools, :func:`_fifo_step`): the job a server serves is the oldest job
+* **class queues** (class pools, :func:`_fifo_chain`): the job a server serves is the oldest job
   of its own class (an older job of the same class would list the same server), so every event
   touches the head of one class: a first-in first-out ring per class (interrupted jobs go back
   to the tail of their class with a new stamp) and the heads' stamps decide each server's job.
@@ -47,6 +47,24 @@ process): ``jax.random.bits`` (20 rounds, a rolled loop, about 20 ns per jump al
 stored block of 1000 jumps gave the M model 14.5 M jumps per CPU-second, the unrolled
 13-round cipher 18 M; computed inside the jump it also stops a 4-8 MB block of uniforms from
 evicting the rows that random assignment reads at random (1.8 -> 2.5 M jumps/s).
+
+The class-queue jump, as XLA:CPU runs it (vmapped over replications, one jump = one pass of a
+``while`` body whose every array is one loop, a "thunk", over the replications): profiled
+with ``jax.profiler`` and ``--xla_dump_to`` (2026-11-26, M model, 128-256 replications), the
+old step (one function per jump) made 20 fused loops and 5 copies per jump, about 60 ns per
+replication-jump: the random words (the cipher computed twice: stacked words are computed per
+entry), a reduce-window for the cumulated rates (2 us of 15), the gathers of small vectors
+(``own[s]``, ``busy[s]``, ``head[c]``), each a loop of its own, the decision recomputed in
+every loop that read it, and the copies of loop carries read after their update. Now
+(:func:`_fifo_chain`) a jump is 9 loops (the loop counter's included) and no copy: the
+decision of the next jump is one int32 code in the carry (computed once, whatever reads it),
+small vectors are indexed by selects and summed by unrolled additions, ``meta`` is updated in
+place (each column by the kind of the jump), the stamp is the jump counter, and an empty
+class reads a sentinel slot: about 30 ns per replication-jump at 128 replications (one
+device), of which the 8 measured sums (one loop over 8 columns, not vectorised by XLA:CPU)
+and ``1 / R`` take a third. At 256 replications on one device XLA:CPU splits the ``meta``
+update and the ring write over two threads (its cost model), which costs more than it gains
+on this loaded 2-core machine; 2 host devices of 128 replications each do not split.
 """
 
 from __future__ import annotations
@@ -85,9 +103,13 @@ class KernelSpec(eqx.Module):
 
     @property
     def class_queues(self) -> bool:
-        """Class pools small enough for the class-queue layout (O(N S) per jump)."""
+        """Class pools small enough for the class-queue layout (O(N S) per jump; a ring slot
+        in 24 bits of the jump's code, :func:`_fifo_decide`)."""
         return (
-            self.random_d == 0 and self.n_classes <= 16 and self.n_classes * self.n_servers <= 1024
+            self.random_d == 0
+            and self.n_classes <= 16
+            and self.n_classes * self.n_servers <= 1024
+            and self.n_classes * self.queue_size < 2**24 - 1
         )
 
     @property
@@ -281,7 +303,7 @@ def _server_step(spec: KernelSpec, params: KernelParams, state, u):
     O(sqrt(S)), and reads and writes the D rows of one job (the departing, interrupted,
     re-entered or arriving one), O(D C F), whatever the number of jobs held (the job slots it
     replaces cost O(Q D)). With one block (S <= 32) the event is drawn as by
-    :func:`_fifo_step`, so the two layouts make the same jumps on class pools.
+    :func:`_fifo_decide`, so the two layouts make the same jumps on class pools.
     """
     rows, cnt, rate, block_rate, block_busy, n, count = state
     Q, S, N, D, C = spec.queue_size, spec.n_servers, spec.n_classes, spec.width, spec.row_size
@@ -420,88 +442,223 @@ def _server_state(spec: KernelSpec, dtype):
     )
 
 
-def _fifo_state(spec: KernelSpec, dtype):
-    """Empty class queues: ``ring[f]`` of shape (N, Q) for the fields stamp (then remaining
-    phases and phase-rate index unless ``single_phase``), ``head`` and ``size`` per class, the
-    next stamp and the number of jobs."""
+def _fifo_state(spec: KernelSpec):
+    """Empty class queues: ``ring[f]`` of shape (N Q + 1,) (class c's ring at ``c Q .. c Q +
+    Q - 1``, then a sentinel slot, never written, read as the head of an empty class) for the
+    fields stamp (``_EMPTY`` in the sentinel; then remaining phases and phase-rate index unless
+    ``single_phase``), and ``meta`` (int32, 2 N + 7): ``head`` and ``size`` per class, the
+    number of jobs n, ``n_max - n``, the jump counter, and the block's event counts (arrivals,
+    departures, interruptions, overflows)."""
     Q, N = spec.queue_size, spec.n_classes
     fields = 1 if spec.single_phase else 3
-    ring = (jnp.full((N, Q), _EMPTY, jnp.int32),) + (jnp.zeros((N, Q), jnp.int32),) * (fields - 1)
-    zeros = jnp.zeros((N,), jnp.int32)
-    return ring, zeros, zeros, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32)
+    ring = (jnp.full((N * Q + 1,), _EMPTY, jnp.int32),) + (jnp.zeros((N * Q + 1,), jnp.int32),) * (
+        fields - 1
+    )
+    return ring, jnp.zeros((2 * N + 7,), jnp.int32)
 
 
-def _oldest_class(compat, hs):
-    """For each server, the class whose head is the oldest job it may serve, and that job's
-    stamp (``_EMPTY`` if none): ``compat`` (N, S), ``hs`` (N,) head stamps."""
-    keyed = jnp.where(compat, hs[:, None], _EMPTY)
-    best, own = keyed[0], jnp.zeros(keyed.shape[1], jnp.int32)
-    for c in range(1, keyed.shape[0]):  # N <= 16: unrolled (argmin is slower on the CPU)
-        better = keyed[c] < best
-        best, own = jnp.where(better, keyed[c], best), jnp.where(better, c, own)
-    return own, best
+_UNROLL = 32
+"""Vectors up to this length are indexed by chains of selects and summed by unrolled adds in
+the class-queue jump (elementwise code that XLA:CPU fuses with its consumers; a gather or a
+reduction there is a loop of its own, a cumulated sum a reduce-window)."""
 
 
-def _fifo_step(spec: KernelSpec, params: KernelParams, compat, state, u):
-    """One jump of Algorithm 1 on class queues (module docstring): the same event, drawn from
-    the same uniforms, as :func:`_slot_step` on the same pool.
+def _at(vec, i):
+    """``vec[i]`` for a traced index in range: a chain of selects up to ``_UNROLL`` entries."""
+    if vec.shape[0] > _UNROLL:
+        return vec[i]
+    out = vec[0]
+    for k in range(1, vec.shape[0]):
+        out = jnp.where(i == k, vec[k], out)
+    return out
+
+
+def _sum(vec):
+    """``jnp.sum(vec)`` as the same sequential additions, unrolled up to ``_UNROLL`` entries."""
+    if vec.shape[0] > _UNROLL:
+        return jnp.sum(vec)
+    out = vec[0]
+    for k in range(1, vec.shape[0]):
+        out = out + vec[k]
+    return out
+
+
+def _oldest_class(compat, hs, nu_c):
+    """For each server, the class whose head is the oldest job it may serve, that job's stamp
+    (``_EMPTY`` if none) and its phase rate: ``compat`` (N, S), ``hs`` and ``nu_c`` (N,) the
+    heads' stamps and phase rates."""
+    N = compat.shape[0]
+    best = jnp.where(compat[0], hs[0], _EMPTY)
+    own = jnp.zeros(best.shape, jnp.int32)
+    nu = jnp.broadcast_to(nu_c[0], best.shape)
+    for c in range(1, N):  # N <= 16: unrolled (argmin is slower on the CPU)
+        key = jnp.where(compat[c], hs[c], _EMPTY)
+        better = key < best
+        best, own = jnp.where(better, key, best), jnp.where(better, c, own)
+        nu = jnp.where(better, nu_c[c], nu)
+    return own, best, nu
+
+
+def _fifo_heads(spec: KernelSpec, ring, meta):
+    """The stamp of each class's head (``_EMPTY`` if the class is empty) and, unless
+    ``single_phase``, its phase-rate index: one gather from the rings."""
+    Q, N = spec.queue_size, spec.n_classes
+    at = jnp.where(meta[N : 2 * N] > 0, jnp.arange(N, dtype=jnp.int32) * Q + meta[:N], N * Q)
+    return ring[0][at] if spec.single_phase else (ring[0][at], ring[2][at])
+
+
+def _fifo_servers(spec: KernelSpec, params: KernelParams, compat, heads):
+    """Each server's class (the compatible class whose head is oldest), whether it is busy,
+    and its event rate ``mu_s (nu + alpha)`` (0 if idle) for the head's phase rate nu."""
+    N, S = spec.n_classes, spec.n_servers
+    if spec.single_phase:
+        hs, nu_c = heads, jnp.broadcast_to(params.rate_table[0], (N,))
+    else:
+        hs, ridx = heads
+        nu_c = jnp.stack([_at(params.rate_table, ridx[c]) for c in range(N)])
+    own, best, nu_own = _oldest_class(compat, hs, nu_c)
+    busy = best < _EMPTY
+    return own, busy, nu_own, jnp.where(busy, params.mu_ext[:S] * (nu_own + params.alpha), 0.0)
+
+
+# the kinds of a jump, as coded by _fifo_decide (c a class): an accepted arrival of class c (c),
+# a departure (N + c) or an interruption (2 N + c) of class c's head, the end of a phase that
+# is not its last (3 N + c), an arrival dropped (4 N), no change (4 N + 1: an idle server drawn
+# on a rounding tie)
+
+
+def _fifo_delta(spec: KernelSpec):
+    """The change of ``meta`` (:func:`_fifo_state`) by each kind of jump: per column, two
+    ranges of kinds ``[lo, hi)`` and the change ``d`` each brings, as six int32 vectors
+    ``(lo1, hi1, d1, lo2, hi2, d2)`` of length 2 N + 7."""
+    import numpy as np
+
+    N = spec.n_classes
+    r = np.zeros((6, 2 * N + 7), np.int32)
+    n, hmax, jc, ev = 2 * N, 2 * N + 1, 2 * N + 2, 2 * N + 3
+    for c in range(N):
+        r[:, c] = [N + c, N + c + 1, 1, 2 * N + c, 2 * N + c + 1, 1]  # head: leaves
+        r[:, N + c] = [c, c + 1, 1, N + c, N + c + 1, -1]  # size: arrives, departs
+    r[:, n] = [0, N, 1, N, 2 * N, -1]
+    r[:, hmax] = [0, N, -1, N, 2 * N, 1]  # n_max - n, then clipped at 0
+    r[:, jc] = [0, 4 * N + 2, 1, 0, 0, 0]  # the jump counter: every jump
+    for e, (lo, hi) in enumerate([(0, N), (N, 2 * N), (2 * N, 3 * N), (4 * N, 4 * N + 1)]):
+        r[:, ev + e] = [lo, hi, 1, 0, 0, 0]
+    return tuple(jnp.asarray(v) for v in r)
+
+
+def _fifo_decide(spec: KernelSpec, params: KernelParams, compat, ring, meta, heads, u):
+    """The next jump from the state ``(ring, meta)`` (heads from :func:`_fifo_heads`) and its
+    uniforms ``u``: one int32 code, the kind of the jump (bits 24-30) and the ring slot it
+    writes (bits 0-23; ``N Q + 1``, out of range, for none), and unless ``single_phase`` the
+    mixture component of an arrival.
+
+    The event is drawn as :func:`_draw_event` draws it (an arrival of class i or the event of
+    server s, cumulated rates) and its kind as :func:`_fifo_apply` documents."""
+    Q, S, N = spec.queue_size, spec.n_servers, spec.n_classes
+    single = spec.single_phase
+    own, busy, nu_own, srv_rate = _fifo_servers(spec, params, compat, heads)
+    rates = jnp.concatenate([params.lam, srv_rate])
+    L = N + S
+    if L > _UNROLL:
+        idx, _, _ = _pick(rates, u[0])
+    else:  # _pick's cumulated sum (sequential additions), unrolled
+        cum = [rates[0]]
+        for k in range(1, L):
+            cum.append(cum[-1] + rates[k])
+        target = u[0] * cum[-1]
+        idx = jnp.minimum(_sum(jnp.stack([(c <= target).astype(jnp.int32) for c in cum])), L - 1)
+    s_sel = jnp.clip(idx - N, 0, S - 1)
+    ck = _at(own, s_sel)  # the class whose head has the event
+    job_ok = (idx >= N) & _at(busy, s_sel)
+    nu_k = _at(nu_own, s_sel)
+    phase = u[1] * (nu_k + params.alpha) < nu_k
+    head, size, n = meta[:N], meta[N : 2 * N], meta[2 * N]
+    is_arr = idx < N
+    c = jnp.where(is_arr, jnp.clip(idx, 0, N - 1), ck)
+    if single:
+        last = True
+    else:
+        last = ring[1][ck * Q + _at(head, ck)] == 1
+    kind = jnp.where(
+        is_arr,
+        jnp.where(n < Q, c, 4 * N),
+        jnp.where(
+            job_ok,
+            jnp.where(phase, jnp.where(last, N + c, 3 * N + c), 2 * N + c),
+            4 * N + 1,
+        ),
+    )
+    push = (is_arr & (n < Q)) | (job_ok & ~phase)
+    at = jnp.where(push, c * Q + (_at(head, c) + _at(size, c)) % Q, N * Q + 1)
+    if not single:
+        at = jnp.where(job_ok & phase & ~last, c * Q + _at(head, c), at)
+    code = at | (kind << 24)
+    if single:
+        return code, None
+    i32 = jnp.int32
+    return code, jnp.minimum(_sum((params.comp_cdf < u[2]).astype(i32)), params.comp_cdf.size - 1)
+
+
+def _fifo_measure(spec: KernelSpec, params: KernelParams, compat, heads):
+    """``(1 / R, busy / R)`` of the state (R its total rate, ``busy`` its busy capacity): the
+    terms of :func:`_draw_event`, R summed as :func:`_pick` sums it."""
+    N, S = spec.n_classes, spec.n_servers
+    _, busy, _, srv_rate = _fifo_servers(spec, params, compat, heads)
+    rates = jnp.concatenate([params.lam, srv_rate])
+    if N + S > _UNROLL:
+        _, total, _ = _pick(rates, jnp.zeros((), rates.dtype))
+    else:
+        total = rates[0]
+        for k in range(1, N + S):
+            total = total + rates[k]
+    hold = 1.0 / total
+    return jnp.stack([hold, jnp.sum(jnp.where(busy, params.mu_ext[:S], 0.0)) * hold])
+
+
+def _fifo_terms(spec: KernelSpec, meas, meta, f):
+    """The measured terms of :func:`_draw_event` from ``meas`` (:func:`_fifo_measure`) and the
+    class sizes; ``f`` weighs the first-half terms."""
+    N = spec.n_classes
+    size = meta[N : 2 * N]
+    hold = meas[0]
+    n_tot = jnp.sum(size).astype(hold.dtype)
+    area = size.astype(hold.dtype) * hold
+    return jnp.concatenate(
+        [jnp.stack([hold, meas[1], n_tot * n_tot * hold, f * hold]), area, f * area]
+    )
+
+
+def _fifo_apply(spec: KernelSpec, params: KernelParams, ring, meta, code, comp):
+    """The jump of ``code`` (:func:`_fifo_decide`) on class queues (module docstring).
 
     Server s serves the head of class ``own[s]``, the compatible class whose head is oldest;
-    the event of server s ends a phase of that job (probability ``nu / (nu + alpha)``; the job
-    leaves after its last) or interrupts it (it goes to the tail of its class, new stamp).
-    """
-    ring, head, size, next_stamp, n = state
-    Q, S, N = spec.queue_size, spec.n_servers, spec.n_classes
-    dtype = params.mu_ext.dtype
-    mu = params.mu_ext[:S]
-    cidx = jnp.arange(N)
-    hs = jnp.where(size > 0, ring[0][cidx, head], _EMPTY)
-    own, best = _oldest_class(compat, hs)
-    busy = best < _EMPTY
+    the event of server s ends a phase of that job (the job leaves after its last) or
+    interrupts it (it goes to the tail of its class, new stamp). One write per field of the
+    rings: an arrival or an interrupted job at the tail of its class, or (a phase end, not the
+    last) at the head of its class; ``meta`` changes by the row of its kind
+    (:func:`_fifo_delta`), heads modulo Q."""
+    Q, N = spec.queue_size, spec.n_classes
+    at, kind = code & 0xFFFFFF, code >> 24
+    lo1, hi1, d1, lo2, hi2, d2 = _fifo_delta(spec)
+    new = meta + d1 * ((kind >= lo1) & (kind < hi1)) + d2 * ((kind >= lo2) & (kind < hi2))
+    col = jnp.arange(meta.shape[0])
+    new = jnp.where((col < N) & (new >= Q), new - Q, new)  # heads modulo Q
+    new = jnp.where(col == 2 * N + 1, jnp.maximum(new, 0), new)
+    stamp = new[2 * N + 2]  # a job's stamp: the jump counter after the jump that queues it
     if spec.single_phase:
-        nu_c = jnp.broadcast_to(params.rate_table[0], (N,))
+        ring = (ring[0].at[at].set(stamp, mode="drop"),)
     else:
-        rate_idx = ring[2][cidx, head]  # phase-rate index of each class's head
-        nu_c = params.rate_table[rate_idx]
-    srv_rate = jnp.where(busy, mu * (nu_c[own] + params.alpha), 0.0)
-    idx, stats = _draw_event(params, srv_rate, busy, size, u[0])
-
-    is_arr = idx < N
-    s_sel = jnp.clip(idx - N, 0, S - 1)
-    ck = own[s_sel]  # the class whose head has the event
-    job_ok = (~is_arr) & busy[s_sel]
-    nu_k = nu_c[ck]
-    phase = u[1] * (nu_k + params.alpha) < nu_k
-    done = job_ok & phase
-    left = 1 if spec.single_phase else ring[1][ck, head[ck]]
-    depart = done & (left == 1)
-    interrupt = job_ok & ~phase
-    leave = depart | interrupt
-    c = jnp.clip(idx, 0, N - 1)
-    arr_ok = is_arr & (n < Q)
-    overflow = is_arr & (n >= Q)
-
-    # one write per field: an arrival or an interrupted job at the tail of its class, or a
-    # phase end (not the last) at the head of class ck
-    wc = jnp.where(is_arr, c, ck)
-    push = arr_ok | interrupt
-    at = jnp.where(push, (head[wc] + size[wc]) % Q, head[ck])
-    at = jnp.where(push | done, at, Q)  # Q: out of range, dropped
-    vals = [jnp.where(push, next_stamp, hs[ck])]
-    if not spec.single_phase:
-        comp = jnp.minimum(
-            jnp.sum(params.comp_cdf < u[2]).astype(jnp.int32), params.comp_cdf.size - 1
+        c = jnp.clip(kind % N, 0, N - 1)
+        src = c * Q + _at(meta[:N], c)  # the head of the class: the job interrupted
+        arr, intr = kind < N, (kind >= 2 * N) & (kind < 3 * N)
+        vals = (
+            jnp.where(arr | intr, stamp, ring[0][jnp.minimum(at, N * Q)]),
+            jnp.where(arr, params.comp_counts[comp], ring[1][src] - (~intr).astype(jnp.int32)),
+            jnp.where(arr, params.comp_rate_idx[comp], ring[2][src]),
         )
-        vals.append(jnp.where(is_arr, params.comp_counts[comp], left - done.astype(jnp.int32)))
-        vals.append(jnp.where(is_arr, params.comp_rate_idx[comp], rate_idx[ck]))
-    ring = tuple(r.at[wc, at].set(v, mode="drop") for r, v in zip(ring, vals, strict=True))
-    on_k = cidx == ck
-    head = jnp.where(on_k & leave, (head + 1) % Q, head)
-    size = size + ((cidx == wc) & push) - (on_k & leave)
-    next_stamp = next_stamp + push.astype(jnp.int32)
-    n = n + arr_ok.astype(n.dtype) - depart.astype(n.dtype)
-    events = jnp.stack([arr_ok, depart, interrupt, overflow]).astype(dtype)
-    return (ring, head, size, next_stamp, n), (stats, events, n)
+        ring = tuple(r.at[at].set(v, mode="drop") for r, v in zip(ring, vals, strict=True))
+    return ring, new
 
 
 def _block_key(key, block):
@@ -525,19 +682,73 @@ def _uniforms(kd, jump, n: int, dtype):
     return bits.astype(dtype) * (2.0**-32)
 
 
-def _layout(spec: KernelSpec, params: KernelParams):
-    """``(step(state, u), initial state)`` of the layout that suits the pool."""
-    if spec.class_queues:
-        S = spec.n_servers
-        compat = jnp.any(params.class_servers[:, :, None] == jnp.arange(S)[None, None, :], axis=1)
-        return (
-            lambda state, u: _fifo_step(spec, params, compat, state, u),
-            _fifo_state(spec, params.mu_ext.dtype),
-        )
-    return (
-        lambda state, u: _server_step(spec, params, state, u),
-        _server_state(spec, params.mu_ext.dtype),
-    )
+def _uniform_words(kd, jump, n: int, dtype):
+    """:func:`_uniforms` as a tuple of ``n`` scalars (the same numbers): the words of each
+    counter pair kept apart, so that a loop that reads them computes the cipher once per
+    element (a stacked vector is computed again for each of its entries)."""
+    out = []
+    for p in range(n // 2):
+        for y in threefry2x32(kd[0], kd[1], jump.astype(jnp.uint32), jnp.uint32(p)):
+            if jnp.finfo(dtype).nmant < 32:
+                out.append((y >> 8).astype(dtype) * (2.0**-24))
+            else:
+                out.append(y.astype(dtype) * (2.0**-32))
+    return tuple(out)
+
+
+def _fifo_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
+    """:func:`run_chain` on class queues: ``(totals, event counts, n_max, n)``.
+
+    The carry of a jump is the rings, one int32 vector ``meta`` (heads, sizes, next stamp,
+    number of jobs, its maximum, the block's event counts), the block's float totals, and
+    the next jump decided: its code (:func:`_fifo_decide`) and the state's measured terms
+    (:func:`_fifo_measure`). A jump adds those terms, applies the code (:func:`_fifo_apply`)
+    and decides the next one: each array the decision makes is computed once, in the carry,
+    whatever reads it (XLA:CPU computes each array a jump writes in a fused loop of its own,
+    recomputing in it every value it reads that is not an array already). A block decides its
+    first jump before its loop, and applies its last after it."""
+    dtype = params.mu_ext.dtype
+    N, S, chunk = spec.n_classes, spec.n_servers, spec.chunk
+    compat = jnp.any(params.class_servers[:, :, None] == jnp.arange(S)[None, None, :], axis=1)
+    ring0, meta0 = _fifo_state(spec)
+    half = (n_chunks * chunk) // 2
+    zero = jnp.zeros((4 + 2 * N,), dtype)
+
+    def block(c, carry):
+        ring, meta, total, events = carry
+        kd = _block_key(key, c)
+        # the first half is the first floor(J / 2) of the J = n_chunks * chunk measured
+        # jumps, however the run is chunked (a run of one chunk included)
+        lim = jnp.clip(half - (c - n_warm) * chunk, 0, chunk)
+        # the jump counter of meta runs from c chunk (a job's stamp is its value after the
+        # jump that queues the job: increasing, below _EMPTY as the run checks
+        # (n_warm + n_chunks) chunk < 2**31 - 1)
+        base = c * chunk
+
+        def decide(ring, meta, acc):
+            j = meta[2 * N + 2] - base  # the jump's index in the block
+            u = _uniform_words(kd, j, spec.n_uniforms, dtype)
+            heads = _fifo_heads(spec, ring, meta)
+            code, comp = _fifo_decide(spec, params, compat, ring, meta, heads, u)
+            meas = _fifo_measure(spec, params, compat, heads)
+            return acc + _fifo_terms(spec, meas, meta, (j < lim).astype(dtype)), code, comp
+
+        def jump(_, carry):  # applies a jump, decides the next
+            ring, meta, acc, code, comp = carry
+            ring, meta = _fifo_apply(spec, params, ring, meta, code, comp)
+            return (ring, meta, *decide(ring, meta, acc))
+
+        meta = meta.at[2 * N + 3 :].set(0).at[2 * N + 2].set(base)
+        carry = (ring, meta, *decide(ring, meta, zero))
+        ring, meta, acc, code, comp = jax.lax.fori_loop(0, chunk - 1, jump, carry)
+        ring, meta = _fifo_apply(spec, params, ring, meta, code, comp)
+        on = c >= n_warm
+        counts = meta[-4:] * jnp.array([on, on, on, True], jnp.int32)  # overflow: warm-up too
+        return ring, meta, total + on.astype(dtype) * acc, events + counts
+
+    init = (ring0, meta0, zero, jnp.zeros((4,), jnp.int32))
+    _, meta, tot, ev = jax.lax.fori_loop(0, n_warm + n_chunks, block, init)
+    return tot, ev, meta[2 * N + 1] + meta[2 * N], meta[2 * N]
 
 
 def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> ChainStats:
@@ -558,16 +769,39 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
     Returns:
         ``ChainStats`` of the measured jumps.
     """
+    N = spec.n_classes
+    if spec.class_queues:
+        tot, ev, n_max, n = _fifo_chain(spec, params, key, n_warm, n_chunks)
+    else:
+        tot, ev, n_max, n = _server_chain(spec, params, key, n_warm, n_chunks)
+    return ChainStats(
+        time=tot[0],
+        area=tot[4 : 4 + N],
+        busy=tot[1],
+        arrivals=ev[0],
+        departures=ev[1],
+        interruptions=ev[2],
+        overflow=ev[3],
+        n_max=n_max,
+        n_final=n,
+        time_first=tot[3],
+        area_first=tot[4 + N : 4 + 2 * N],
+        area_sq=tot[2],
+    )
+
+
+def _server_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
+    """:func:`run_chain` on per-server queues: ``(totals, event counts, n_max, n)``."""
     dtype = params.mu_ext.dtype
     N = spec.n_classes
-    step, state0 = _layout(spec, params)
+    state0 = _server_state(spec, dtype)
     width = 4 + 2 * N + 4  # time, busy, area_sq, time_first | area, area_first | events
 
     def jump(carry, xs):
         state, acc, n_max, _, kd = carry
         j, first = xs
         u = _uniforms(kd, j, spec.n_uniforms, dtype)
-        state, ((hold, area, busy, area_sq), events, n) = step(state, u)
+        state, ((hold, area, busy, area_sq), events, n) = _server_step(spec, params, state, u)
         add = jnp.concatenate(
             [jnp.stack([hold, busy, area_sq, first * hold]), area, first * area, events]
         )
@@ -593,17 +827,4 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
     i32 = jnp.zeros((), jnp.int32)
     init = (state0, zero[:-4], jnp.zeros((4,), jnp.int32), i32, i32)
     _, tot, ev, n_max, n = jax.lax.fori_loop(0, n_warm + n_chunks, block, init)
-    return ChainStats(
-        time=tot[0],
-        area=tot[4 : 4 + N],
-        busy=tot[1],
-        arrivals=ev[0],
-        departures=ev[1],
-        interruptions=ev[2],
-        overflow=ev[3],
-        n_max=n_max,
-        n_final=n,
-        time_first=tot[3],
-        area_first=tot[4 + N : 4 + 2 * N],
-        area_sq=tot[2],
-    )
+    return tot, ev, n_max, n

@@ -108,6 +108,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec
 
+from .._jit import jit_per_platform
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Result, Status
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
@@ -187,12 +188,11 @@ backends."""
 def _jit_per_backend(fn, **kw):
     """``fn`` jitted twice, with :data:`_CPU_OPTIONS` for the CPU and without for the other
     backends; the returned function picks by ``jax.default_backend()``."""
-    on_cpu = jax.jit(fn, compiler_options=_CPU_OPTIONS, **kw)
-    other = jax.jit(fn, **kw)
+    for_platform = jit_per_platform(fn, _CPU_OPTIONS, **kw)
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        return (on_cpu if jax.default_backend() == "cpu" else other)(*args, **kwargs)
+        return for_platform(jax.default_backend())(*args, **kwargs)
 
     return call
 

@@ -48,6 +48,7 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
+from .._jit import jit_per_platform
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Result, Status, drift, mean_ci, t_quantile
 from ._guard import check_load
@@ -532,14 +533,9 @@ without it: the state, the wait and the inputs). 512-bit vectors where the CPU h
 (five-class scenario, 1024 x 50,000 jobs, 2-core AVX-512 machine, ``benchmarks/RESULTS.md``).
 Neither changes the numbers: the trajectories, waits and histograms are the same bit for bit."""
 
-_run_cpu = jax.jit(_run_sharded, static_argnames=_RUN_STATIC, compiler_options=_CPU_OPTIONS)
-_run_other = jax.jit(_run_sharded, static_argnames=_RUN_STATIC)
-
-
-def _run_for(platform: str):
-    """The jitted kernel (:func:`_run_sharded`) for devices of ``platform``: with
-    :data:`_CPU_OPTIONS` on the CPU."""
-    return _run_cpu if platform == "cpu" else _run_other
+_run_for = jit_per_platform(_run_sharded, _CPU_OPTIONS, static_argnames=_RUN_STATIC)
+"""``_run_for(platform)``: the jitted kernel (:func:`_run_sharded`) for devices of
+``platform``, with :data:`_CPU_OPTIONS` on the CPU."""
 
 
 # ---------------------------------------------------------------------------- host side

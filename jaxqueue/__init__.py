@@ -13,83 +13,62 @@ Subpackages (data flows models -> kernels -> estimators -> optimisation):
 - :mod:`jaxqueue.optimize`: gradient-based dimensioning with optax.
 - :mod:`jaxqueue.scenarios`: the papers' presets.
 
-The most used entry points are re-exported here.
+The most used entry points are re-exported here. Subpackages and re-exports are imported on
+first use (PEP 562): ``import jaxqueue`` costs nothing, and ``jaxqueue --help`` or a command
+loads only the modules it needs.
 """
 
 __version__ = "0.1.0"
 
-from . import (
-    dist as dist,
-)
-from . import (
-    mjqm as mjqm,
-)
-from . import (
-    networks as networks,
-)
-from . import (
-    optimize as optimize,
-)
-from . import (
-    pools as pools,
-)
-from . import (
-    scenarios as scenarios,
-)
-from . import (
-    sched as sched,
-)
-from . import (
-    stats as stats,
-)
-from .mjqm import (
-    Workload as Workload,
-)
-from .mjqm import (
-    palm_metrics as palm_metrics,
-)
-from .mjqm import (
-    pile_growth as pile_growth,
-)
-from .mjqm import (
-    sample_backward as sample_backward,
-)
-from .mjqm import (
-    simulate as simulate_mjqm,
-)
-from .networks import Network as Network
-from .networks import solve as solve_network
-from .optimize import Problem as Problem
-from .optimize import Target as Target
-from .optimize import minimize as minimize
-from .pools import Pool as Pool
-from .pools import solve as solve
-from .pools import stability as stability
-from .pools import structured as structured
-from .sched import simulate as simulate_sched
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "dist",
-    "mjqm",
-    "networks",
-    "optimize",
-    "pools",
-    "scenarios",
-    "sched",
-    "stats",
-    "structured",
-    "Workload",
-    "palm_metrics",
-    "pile_growth",
-    "sample_backward",
-    "simulate_mjqm",
-    "Network",
-    "solve_network",
-    "Problem",
-    "Target",
-    "minimize",
-    "Pool",
-    "solve",
-    "stability",
-    "simulate_sched",
-]
+_SUBPACKAGES = ("dist", "mjqm", "networks", "optimize", "pools", "scenarios", "sched", "stats")
+
+_REEXPORTS = {  # name -> (subpackage, its attribute)
+    "Workload": ("mjqm", "Workload"),
+    "palm_metrics": ("mjqm", "palm_metrics"),
+    "pile_growth": ("mjqm", "pile_growth"),
+    "sample_backward": ("mjqm", "sample_backward"),
+    "simulate_mjqm": ("mjqm", "simulate"),
+    "Network": ("networks", "Network"),
+    "solve_network": ("networks", "solve"),
+    "Problem": ("optimize", "Problem"),
+    "Target": ("optimize", "Target"),
+    "minimize": ("optimize", "minimize"),
+    "Pool": ("pools", "Pool"),
+    "solve": ("pools", "solve"),
+    "stability": ("pools", "stability"),
+    "structured": ("pools", "structured"),
+    "simulate_sched": ("sched", "simulate"),
+}
+
+__all__ = [*_SUBPACKAGES, *_REEXPORTS]
+
+
+def __getattr__(name: str):
+    """A subpackage or re-export, imported on first use (then cached in the module)."""
+    if name in _SUBPACKAGES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    elif name in _REEXPORTS:
+        sub, attr = _REEXPORTS[name]
+        value = getattr(importlib.import_module(f"{__name__}.{sub}"), attr)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # what static analysers and IDEs see
+    from . import dist, mjqm, networks, optimize, pools, scenarios, sched, stats
+    from .mjqm import Workload, palm_metrics, pile_growth, sample_backward
+    from .mjqm import simulate as simulate_mjqm
+    from .networks import Network
+    from .networks import solve as solve_network
+    from .optimize import Problem, Target, minimize
+    from .pools import Pool, solve, stability, structured
+    from .sched import simulate as simulate_sched

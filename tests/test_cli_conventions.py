@@ -5,6 +5,8 @@ status and one line without a traceback (and a JSON object on stdout under ``--j
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -166,3 +168,28 @@ def test_sched_json_reports_its_elapsed_time_as_the_other_commands(capsys):
     )
     out = json.loads(capsys.readouterr().out)
     assert status in (0, 3) and out["elapsed_s"] > 0, out
+
+
+def test_parser_imports_no_model():
+    """Building the parser (``jaxqueue --help``, usage errors) imports neither jax nor a model,
+    and the case names it offers are the optimisation cases."""
+    code = (
+        "import sys; from jaxqueue.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'equinox')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+    from jaxqueue.cli._optimize import CASE_NAMES
+    from jaxqueue.optimize import CASES
+
+    assert CASE_NAMES == tuple(sorted(CASES))
+
+
+def test_package_attributes_load_on_use():
+    import jaxqueue
+
+    assert jaxqueue.simulate_mjqm is jaxqueue.mjqm.simulate
+    assert jaxqueue.structured is jaxqueue.pools.structured
+    assert set(jaxqueue.__all__) <= set(dir(jaxqueue))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        jaxqueue.nope  # noqa: B018

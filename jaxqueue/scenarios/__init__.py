@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import csv
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import _files
-from ..dist import BoundedPareto, Erlang, Exponential, HyperExponential
-from ..mjqm import Workload
+if TYPE_CHECKING:
+    from ..mjqm import Workload
+
+# The models (and jax) are imported by the builders, not here: the command line lists the
+# names in its help without loading them.
 
 __all__ = ["get", "names", "describe"]
 
@@ -57,6 +60,9 @@ def _read_csv(filename: str) -> list[dict[str, float]]:
 
 
 def _five_class(law: str) -> Workload:
+    from ..dist import BoundedPareto, Erlang, Exponential, HyperExponential
+    from ..mjqm import Workload
+
     rows = _read_csv("five-class.csv")
     cores = [int(r["cores"]) for r in rows]
     probs = np.array([r["prob"] for r in rows])
@@ -80,6 +86,9 @@ def _five_class(law: str) -> Workload:
 
 
 def _two_class_200(big_mean: float = 1.0, small_mean: float = 1.0) -> Workload:
+    from ..dist import Exponential
+    from ..mjqm import Workload
+
     return Workload(
         200,
         [1, 100],
@@ -90,6 +99,9 @@ def _two_class_200(big_mean: float = 1.0, small_mean: float = 1.0) -> Workload:
 
 
 def _two_class_256(p_big: float = 1e-3, big_mean: float = 40.0) -> Workload:
+    from ..dist import Exponential
+    from ..mjqm import Workload
+
     return Workload(
         256,
         [1, 256],
@@ -100,6 +112,9 @@ def _two_class_256(p_big: float = 1e-3, big_mean: float = 40.0) -> Workload:
 
 
 def _borg() -> Workload:
+    from ..dist import Exponential
+    from ..mjqm import Workload
+
     rows = _read_csv("borg-cell-b-26.csv")
     probs = np.array([r["prob"] for r in rows])
     probs = probs / probs.sum()  # the published probabilities sum to 1 up to rounding
@@ -138,6 +153,8 @@ def names() -> list[str]:
 
 def describe(name: str) -> str:
     """The source of scenario ``name`` (for a workload file: the file, once it parses)."""
+    from .. import _files
+
     if name not in _BUILDERS and _files.is_path(name):
         _files.load_workload(name)
         return f"TOML/JSON workload file {name}"
@@ -171,6 +188,8 @@ def get(name, **params):
         >>> w.servers, w.n_classes
         ((20,), 5)
     """
+    from .. import _files
+
     if name not in _BUILDERS and _files.is_path(name):
         if params:
             raise ValueError(f"{name}: a workload file takes no parameters, got {sorted(params)}")

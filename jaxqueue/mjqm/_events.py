@@ -11,15 +11,20 @@ whichever comes first; skipped while a pick is pending) followed by one *pick* o
 round, until the policy names none. An event touches one slot and one deque entry, so a round
 costs the same whatever the queue length (the former engine shifted and scanned a buffer of
 every job at every event). Arrivals are drawn from the counter-based inputs of ``_inputs.py``
-(job ``n`` of replication ``r`` is the same job as in the MJSRE simulators), the next one in
-the round of an arrival.
+(job ``n`` of replication ``r`` is the same job as in the MJSRE simulators), a block of the
+next ``_CHUNK`` jobs of every replication per chunk of ``_CHUNK`` rounds.
 
 What a round costs on XLA:CPU (profiled per thunk, 1024 replications): XLA fuses the
 per-replication decisions of a round (``(R,)`` masks, slot indices, times: tens of operations)
 into every ``(slots, R)`` update and recomputes them for each element, 20-140 us per such
 fusion; ``policies._queues.settle`` computes them once (each decision point materialised),
 and the reductions over the slots are trees of elementwise operations (``rows_min``,
-``rows_first``), cheaper than XLA's reduce there.
+``rows_first``), cheaper than XLA's reduce there. XLA:CPU splits a fusion over two threads
+when its cost model finds more arithmetic than memory traffic and enough of both (at 1024
+replications about 200 operations per replication, a memory byte counting 10), or when it
+touches more than 512 KB (the gathers and scatters of a deque body): each split costs a
+thread hand-off, 10-40 us on a busy 2-core machine, so the per-round decisions are kept in
+int32 and cheap (the job draw, the class choice: once per chunk, :func:`_draw`).
 
 float64 runs keep absolute times, as the heapq reference does; float32 runs move the epoch to
 the clock every ``_REBASE`` chunks, so they do not lose digits as the clock grows.
@@ -119,7 +124,6 @@ class _State(NamedTuple):
     acc: _Acc
     overflow: Array  # an arrival or a pick found its deque full: stopped before it
     events: Array  # arrivals and completions so far
-    job: tuple  # job n_next, the next to arrive: (class, need, service, inter-arrival time)
 
 
 def _empty(
@@ -146,8 +150,7 @@ def _empty(
         dead=jnp.zeros((Q if dead else 0, R), bool),
     )
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
-    job = (i(), i(), f(), f())  # drawn by _run
-    return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i(), job)
+    return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
 
 
 def _layout(policy: EventPolicy, needs: tuple[int, ...]) -> int:
@@ -156,8 +159,10 @@ def _layout(policy: EventPolicy, needs: tuple[int, ...]) -> int:
 
 
 def _deque_of(need, needs):
-    """The per-need deque of ``need`` (``needs`` largest first)."""
-    return sum(jnp.where(need == v, k, 0) for k, v in enumerate(needs)).astype(jnp.int32)
+    """The per-need deque of ``need`` (``needs`` largest first; int32 throughout: Python ints
+    are int64 under x64)."""
+    i32 = jnp.int32
+    return sum((jnp.where(need == v, i32(k), i32(0)) for k, v in enumerate(needs)), i32(0))
 
 
 def _index(q: Queues, d, r):
@@ -342,8 +347,15 @@ def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
     R = wait.shape[0]
     row = cls_of(info) * n_bins + b
     waited = measured & (wait > 0)
-    idx = jnp.where(waited, row * R + jnp.arange(R), acc.hist.size)  # out of range: dropped
-    hist = acc.hist.reshape(-1).at[idx].add(1, mode="drop", unique_indices=True)
+    idx = jnp.where(waited, row * R + jnp.arange(R, dtype=jnp.int32), acc.hist.size)
+    hist = lax.scatter_add(  # int32 indices, those out of range dropped
+        acc.hist.reshape(-1),
+        idx[:, None],
+        jnp.ones(R, acc.hist.dtype),
+        lax.ScatterDimensionNumbers((), (0,), (0,)),
+        unique_indices=True,
+        mode=lax.GatherScatterMode.FILL_OR_DROP,
+    )
     return acc._replace(
         wait=acc.wait + one * wait,
         wait2=acc.wait2 + one * (wait * wait),
@@ -378,10 +390,12 @@ class _Ctx(NamedTuple):
     bins: tuple  # (n_bins, shift, lo_code) of the waiting-time histogram
 
 
-def _event(ctx: _Ctx, st: _State, on):
-    """The next arrival or completion of every replication where ``on``. Returns the state and
-    where an arrival found its deque full (``blocked``: nothing happens, overflow)."""
-    q, (cls, need, sigma, tau) = st.q, st.job
+def _event(ctx: _Ctx, st: _State, on, job):
+    """The next arrival or completion of every replication where ``on`` (``job``: job
+    ``n_next``, the next to arrive, as ``(class, need, service, inter-arrival time)``). Returns
+    the state and where an arrival found its deque full (``blocked``: nothing happens,
+    overflow)."""
+    q, (cls, need, sigma, tau) = st.q, job
     M = q.s_end.shape[0]
     slots = jnp.arange(M, dtype=jnp.int32)[:, None]
     # the oldest of the jobs ending first: its end, arrival, slot and info
@@ -403,8 +417,9 @@ def _event(ctx: _Ctx, st: _State, on):
     on = on & ~blocked
     leaves, arrives = on & ~arrival_next, on & arrival_next
     now = jnp.where(leaves, end, jnp.where(arrives, st.now + to_arrival, st.now))
-    on, leaves, arrives, now, j, info_j, arr_j, d_new = settle(
-        on, leaves, arrives, now, j, info_j, arr_j, d_new
+    d_j = _deque_of(need_of(info_j), ctx.needs)  # the per-need deque of the leaving job
+    on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j = settle(
+        on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j
     )
     acc = _integrate(st.acc, st, now - st.now, inside)
     # a completion: its slot empties
@@ -416,8 +431,9 @@ def _event(ctx: _Ctx, st: _State, on):
         s_info=jnp.where(gone, 0, q.s_info),
         free=q.free + need_j,
         prefix=q.prefix - need_j,
-        busy=q.busy - (_onehot(q.head.shape[0], _deque_of(need_j, ctx.needs)) & leaves[None]),
     )
+    if ctx.policy.layout != "fifo":  # (no policy of one FIFO reads the counts)
+        q = q._replace(busy=q.busy - (_onehot(q.head.shape[0], d_j) & leaves[None]))
     # an arrival: job n_next at the back of its deque
     n = st.n_next
     mid = (ctx.warmup + ctx.n_jobs) // 2
@@ -487,21 +503,19 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         s_arr=jnp.where(put, a[None], q.s_arr),
         s_info=jnp.where(put, set_started(info)[None], q.s_info),
         free=q.free - jnp.where(start, need_of(info), 0),
-        busy=q.busy + (_onehot(D, pk.d) & start[None]),
     )
+    if ctx.policy.layout != "fifo":
+        q = q._replace(busy=q.busy + (_onehot(D, pk.d) & start[None]))
     acc = _record_wait(st.acc, info, st.now - a, first, ctx.bins)
     return st._replace(q=q, acc=acc), full
 
 
-def _round(ctx: _Ctx, st: _State, active, draw) -> _State:
+def _round(ctx: _Ctx, st: _State, active, job) -> _State:
     """One round of every ``active`` replication: its next event unless a pick is pending,
-    then the policy's next pick at the new instant. ``draw(n)``: job ``n`` of every
-    replication (the one after an arrival is drawn in the same round: one draw of all
-    replications per round costs less than taking it from a block drawn ahead, a gather)."""
+    then the policy's next pick at the new instant. ``job``: job ``n_next`` of every
+    replication (:func:`_job_at`)."""
     old = st
-    st, blocked = _event(ctx, st, active & ~st.pending)
-    arrived = st.n_next != old.n_next
-    st = st._replace(job=settle(*jax.tree.map(_where_on(arrived), draw(st.n_next), st.job)))
+    st, blocked = _event(ctx, st, active & ~st.pending, job)
     go = active & ~blocked
     pk = ctx.policy.pick(st.q, ctx.s, ctx.needs, st.now)
     st, full = _apply(ctx, st, pk, go)
@@ -527,31 +541,39 @@ _CHUNK = 32  # rounds per check of the loop condition
 _REBASE = 16  # chunks between moves of the epoch (float32 only)
 
 
-def _where_on(mask):
-    """``(new, old) -> where(mask, new, old)``."""
-    return lambda new, old: jnp.where(mask, new, old)
-
-
 def _draw(workload, lam, keypairs, dtype):
-    """``draw(n)``: job ``n[r]`` of every replication ``r`` as ``(class, need, service,
-    inter-arrival time)``, from the counter-based inputs."""
+    """``draw(n)``: the block of jobs ``n[r] .. n[r] + _CHUNK - 1`` of every replication ``r``
+    from the counter-based inputs, ``(4, _CHUNK, R)``: class, need, service, inter-arrival time
+    (all in ``dtype``; class and need are small integers, exact). A chunk of ``_CHUNK`` rounds
+    takes at most ``_CHUNK`` arrivals, so one block per chunk serves them all. Drawn per round
+    (the next job of every replication, every round), the cipher and the class choice were
+    fusions of ``R`` values that XLA:CPU's cost model splits over two threads (more arithmetic
+    than memory traffic), 10-15 us of thread hand-off each per round at 1024 replications; the
+    block is the same arithmetic in large fusions once per chunk, and a round reads its job
+    with one gather (:func:`_job_at`)."""
 
     k0, k1 = keypairs
     n_u = n_uniforms(workload)
 
     def draw(n):
-        # draw_jobs_each with the cipher words materialised once (settle): XLA fused the
-        # cipher into each of the four fields and computed it four times, 70 us of a 200 us
-        # fcfs round at 1024 replications
-        x0 = n.astype(jnp.uint32)
+        x0 = (n[None] + jnp.arange(_CHUNK, dtype=n.dtype)[:, None]).astype(jnp.uint32)
         words = [threefry2x32(k0, k1, x0, jnp.full_like(x0, c)) for c in range((n_u + 1) // 2)]
+        # the cipher words materialised once (settle): XLA fused the cipher into each of the
+        # four fields and computed it four times
         bits = settle(*([w[0] for w in words] + [w[1] for w in words])[:n_u])
         rows = [_bits_to_uniform(b, dtype) for b in bits]
         job = _jobs_from_rows(workload, lam, rows, dtype=dtype)
-        need = job.alpha[..., 0].astype(jnp.int32)
-        return job.cls.astype(jnp.int32), need, job.sigma.astype(dtype), job.tau.astype(dtype)
+        return job.cls.astype(jnp.int32), job.alpha[..., 0].astype(jnp.int32), job.sigma, job.tau
 
     return draw
+
+
+def _job_at(block, k):
+    """Job ``k[r]`` of the block (:func:`_draw`) of every replication ``r``: ``(class, need,
+    service, inter-arrival time)``, one gather per field."""
+    J, R = block[0].shape
+    (idx,) = settle(k * R + jnp.arange(R, dtype=jnp.int32))
+    return tuple(x.reshape(-1).at[idx].get(mode="promise_in_bounds") for x in block)
 
 
 def _run(
@@ -619,10 +641,11 @@ def _kernel(
 
     def chunk(carry):
         st, k = carry
+        block, first = draw(st.n_next), st.n_next
 
         def one(_, st):
             # (measured: carrying the fields packed in two arrays was 15-25% slower)
-            return _round(ctx, st, active(st), draw)
+            return _round(ctx, st, active(st), _job_at(block, st.n_next - first))
 
         st = lax.fori_loop(0, _CHUNK, one, st)
         if jnp.dtype(dtype).itemsize < 8:  # float64 keeps absolute times, as the heapq reference
@@ -634,7 +657,6 @@ def _kernel(
         F = policy.front_registers
         dead = policy.picks_inside
         init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype, F, dead)
-        init = init._replace(job=draw(init.n_next))
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
         return lax.while_loop(lambda c: jnp.any(active(c[0])), chunk, (init, jnp.int32(0)))[0]
 

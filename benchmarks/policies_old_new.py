@@ -1,0 +1,99 @@
+"""Old and new event engines in one process, interleaved, best of 3 (issue 17).
+
+Usage: ``python -m benchmarks.policies_old_new OLD_REV [REPLICATIONS JOBS [POLICY ...]]``,
+with ``OLD_REV`` a git revision of this repository: its ``jaxqueue/mjqm`` is extracted to a
+temporary folder and loaded as the package ``jaxqueue.mjqm_old`` (the rest of ``jaxqueue`` is
+shared). Set ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` for two host devices. Runs
+``_events._runs`` as ``bench_policies`` does (five-class-exp, lam 0.900428, float64, default
+1024 replications x 2000 jobs, all policies) and prints, per policy, jobs per second of wall
+time and per CPU-second of each engine (the latter is less sensitive to other processes on a
+shared machine) and whether the per-replication sums are bit for bit the same.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+POLICIES = (
+    "fcfs",
+    "first-fit",
+    "window:4",
+    "preemptive-first-fit",
+    "msf",
+    "server-filling",
+    "easy-backfilling",
+)
+
+
+def _old_package(rev: str):
+    """``jaxqueue/mjqm`` of git revision ``rev`` as the package ``jaxqueue.mjqm_old``."""
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="mjqm_old_"))
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "jaxqueue/mjqm"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar, check=True)
+    path = tmp / "jaxqueue" / "mjqm"
+    spec = importlib.util.spec_from_file_location(
+        "jaxqueue.mjqm_old", path / "__init__.py", submodule_search_locations=[str(path)]
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return importlib.import_module("jaxqueue.mjqm_old._events"), importlib.import_module(
+        "jaxqueue.mjqm_old.policies"
+    )
+
+
+def main(argv: list[str]) -> None:
+    jax.config.update("jax_enable_x64", True)
+    import jaxqueue.mjqm._events as new
+    import jaxqueue.mjqm.policies as new_pol
+    from jaxqueue import scenarios
+
+    old, old_pol = _old_package(argv[0])
+    R, N = (int(v) for v in argv[1:3]) if len(argv) >= 3 else (1024, 2000)
+    policies = argv[3:] or POLICIES
+    wl = scenarios.get("five-class-exp")
+    sizes = (R, N // 5, N)
+    print(f"{len(jax.devices())} device(s), {R} x {N} jobs, float64")
+    for policy in policies:
+        engines = (("old", old, old_pol), ("new", new, new_pol))
+        best: dict[str, list[float]] = {}
+        accs = {}
+        for rep in range(3):
+            for name, mod, pol in engines:
+                args = (pol.parse_policy(policy), wl, 0.900428, jax.random.key(0), sizes)
+                args = (*args, None, 4096, jnp.dtype(jnp.float64))
+                if rep == 0:
+                    accs[name] = mod._runs(*args)[0]  # compile
+                w0, c0 = time.perf_counter(), time.process_time()
+                mod._runs(*args)
+                w, c = time.perf_counter() - w0, time.process_time() - c0
+                b = best.setdefault(name, [float("inf")] * 2)
+                b[0], b[1] = min(b[0], w), min(b[1], c)
+        same = all(
+            np.array_equal(np.asarray(x), np.asarray(y))
+            for x, y in zip(accs["old"], accs["new"], strict=True)
+        )
+        (ow, oc), (nw, nc) = best["old"], best["new"]
+        jobs = R * N / 1e6
+        print(
+            f"{policy:22s} wall {jobs / ow:6.3f} -> {jobs / nw:6.3f} M/s ({ow / nw:4.2f}x), "
+            f"CPU {jobs / oc:6.3f} -> {jobs / nc:6.3f} M/s ({oc / nc:4.2f}x), "
+            f"sums {'bit-identical' if same else 'DIFFER'}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

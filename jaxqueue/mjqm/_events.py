@@ -166,15 +166,16 @@ def _deque_of(need, needs):
 
 
 def _index(q: Queues, d, r):
-    """Flat indices ``(3, R)`` of entry ``r`` (ring index) of deque ``d`` in ``q.body``."""
+    """Flat indices ``(3, R)`` of entry ``r`` (ring index) of deque ``d`` in ``q.body``
+    (``(D, Q, R, 3)``: the three fields of an entry side by side)."""
     R = q.free.shape[0]
-    base = (d * q.capacity + r) * 3
-    return (base[None] + jnp.arange(3)[:, None]) * R + jnp.arange(R)[None]
+    base = ((d * q.capacity + r) * R + jnp.arange(R, dtype=r.dtype)) * 3
+    return base[None] + jnp.arange(3, dtype=r.dtype)[:, None]
 
 
 def _read(q: Queues, d, r):
     """``(arr, rem, info)`` of entry ``r`` of deque ``d`` (one gather)."""
-    x = q.body[_index(q, d, r)]
+    x = q.body.at[_index(q, d, r)].get(mode="promise_in_bounds")
     return x[0], x[1], decode(x[2])
 
 
@@ -270,7 +271,7 @@ def _take_registered(q: Queues, p, on) -> tuple[Queues, tuple]:
     if F > 1:
         k = jnp.arange(F - 1)[:, None]  # position k < p goes to ring entry head + k + 1
         r = (head[None] + k + 1) % Q
-        idx = (r[:, None] * 3 + jnp.arange(3)[None, :, None]) * R + jnp.arange(R)
+        idx = (r[:, None] * R + jnp.arange(R)) * 3 + jnp.arange(3)[None, :, None]
         idx = jnp.where((on[None] & (k < p[None]))[:, None], idx, q.body.shape[0])
         vals = jnp.stack([q.f_arr[:-1], q.f_rem[:-1], encode(q.f_info[:-1], q.f_arr.dtype)], axis=1)
         idx, vals = settle(idx, vals)
@@ -529,8 +530,8 @@ def _rebase(st: _State) -> _State:
     """Arrival and end times relative to the clock (the epoch moves to now)."""
     q, now = st.q, st.now
     D, R = q.head.shape
-    b = q.body.reshape(D, q.capacity, 3, R)
-    b = b.at[:, :, 0].add(-now)
+    b = q.body.reshape(D, q.capacity, R, 3)
+    b = b.at[..., 0].add(-now)
     q = q._replace(
         s_end=q.s_end - now, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)
     )
@@ -606,11 +607,12 @@ def _sharded(
     def local(lam, key, reps, warmup, n_jobs, max_events):
         args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, None)
         st = _kernel(policy, workload, *args, bins=bins)
-        return st._replace(q=st.q._replace(body=st.q.body.reshape(-1, reps.shape[0])))
+        return st._replace(q=st.q._replace(body=st.q.body.reshape(-1, reps.shape[0], 3)))
 
     scalars = (lam, key, reps[: reps.shape[0] // n], warmup, n_jobs, max_events)
     shapes = jax.eval_shape(local, *scalars)
     out_specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), shapes)
+    out_specs = out_specs._replace(q=out_specs.q._replace(body=P(None, BATCH, None)))
     in_specs = (P(), P(), P(BATCH), P(), P(), P())
     f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
     st = f(lam, key, reps, warmup, n_jobs, max_events)
@@ -996,7 +998,7 @@ def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, 
 def _select(st: _State, rows) -> _State:
     """The replications ``rows`` (a mask) of a state on the host."""
     D, R = st.q.head.shape
-    body = np.asarray(st.q.body).reshape(D, -1, 3, R)[..., rows].reshape(-1)
+    body = np.asarray(st.q.body).reshape(D, -1, R, 3)[:, :, rows].reshape(-1)
     st = st._replace(q=st.q._replace(body=np.zeros((1, R))))
     st = jax.tree.map(lambda x: np.asarray(x)[..., rows], st)
     return st._replace(q=st.q._replace(body=body))
@@ -1008,9 +1010,9 @@ def _grow(st: _State, B: int) -> _State:
     q = st.q
     D, R = q.head.shape
     Q = q.capacity
-    body = np.asarray(q.body).reshape(D, Q, 3, R)
+    body = np.asarray(q.body).reshape(D, Q, R, 3)
     ring = (np.asarray(q.head)[:, None, :] + np.arange(Q)[None, :, None]) % Q  # (D, Q, R)
-    body = np.take_along_axis(body, ring[:, :, None, :], axis=1)
+    body = np.take_along_axis(body, ring[..., None], axis=1)
     # tombstones (easy-backfilling's FIFO) dropped: live entries moved to the front
     size = np.asarray(q.size)
     live = np.arange(Q)[None, :, None] < size[:, None, :]
@@ -1018,8 +1020,8 @@ def _grow(st: _State, B: int) -> _State:
     if dead.shape[0]:
         live = live & ~np.take_along_axis(dead, ring[0], axis=0)[None]
     order = np.argsort(~live, axis=1, kind="stable")
-    body = np.take_along_axis(body, order[:, :, None, :], axis=1)
-    body = np.concatenate([body, np.zeros((D, B - Q, 3, R), body.dtype)], axis=1)
+    body = np.take_along_axis(body, order[..., None], axis=1)
+    body = np.concatenate([body, np.zeros((D, B - Q, R, 3), body.dtype)], axis=1)
     size = live.sum(axis=1).astype(size.dtype)
     dead = np.zeros((B if dead.shape[0] else 0, R), bool)
     q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head), size=size, dead=dead)

@@ -202,7 +202,8 @@ def decode(x):
 
 class Queues(NamedTuple):
     """The jobs of all replications (module docstring); ``body``: the deques,
-    ``(D, Q, 3, R)`` (arrival, remaining work, encoded info) flattened; ``free`` servers,
+    ``(D, Q, R, 3)`` (arrival, remaining work, encoded info side by side: a front refill reads
+    one cache line per replication) flattened; ``free`` servers,
     ``prefix``: the needs of the server-filling prefix (in service or in the per-need deques);
     ``busy``: jobs in service per per-need deque (``"need"``, ``"prefix"`` layouts);
     ``dead``: per entry of a single FIFO, a job already started from behind the front
@@ -230,9 +231,9 @@ class Queues(NamedTuple):
         """``(arr, rem, info, position from the front)`` of every entry of deque ``d``
         (static), ``(Q, R)`` each (position ``>= size``: empty)."""
         D, R = self.head.shape
-        b = self.body.reshape(D, self.capacity, 3, R)[d]
+        b = self.body.reshape(D, self.capacity, R, 3)[d]
         pos = (jnp.arange(self.capacity)[:, None] - self.head[d][None]) % self.capacity
-        return b[:, 0], b[:, 1], decode(b[:, 2]), pos
+        return b[..., 0], b[..., 1], decode(b[..., 2]), pos
 
 
 class Pick(NamedTuple):

@@ -241,16 +241,14 @@ def _take_inside(q: Queues, p, on) -> tuple[Queues, tuple]:
     head to the back, tombstones included, and the head is always a live entry (after the
     front leaves, it moves on to the next live one)."""
     Q = q.capacity
-    arr, rem, info, pos = q.deque(0)
-    at = pos == p[None]
-    zero = lambda x: jnp.zeros((), x.dtype)  # noqa: E731
-    item = tuple(rows_sum(jnp.where(at, x, zero(x)), settled=False) for x in (arr, rem, info))
+    pos = q.deque(0)[3]
     size = q.size[0]
     live = (pos >= 1) & (pos < size[None]) & ~q.dead
     step = rows_min(jnp.where(live, pos, size[None]))  # the next live entry (or the span)
     step = jnp.where(on & (p == 0), step, 0)
     r = (q.head[0] + p) % Q
-    step, item, r = settle(step, item, r)
+    step, r = settle(step, r)
+    item = _read(q, jnp.zeros_like(r), r)  # one gather (a pass over the FIFO per field before)
     dead = q.dead | (_onehot(Q, r) & (on & (p > 0))[None])
     head = (q.head[0] + step) % Q
     return q._replace(dead=dead, head=head[None], size=(size - step)[None]), item
@@ -1033,13 +1031,13 @@ def _first_buffer(workload: Workload, policy: EventPolicy) -> int:
     round hardly costs more with more entries, while the replications that overflow go on
     alone, where a round costs its fixed overhead for a handful of them: four times the most
     jobs in service and 8 more, at least 64 (``window:W`` keeps its first ``W`` entries in
-    registers and touches one entry too). EASY scans its whole FIFO every round: the most
-    jobs in service and 8 more, at least 16 (measured on five-class-exp at half the fcfs
-    limit, when window:W scanned and rolled its FIFO as well: window:4 0.36 M jobs/s from 32
-    entries, 0.09 M from 128). Rounded up to a power of 2."""
+    registers and touches one entry too). EASY scans its whole FIFO every round: twice the
+    most jobs in service and 8 more, at least 16 (five-class-exp at half the fcfs limit,
+    1024 x 2000 jobs: 1.74 s from 32 entries, where half the replications overflowed and ran
+    again with 64; 1.36 s from 64; 1.73 s from 128). Rounded up to a power of 2."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
     if policy.picks_inside:
-        return max(16, 1 << math.ceil(math.log2(most + 8)))
+        return max(16, 1 << math.ceil(math.log2(2 * (most + 8))))
     return max(64, 1 << math.ceil(math.log2(4 * (most + 8))))
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._base import EventPolicy, Jobs, at_slot, cumsum, fcfs_start, first_fit, first_slot, positions
-from ._queues import Queues, need_of, rows_min, rows_sum, start
+from ._queues import Queues, need_of, rows_min, start
 
 
 class EasyBackfilling(EventPolicy):
@@ -41,24 +41,27 @@ class EasyBackfilling(EventPolicy):
         """The front of the FIFO if it fits; else the oldest later job that fits now and ends
         by the head's reservation ``t_r`` (the smallest remaining work of a job in service by
         which the free servers plus those of the jobs in service ending by then reach the
-        head's need: pairwise over the ``M`` slots, summed as a tree of rows; a sorting network
-        over the slots, 103 comparators for 20 slots, was 2x slower: XLA fused its chains
-        into every consumer). Jobs started from behind the front leave dead entries
-        (``q.dead``), not a roll of the deque."""
+        head's need: for every slot the servers freed by the jobs ending by its end, an unrolled
+        sum over the ``M`` slots in one fused pass; the ``(M, M, R)`` pairwise array
+        materialised and summed as a tree of rows was 2x slower, a sorting network over the
+        slots, 103 comparators for 20 slots, 4x: XLA fused its chains into every consumer).
+        Jobs started from behind the front leave dead entries (``q.dead``), not a roll of the
+        deque."""
         head = need_of(q.f_info[0])
         head_fits = (q.size[0] > 0) & (head <= q.free)
         sn, se = need_of(q.s_info), q.s_end
-        ended = jnp.where(se[None] <= se[:, None], sn[None], 0)  # (M, M, R)
-        freed = q.free + rows_sum(ended, axis=1, settled=True)
+        # the servers free once the job of each slot has ended: an unrolled sum over the slots
+        freed = q.free + sum(jnp.where(se[j] <= se, sn[j], 0) for j in range(se.shape[0]))
         t_r = rows_min(jnp.where((sn > 0) & (freed >= head), se, jnp.inf))
         _, rem, info, pos = q.deque(0)
         need = need_of(info)
         # the dead entries are jobs already started from behind the front
         ok = (pos >= 1) & (pos < q.size[0]) & ~q.dead & (need <= q.free) & (rem <= t_r - now)
-        pos = pos.astype(jnp.int32)
-        p = rows_min(jnp.where(ok, pos, q.capacity))
-        p = jnp.where(head_fits, 0, p)
-        taken = rows_sum(jnp.where(pos == p[None], need, 0))
+        # the oldest such entry and its need from one minimum: position and need packed
+        # (need < 2**16), no second pass over the FIFO
+        key = rows_min(jnp.where(ok, pos.astype(jnp.int32) << 16 | need, q.capacity << 16))
+        p = jnp.where(head_fits, 0, key >> 16)
+        taken = key & 0xFFFF
         left = q.free - jnp.where(head_fits, head, taken)
         more = (q.size[0] > 1) & (left >= min(needs))
         return start(0, head_fits | (p < q.capacity), p, more=more)

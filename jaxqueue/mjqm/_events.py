@@ -165,22 +165,26 @@ def _deque_of(need, needs):
     return sum((jnp.where(need == v, i32(k), i32(0)) for k, v in enumerate(needs)), i32(0))
 
 
-def _index(q: Queues, d, r):
-    """Flat indices ``(3, R)`` of entry ``r`` (ring index) of deque ``d`` in ``q.body``
+def _entry(q: Queues, d, r):
+    """Entry number ``(R,)`` of entry ``r`` (ring index) of deque ``d`` in ``q.body``
     (``(D, Q, R, 3)``: the three fields of an entry side by side)."""
     R = q.free.shape[0]
-    base = ((d * q.capacity + r) * R + jnp.arange(R, dtype=r.dtype)) * 3
-    return base[None] + jnp.arange(3, dtype=r.dtype)[:, None]
+    return (d * q.capacity + r) * R + jnp.arange(R, dtype=r.dtype)
+
+
+def _index(e):
+    """Flat indices ``(3, R)`` in ``q.body`` of the fields of entries ``e`` (:func:`_entry`)."""
+    return e[None] * 3 + jnp.arange(3, dtype=e.dtype)[:, None]
 
 
 def _read(q: Queues, d, r):
     """``(arr, rem, info)`` of entry ``r`` of deque ``d`` (one gather)."""
-    x = q.body.at[_index(q, d, r)].get(mode="promise_in_bounds")
+    x = q.body.at[_index(_entry(q, d, r))].get(mode="promise_in_bounds")
     return x[0], x[1], decode(x[2])
 
 
 def _onehot(n: int, d):
-    return jnp.arange(n)[:, None] == d[None]
+    return jnp.arange(n, dtype=jnp.int32)[:, None] == d[None]
 
 
 def _push(q: Queues, d, item, on, front=False) -> Queues:
@@ -192,11 +196,11 @@ def _push(q: Queues, d, item, on, front=False) -> Queues:
     head = rows_sum(jnp.where(hit, q.head, 0))
     size = rows_sum(jnp.where(hit, q.size, 0))
     r = (head - 1) % Q if front else (head + size) % Q
-    idx = jnp.where(on[None], _index(q, d, r), q.body.shape[0])
+    e = jnp.where(on, _entry(q, d, r), q.body.shape[0])  # past the end: dropped
     arr, rem, info = item
     vals = jnp.stack([arr, rem, encode(info, arr.dtype)])
-    idx, vals, hit, r, size = settle(idx, vals, hit, r, size)
-    body = q.body.at[idx].set(vals, mode="drop", unique_indices=True)
+    e, vals, hit, r, size = settle(e, vals, hit, r, size)
+    body = q.body.at[_index(e)].set(vals, mode="drop", unique_indices=True)
     F = q.f_arr.shape[0]
     if F > D:  # one FIFO whose first F entries are in the registers: row `size` if free
         new_front = _onehot(F, size) & on[None]
@@ -263,13 +267,14 @@ def _take_registered(q: Queues, p, on) -> tuple[Queues, tuple]:
     :func:`_refill`)."""
     Q, F = q.capacity, q.f_arr.shape[0]
     R = q.free.shape[0]
-    rows = jnp.arange(F)[:, None]
+    rows = jnp.arange(F, dtype=jnp.int32)[:, None]
     item = tuple(rows_sum(jnp.where(rows == p[None], x, 0)) for x in (q.f_arr, q.f_rem, q.f_info))
     head = q.head[0]
     if F > 1:
-        k = jnp.arange(F - 1)[:, None]  # position k < p goes to ring entry head + k + 1
+        i32 = jnp.int32
+        k = jnp.arange(F - 1, dtype=i32)[:, None]  # position k < p goes to ring entry head + k + 1
         r = (head[None] + k + 1) % Q
-        idx = (r[:, None] * R + jnp.arange(R)) * 3 + jnp.arange(3)[None, :, None]
+        idx = (r[:, None] * R + jnp.arange(R, dtype=i32)) * 3 + jnp.arange(3, dtype=i32)[:, None]
         idx = jnp.where((on[None] & (k < p[None]))[:, None], idx, q.body.shape[0])
         vals = jnp.stack([q.f_arr[:-1], q.f_rem[:-1], encode(q.f_info[:-1], q.f_arr.dtype)], axis=1)
         idx, vals = settle(idx, vals)
@@ -287,7 +292,7 @@ def _refill(q: Queues, d, on) -> Queues:
     ``F > 1`` registers of one FIFO, the last (position ``F - 1``)."""
     F = q.f_arr.shape[0]
     if F > q.head.shape[0]:
-        (r,) = settle((q.head[0] + F - 1) % q.capacity)
+        r = (q.head[0] + F - 1) % q.capacity
         nxt = _read(q, jnp.zeros_like(r), r)
         last = (jnp.arange(F)[:, None] == F - 1) & on[None]
         return q._replace(
@@ -296,8 +301,8 @@ def _refill(q: Queues, d, on) -> Queues:
             f_info=jnp.where(last, nxt[2][None], q.f_info),
         )
     hit = _onehot(q.head.shape[0], d) & on[None]
-    (r,) = settle(rows_sum(jnp.where(_onehot(q.head.shape[0], d), q.head, 0)))
-    nxt = _read(q, d, r)  # a gather: never recomputed
+    r = rows_sum(jnp.where(_onehot(q.head.shape[0], d), q.head, 0))
+    nxt = _read(q, d, r)  # a gather, its index computed inside (a few operations)
     return q._replace(
         f_arr=jnp.where(hit, nxt[0][None], q.f_arr),
         f_rem=jnp.where(hit, nxt[1][None], q.f_rem),
@@ -537,6 +542,8 @@ def _rebase(st: _State) -> _State:
 
 
 _CHUNK = 32  # rounds per check of the loop condition
+
+
 _REBASE = 16  # chunks between moves of the epoch (float32 only)
 
 
@@ -571,7 +578,7 @@ def _job_at(block, k):
     """Job ``k[r]`` of the block (:func:`_draw`) of every replication ``r``: ``(class, need,
     service, inter-arrival time)``, one gather per field."""
     J, R = block[0].shape
-    (idx,) = settle(k * R + jnp.arange(R, dtype=jnp.int32))
+    idx = k * R + jnp.arange(R, dtype=jnp.int32)  # (fused into each gather: two operations)
     return tuple(x.reshape(-1).at[idx].get(mode="promise_in_bounds") for x in block)
 
 

@@ -232,7 +232,8 @@ class Queues(NamedTuple):
         (static), ``(Q, R)`` each (position ``>= size``: empty)."""
         D, R = self.head.shape
         b = self.body.reshape(D, self.capacity, R, 3)[d]
-        pos = (jnp.arange(self.capacity)[:, None] - self.head[d][None]) % self.capacity
+        ring = jnp.arange(self.capacity, dtype=jnp.int32)[:, None]
+        pos = (ring - self.head[d][None]) % self.capacity
         return b[..., 0], b[..., 1], decode(b[..., 2]), pos
 
 
@@ -286,7 +287,7 @@ def priority_fit(q: Queues, s: int, needs, ahead, order, by_need: bool) -> Pick:
     need_d = jnp.asarray(needs, jnp.int32)[:, None]
     fits = (q.size[:K] > 0) & (need_d <= s - ahead)
     d, any_fit = first_where(fits, order)
-    hit = jnp.arange(K)[:, None] == d[None]
+    hit = jnp.arange(K, dtype=jnp.int32)[:, None] == d[None]
     need = rows_sum(jnp.where(hit, need_d, 0))
     go = need <= q.free
     kind = jnp.where(any_fit, jnp.where(go, 1, 2), 0).astype(jnp.int32)

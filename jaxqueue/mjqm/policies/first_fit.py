@@ -24,7 +24,7 @@ class FirstFit(EventPolicy):
         need = jnp.asarray(needs, jnp.int32)[:, None]
         fits = (q.size > 0) & (need <= q.free)
         d, ok = first_where(fits, q.f_arr)
-        hit = jnp.arange(len(needs))[:, None] == d
+        hit = jnp.arange(len(needs), dtype=jnp.int32)[:, None] == d
         left = q.free - jnp.sum(jnp.where(hit, need, 0), axis=0)
         more = jnp.any((q.size - hit > 0) & (need <= left), axis=0)
         return start(d, ok, more=more)

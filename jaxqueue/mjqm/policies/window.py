@@ -36,7 +36,7 @@ class Window(EventPolicy):
         """The oldest of the first ``W`` jobs of the FIFO that fits in the free servers (all
         ``W`` are in the front registers: no pass over the deque)."""
         need = need_of(q.f_info)
-        pos = jnp.arange(self.W)[:, None]
+        pos = jnp.arange(self.W, dtype=jnp.int32)[:, None]
         ok = (pos < q.size[0]) & (need <= q.free)
         p = rows_min(jnp.where(ok, pos, self.W))
         left = q.free - rows_sum(jnp.where(pos == p, need, 0))

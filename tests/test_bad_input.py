@@ -615,9 +615,9 @@ def test_forward_run_with_a_class_in_one_replication_is_unconverged():
 
 
 def test_capped_backward_samples_give_open_intervals(capsys):
-    """``--allow-unconverged`` with every sample capped: the status is reported on stdout
-    (JSON) and stderr, and every wait interval ends at ``inf`` (the capped waits are lower
-    bounds), never a zero-width interval."""
+    """Every sample capped: the status is reported on stdout (JSON) and stderr, and every
+    wait interval ends at ``inf`` (the capped waits are lower bounds), never a zero-width
+    interval; ``--strict`` makes it exit status 3."""
     argv = [
         "mjqm",
         "sample",
@@ -626,7 +626,6 @@ def test_capped_backward_samples_give_open_intervals(capsys):
         "1.5",
         "--max-ell",
         "64",
-        "--allow-unconverged",
         "--samples",
         "100",
         "--json",

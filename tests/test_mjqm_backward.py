@@ -444,15 +444,29 @@ def test_cli_sample_biased_status_warns(capsys):
 
     from jaxqueue.cli import main
 
-    # No room to double (a work budget of 1 job) and a tolerance nothing meets: biased.
+    # A work budget that Algorithm 1 spends (its work without the bias control, same samples)
+    # and a tolerance nothing meets: no room for a batch doubling, biased.
+    wl, key = five_class_exp(), jax.random.key(0)
+    S = sample_backward(wl, 1.5, 64, key=key, ell0=256, bias_control=False, dtype=jnp.float32)
     argv = ["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.5", "--samples", "64"]
-    argv += ["--ell0", "256", "--bias-tol", "1e-9", "--max-work", "1", "--json"]
+    argv += ["--ell0", "256", "--bias-tol", "1e-9", "--max-work", str(S.work_done), "--json"]
     assert main(argv) == 0
     cap = capsys.readouterr()
     out = json.loads(cap.out)
     assert out["status"] == "biased" and out["bias_bound"] > 0 and out["ell_batch"] == 256
     warnings = [line for line in cap.err.splitlines() if line.startswith("warning")]
     assert len(warnings) == 1 and "biased" in warnings[0], cap.err
+
+
+def test_work_budget_stops_algorithm1_unconverged():
+    """``max_work`` bounds Algorithm 1 too: no doubling starts that would pass it (here none
+    after the first two horizons), and the samples still doubling are unconverged, not ok."""
+    wl = five_class_exp()
+    free = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, override=True)
+    assert free.n_unconverged == 0 and free.work_done > 64 * 512
+    S = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, override=True, max_work=1)
+    assert S.status == Status.unconverged and S.n_unconverged > 0
+    assert S.work_done < free.work_done and int(S.ell.max()) == 512
 
 
 @pytest.mark.slow

@@ -134,8 +134,8 @@ def _status_reason(o: dict) -> str:
     """Why a ``mjqm sample`` result is not ok."""
     if o["status"] == "unconverged":
         why = (
-            f"{o['n_unconverged']} of {o['samples']} samples hit --max-ell before meeting "
-            "Algorithm 1's stopping rule (lower bounds)"
+            f"{o['n_unconverged']} of {o['samples']} samples hit --max-ell or the work "
+            "budget --max-work before meeting Algorithm 1's stopping rule (lower bounds)"
         )
     elif not o["bias_tests"]:
         why = "Algorithm 1 alone (--no-bias-control): the bias of the samples is not bounded"
@@ -187,8 +187,7 @@ def _run_sample(args: argparse.Namespace) -> int:
         max_seconds=None if args.max_seconds == float("inf") else args.max_seconds,
     )
     elapsed = time.perf_counter() - t0
-    refuse = S.status == "unconverged" and not args.allow_unconverged
-    out = palm_metrics(wl, S, level=args.level, throw=refuse)
+    out = palm_metrics(wl, S, level=args.level)
     out = {"scenario": args.scenario, **out, "elapsed_s": elapsed, "device": _device()}
     if out["status"] != "ok":
         out["status_reason"] = _status_reason(out)
@@ -246,8 +245,9 @@ def register(top, group) -> None:
         "metrics of Section 6 with confidence intervals. The batch horizon doubles until the "
         "bound of the downward bias of the mean wait (from paired differences between "
         "horizons ell and 2 ell) is below --bias-tol of the half-width; it is added to the upper "
-        "ends of the mean intervals. status: ok, unconverged (per-sample cap), biased (bias "
-        "not controlled at --max-ell or --max-work); a non-ok status prints a warning.",
+        "ends of the mean intervals. status: ok, unconverged (samples capped by --max-ell or "
+        "--max-work: lower bounds, intervals open above), biased (bias not controlled at "
+        "--max-ell or --max-work); a non-ok status prints a warning (--strict: exit 3).",
     )
     p.add_argument("--lam", type=positive, default=None, help="arrival rate")
     p.add_argument(
@@ -293,8 +293,9 @@ def register(top, group) -> None:
         "--max-work",
         type=count(1),
         default=None,
-        help="budget of sample-jobs for the batch doublings (default 2^39 / servers); the "
-        "status is 'biased' when the bias test still fails there",
+        help="budget of sample-jobs of Algorithm 1 and the batch doublings (default 2^39 / "
+        "servers, about 10 minutes on 2 cores); the status is 'unconverged' when samples "
+        "are still doubling there, 'biased' when the bias test still fails there",
     )
     p.add_argument(
         "--no-bias-control",
@@ -311,8 +312,7 @@ def register(top, group) -> None:
         "traffic of float64; metrics in float64)",
     )
     p.add_argument("--override", action="store_true", help="skip the stability check")
-    p.add_argument(
-        "--allow-unconverged", action="store_true", help="report metrics with capped samples"
-    )
+    # accepted, no longer needed: unconverged samples are reported with their status
+    p.add_argument("--allow-unconverged", action="store_true", help=argparse.SUPPRESS)
     add_common(p, strict=True, csv=True)
     p.set_defaults(func=_run_sample)

@@ -45,8 +45,9 @@ Stopping rule (two layers, and a floor):
 comparison (``M_{2F} == M_F``), so a batch doubling reruns only those, from their stored
 ``M_{2F}``: reaching a batch horizon ``F`` costs about ``2 F`` jobs per sample, whatever the
 first horizon, and the first test costs nothing. ``status`` is ``unconverged`` when some sample
-hit the per-sample cap ``max_ell``, ``biased`` when the bias test still failed where the batch
-could not double any more (``4 F > max_ell`` or the work budget ``max_work``), else ``ok``.
+hit the per-sample cap ``max_ell`` or the work budget ``max_work``, ``biased`` when the bias
+test still failed where the batch could not double any more (``4 F > max_ell`` or the work
+budget), else ``ok``.
 
 4. **Time budget** (``max_seconds``): the bias control runs on a pilot of ``_PILOT`` samples;
    then further samples are drawn directly at its batch horizon ``F`` (Algorithm 1 started at
@@ -136,8 +137,8 @@ _FLOOR_CAP = 1 << 16
 """Largest horizon floor (jobs); the batch test goes further when it must."""
 
 _WORK_BUDGET = 1 << 39
-"""Default ``max_work`` times ``s``: sample-jobs of the batch test (the cost of a sample-job
-grows with ``s``); about 10 minutes on a 2-core CPU."""
+"""Default ``max_work`` times ``s``: sample-jobs of Algorithm 1 and the batch test (the cost of
+a sample-job grows with ``s``); about 10 minutes on a 2-core CPU."""
 
 
 _PILOT = 1000
@@ -654,8 +655,9 @@ class BackwardSamples(Result):
         """Why the status is not ``ok``, in one line."""
         if self.status == Status.unconverged:
             return (
-                f"{self.n_unconverged} of {self.n} samples hit max_ell before meeting "
-                "Algorithm 1's stopping rule (lower bounds); raise max_ell"
+                f"{self.n_unconverged} of {self.n} samples hit max_ell or the work budget "
+                f"max_work (work done: {self.work_done:.3g} sample-jobs) before meeting "
+                "Algorithm 1's stopping rule (lower bounds); raise max_ell or max_work"
             )
         if not self.bias_tests:
             return "Algorithm 1 alone (bias_control=False): the bias is not bounded"
@@ -829,11 +831,13 @@ def _double(run: _Batcher, st: _Samples, active, prev_ell: int, ell: int) -> np.
     return active[~same]
 
 
-def _algorithm1(run, st, active, prev_ell, ell, max_ell, progress) -> None:
+def _algorithm1(run, st, active, prev_ell, ell, max_ell, progress, max_work=None) -> None:
     """Algorithm 1 (``mjsre`` 4.4) for the samples ``active`` from horizon ``ell``.
 
     ``st.M[active]`` holds ``M_prev_ell`` (``prev_ell = 0``: start from scratch). Doubles
-    until every sample met ``M_{2 ell} == M_ell`` or ``ell`` passed ``max_ell``.
+    until every sample met ``M_{2 ell} == M_ell``, ``ell`` passed ``max_ell``, or the next
+    doubling's new past alone (``ell - prev_ell`` jobs per active sample, a lower bound of its
+    cost) would take ``run.work_done`` past ``max_work``; the samples left are not converged.
     """
     n = st.M.shape[0]
     st.converged[active] = False
@@ -846,6 +850,8 @@ def _algorithm1(run, st, active, prev_ell, ell, max_ell, progress) -> None:
         active = _first_doubling(run, st, n, ell)
         prev_ell, ell = 2 * ell, 4 * ell
     while active.size and ell <= max_ell:
+        if max_work is not None and run.work_done + active.size * (ell - prev_ell) > max_work:
+            break
         if progress is not None:
             progress(ell, int(active.size), int(n - active.size))
         active = _double(run, st, active, prev_ell, ell)
@@ -1029,8 +1035,12 @@ def sample_backward(
         bias_tol: the test passes when the bias bound is at most this fraction of the
             half-width of the mean-wait interval.
         level: confidence level of the test (its bound and the half-width).
-        max_work: budget of sample-jobs (``work_done``) for the batch doublings; default
-            ``2^39 / s``. A test still failing there gives ``biased``.
+        max_work: budget of sample-jobs (``work_done``) of Algorithm 1 and the batch
+            doublings together; default ``2^39 / s``. No doubling of Algorithm 1 or of
+            the batch starts that would pass it (samples still doubling give
+            ``unconverged``, a test still failing ``biased``): a bound on the run time
+            whatever the workload (``borg-cell-b``, s = 2048, ran for more than
+            15 minutes at 0.9 ``lambda_c`` before Algorithm 1 had this budget).
         on_test: optional callback called with each :class:`BiasTest`.
         max_seconds: time budget (module docstring, 4): the bias control runs on a pilot of
             ``_PILOT`` samples and further samples are drawn while the budget lasts, so fewer
@@ -1073,10 +1083,10 @@ def sample_backward(
     pilot = n if max_seconds is None else min(n, _PILOT)
     run = _Batcher(workload, key, lam, dtype, split_chunks, min_batch, max_batch)
     st = _Samples.empty(workload, pilot, dtype, ell)
-    _algorithm1(run, st, np.arange(pilot), 0, ell, max_ell, progress)
+    budget = max_work if max_work is not None else _WORK_BUDGET // workload.s
+    _algorithm1(run, st, np.arange(pilot), 0, ell, max_ell, progress, budget)
     tests, passed = [], True
     if bias_control and pilot >= 2:
-        budget = max_work if max_work is not None else _WORK_BUDGET // workload.s
         ell, tests, passed = _control_bias(
             run, st, ell, max_ell, budget, level, bias_tol, progress, on_test
         )

@@ -189,13 +189,14 @@ def _onehot(n: int, d):
 
 def _push(q: Queues, d, item, on, front=False) -> Queues:
     """Add a job ``(arr, rem, info)`` at the back (an arrival, a job joining the server-filling
-    prefix) or at the front (a preempted job: older than every waiting job of its need) of
-    deque ``d`` where ``on`` (one scatter; the front registers follow)."""
+    prefix) or, where ``front`` (a mask or ``True``), at the front (a preempted job: older
+    than every waiting job of its need) of deque ``d`` where ``on`` (one scatter; the front
+    registers follow)."""
     Q, D = q.capacity, q.head.shape[0]
     hit = _onehot(D, d) & on[None]
     head = rows_sum(jnp.where(hit, q.head, 0))
     size = rows_sum(jnp.where(hit, q.size, 0))
-    r = (head - 1) % Q if front else (head + size) % Q
+    r = jnp.where(front, (head - 1) % Q, (head + size) % Q)
     e = jnp.where(on, _entry(q, d, r), q.body.shape[0])  # past the end: dropped
     arr, rem, info = item
     vals = jnp.stack([arr, rem, encode(info, arr.dtype)])
@@ -477,7 +478,7 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         start, preempt, move = start & ~full, preempt & ~full, move & ~full
         item = (at(q.s_arr), at(q.s_end) - st.now, info_i)
         start, preempt, move, item, d_pre = settle(start, preempt, move, item, d_pre)
-        q = _push(q, d_pre, item, preempt, front=True)
+        pushed = (d_pre, item, preempt)  # pushed below, with a job joining the prefix
         out = hit & preempt[None]
         q = q._replace(
             s_end=jnp.where(out, jnp.inf, q.s_end),
@@ -491,9 +492,17 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
     if ctx.policy.layout == "prefix":  # the oldest job behind the prefix joins it
         G = jnp.full_like(pk.d, D - 1)
         q, item = _take(q, G, pk.p, move, False)
-        q = _push(q, pk.d, item, move)
         q = q._replace(prefix=q.prefix + jnp.where(move, need_of(item[2]), 0))
         popped = jnp.where(move, G, pk.d)
+        if ctx.policy.preemptive:  # a preempted job and a joining one: never both, one push
+            d_pre, item_pre, preempt = pushed
+            item = jax.tree.map(_where_on(preempt), item_pre, item)
+            pushed = (jnp.where(preempt, d_pre, pk.d), item, preempt | move)
+            q = _push(q, *pushed, front=preempt)
+        else:
+            q = _push(q, pk.d, item, move)
+    elif ctx.policy.preemptive:
+        q = _push(q, *pushed, front=True)
     # start: into the first empty service slot (there is one: the job fits)
     q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.policy.picks_inside)
     q = _refill(q, popped, start | move)
@@ -542,6 +551,11 @@ def _rebase(st: _State) -> _State:
 
 
 _CHUNK = 32  # rounds per check of the loop condition
+
+
+def _where_on(mask):
+    """``(new, old) -> where(mask, new, old)``."""
+    return lambda new, old: jnp.where(mask, new, old)
 
 
 _REBASE = 16  # chunks between moves of the epoch (float32 only)

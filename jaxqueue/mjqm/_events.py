@@ -172,15 +172,11 @@ def _entry(q: Queues, d, r):
     return (d * q.capacity + r) * R + jnp.arange(R, dtype=r.dtype)
 
 
-def _index(e):
-    """Flat indices ``(3, R)`` in ``q.body`` of the fields of entries ``e`` (:func:`_entry`)."""
-    return e[None] * 3 + jnp.arange(3, dtype=e.dtype)[:, None]
-
-
 def _read(q: Queues, d, r):
-    """``(arr, rem, info)`` of entry ``r`` of deque ``d`` (one gather)."""
-    x = q.body.at[_index(_entry(q, d, r))].get(mode="promise_in_bounds")
-    return x[0], x[1], decode(x[2])
+    """``(arr, rem, info)`` of entry ``r`` of deque ``d``: one gather of a row of three per
+    replication (``q.body`` seen as ``(D Q R, 3)``)."""
+    x = q.body.reshape(-1, 3).at[_entry(q, d, r)].get(mode="promise_in_bounds")
+    return x[:, 0], x[:, 1], decode(x[:, 2])
 
 
 def _onehot(n: int, d):
@@ -197,11 +193,11 @@ def _push(q: Queues, d, item, on, front=False) -> Queues:
     head = rows_sum(jnp.where(hit, q.head, 0))
     size = rows_sum(jnp.where(hit, q.size, 0))
     r = jnp.where(front, (head - 1) % Q, (head + size) % Q)
-    e = jnp.where(on, _entry(q, d, r), q.body.shape[0])  # past the end: dropped
+    e = jnp.where(on, _entry(q, d, r), q.body.shape[0] // 3)  # past the end: dropped
     arr, rem, info = item
-    vals = jnp.stack([arr, rem, encode(info, arr.dtype)])
+    vals = jnp.stack([arr, rem, encode(info, arr.dtype)], axis=1)
     e, vals, hit, r, size = settle(e, vals, hit, r, size)
-    body = q.body.at[_index(e)].set(vals, mode="drop", unique_indices=True)
+    body = q.body.reshape(-1, 3).at[e].set(vals, mode="drop", unique_indices=True).reshape(-1)
     F = q.f_arr.shape[0]
     if F > D:  # one FIFO whose first F entries are in the registers: row `size` if free
         new_front = _onehot(F, size) & on[None]
@@ -267,19 +263,17 @@ def _take_registered(q: Queues, p, on) -> tuple[Queues, tuple]:
     whole deque; the registers behind ``p`` move one row up (the last is loaded by
     :func:`_refill`)."""
     Q, F = q.capacity, q.f_arr.shape[0]
-    R = q.free.shape[0]
     rows = jnp.arange(F, dtype=jnp.int32)[:, None]
     item = tuple(rows_sum(jnp.where(rows == p[None], x, 0)) for x in (q.f_arr, q.f_rem, q.f_info))
     head = q.head[0]
     if F > 1:
-        i32 = jnp.int32
-        k = jnp.arange(F - 1, dtype=i32)[:, None]  # position k < p goes to ring entry head + k + 1
-        r = (head[None] + k + 1) % Q
-        idx = (r[:, None] * R + jnp.arange(R, dtype=i32)) * 3 + jnp.arange(3, dtype=i32)[:, None]
-        idx = jnp.where((on[None] & (k < p[None]))[:, None], idx, q.body.shape[0])
-        vals = jnp.stack([q.f_arr[:-1], q.f_rem[:-1], encode(q.f_info[:-1], q.f_arr.dtype)], axis=1)
-        idx, vals = settle(idx, vals)
-        body = q.body.at[idx].set(vals, mode="drop", unique_indices=True)
+        k = jnp.arange(F - 1, dtype=jnp.int32)[:, None]  # position k < p: ring entry head + k + 1
+        e = _entry(q, 0, (head[None] + k + 1) % Q)
+        e = jnp.where(on[None] & (k < p[None]), e, q.body.shape[0] // 3)  # past the end: dropped
+        vals = jnp.stack([q.f_arr[:-1], q.f_rem[:-1], encode(q.f_info[:-1], q.f_arr.dtype)], -1)
+        e, vals = settle(e, vals)
+        body = q.body.reshape(-1, 3).at[e].set(vals, mode="drop", unique_indices=True)
+        body = body.reshape(-1)
         up = on[None] & (rows[:-1] >= p[None])
         shift = lambda x: jnp.concatenate([jnp.where(up, x[1:], x[:-1]), x[-1:]])  # noqa: E731
         q = q._replace(body=body, f_arr=shift(q.f_arr), f_rem=shift(q.f_rem))

@@ -12,8 +12,10 @@ shared machine) and whether the per-replication sums are bit for bit the same.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,7 @@ POLICIES = (
 def _old_package(rev: str):
     """``jaxqueue/mjqm`` of git revision ``rev`` as the package ``jaxqueue.mjqm_old``."""
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="mjqm_old_"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     tar = subprocess.run(
         ["git", "-C", str(ROOT), "archive", rev, "jaxqueue/mjqm"], check=True, capture_output=True
     ).stdout

@@ -25,16 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks.bench_policies import POLICIES
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-POLICIES = (
-    "fcfs",
-    "first-fit",
-    "window:4",
-    "preemptive-first-fit",
-    "msf",
-    "server-filling",
-    "easy-backfilling",
-)
 
 
 def _old_package(rev: str):

@@ -482,6 +482,23 @@ def test_a_full_buffer_leaves_no_ghost_in_service(policy):
     )
 
 
+def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions():
+    """EASY's pick packs a FIFO position into the upper 16 bits of an int32: its buffer never
+    passes 2^14 entries, whatever ``buffer`` and ``max_buffer`` ask (beyond it: overflow)."""
+    wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
+    res = simulate_policy(
+        wl,
+        1.0,
+        "easy-backfilling",
+        key=jax.random.key(3),
+        n_jobs=40,
+        n_replications=2,
+        buffer=1 << 15,
+        max_buffer=1 << 16,
+    )
+    assert res.buffer == 1 << 14
+
+
 def test_a_class_seen_in_one_replication_is_not_ok():
     wl = Workload(servers=4, cores=(1, 4), probs=(0.9999, 0.0001), services=(Exponential(1.0),) * 2)
     res = simulate_policy(

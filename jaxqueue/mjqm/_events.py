@@ -920,7 +920,9 @@ def simulate_policy(
         key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
         n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
         buffer: entries per job deque to start with (default ``_first_buffer``); the
-            replications that overflow go on with twice the entries, up to ``max_buffer``.
+            replications that overflow go on with twice the entries, up to ``max_buffer``
+            (and the policy's own ``max_buffer``: 2^14 for easy-backfilling, whose pick packs
+            a FIFO position into 16 bits of an int32).
         level: confidence level. dtype: float dtype (default float64 under x64).
         progress: optional ``callable(str)`` told of each run once the arguments are checked.
         devices: devices to shard the replications over (default ``jax.devices()``; the
@@ -971,7 +973,8 @@ def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, 
     any hit the event cap, and the last buffer size. ``sizes``: ``(replications, warmup,
     jobs)``."""
     n_replications, warmup, n_jobs = sizes
-    B = buffer or _first_buffer(workload, pol)
+    max_buffer = min(max_buffer, pol.max_buffer)
+    B = min(buffer or _first_buffer(workload, pol), max_buffer)
     args = (jnp.asarray(lam, dt), key)
     todo = np.arange(n_replications)
     mesh = batch_mesh(batch_devices(n_replications, devices))

@@ -20,6 +20,7 @@ class EasyBackfilling(EventPolicy):
     name = "easy-backfilling"
     clairvoyant = True
     picks_inside = True
+    max_buffer = 1 << 14  # the pick packs a FIFO position (and the capacity) above 16 bits
 
     def select(self, jobs: Jobs, s: int, needs):
         run = fcfs_start(jobs, s)

@@ -482,9 +482,14 @@ def test_a_full_buffer_leaves_no_ghost_in_service(policy):
     )
 
 
-def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions():
+def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions(monkeypatch):
     """EASY's pick packs a FIFO position into the upper 16 bits of an int32: its buffer never
-    passes 2^14 entries, whatever ``buffer`` and ``max_buffer`` ask (beyond it: overflow)."""
+    passes its ``max_buffer`` (2^14), whatever ``buffer`` and ``max_buffer`` ask (beyond it:
+    overflow). The cap is checked at 64 entries (a 2^14-entry FIFO scan takes half a minute)."""
+    from jaxqueue.mjqm.policies.easy_backfilling import EasyBackfilling
+
+    assert EasyBackfilling.max_buffer == 1 << 14 and (EasyBackfilling.max_buffer << 16) < 2**31
+    monkeypatch.setattr(EasyBackfilling, "max_buffer", 64)
     wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
     res = simulate_policy(
         wl,
@@ -493,10 +498,10 @@ def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions():
         key=jax.random.key(3),
         n_jobs=40,
         n_replications=2,
-        buffer=1 << 15,
+        buffer=256,
         max_buffer=1 << 16,
     )
-    assert res.buffer == 1 << 14
+    assert res.buffer == 64
 
 
 def test_a_class_seen_in_one_replication_is_not_ok():

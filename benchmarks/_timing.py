@@ -1,7 +1,11 @@
-"""Timing helpers shared by the benchmarks: compile time apart from run time."""
+"""Timing helpers shared by the benchmarks: compile time apart from run time, and other code
+loaded beside this one (old against new in one process)."""
 
 from __future__ import annotations
 
+import importlib.util
+import pathlib
+import sys
 import time
 from collections.abc import Callable
 
@@ -31,3 +35,18 @@ def time_call(fn: Callable, *args, repeats: int = 3) -> float:
         jax.block_until_ready(fn(*args))
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+def load_as(name: str, path: pathlib.Path):
+    """The module file or package folder ``path`` (another checkout's code) imported as
+    ``name``: a submodule name inside ``jaxqueue`` makes its relative imports resolve there."""
+    folder = path.is_dir()
+    spec = importlib.util.spec_from_file_location(
+        name,
+        path / "__init__.py" if folder else path,
+        submodule_search_locations=[str(path)] if folder else None,
+    )
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

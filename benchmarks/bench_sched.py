@@ -129,10 +129,11 @@ def _baseline(case: str, events: int) -> dict:
 def old_new(old_root: str, rounds: int = 3, replications: int = REPLICATIONS) -> str:
     """Old and new kernels interleaved in one process (module docstring); a table."""
     import functools
-    import importlib.util
     import time
 
     import jax
+
+    from benchmarks._timing import load_as
 
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
@@ -142,12 +143,9 @@ def old_new(old_root: str, rounds: int = 3, replications: int = REPLICATIONS) ->
     from jaxqueue.sched import ClassAssignment, RandomAssignment, _kernel, _simulate, as_assignment
 
     # a submodule of this jaxqueue.sched, so that its relative imports resolve
-    spec = importlib.util.spec_from_file_location(
+    old = load_as(
         "jaxqueue.sched._old_kernel", pathlib.Path(old_root) / "jaxqueue" / "sched" / "_kernel.py"
     )
-    old = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = old
-    spec.loader.exec_module(old)
     lines = [
         f"{replications} replications, {len(jax.devices())} device(s), best of {rounds}",
         "",

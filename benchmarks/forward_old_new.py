@@ -9,7 +9,6 @@ sensitive to other processes on a shared machine). Five-class scenario, lam = 1.
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import sys
 import time
@@ -17,14 +16,12 @@ import time
 import jax
 import jax.numpy as jnp
 
+from benchmarks._timing import load_as
+
 
 def _old_module(checkout: str):
     path = pathlib.Path(checkout) / "jaxqueue" / "mjqm" / "_forward.py"
-    spec = importlib.util.spec_from_file_location("jaxqueue.mjqm._forward_old", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_as("jaxqueue.mjqm._forward_old", path)
 
 
 def main(argv: list[str]) -> None:

@@ -13,7 +13,7 @@ shared machine) and whether the per-replication sums are bit for bit the same.
 from __future__ import annotations
 
 import atexit
-import importlib.util
+import importlib
 import pathlib
 import shutil
 import subprocess
@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from benchmarks._timing import load_as
 from benchmarks.bench_policies import POLICIES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -38,13 +39,7 @@ def _old_package(rev: str):
         ["git", "-C", str(ROOT), "archive", rev, "jaxqueue/mjqm"], check=True, capture_output=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar, check=True)
-    path = tmp / "jaxqueue" / "mjqm"
-    spec = importlib.util.spec_from_file_location(
-        "jaxqueue.mjqm_old", path / "__init__.py", submodule_search_locations=[str(path)]
-    )
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    load_as("jaxqueue.mjqm_old", tmp / "jaxqueue" / "mjqm")
     return importlib.import_module("jaxqueue.mjqm_old._events"), importlib.import_module(
         "jaxqueue.mjqm_old.policies"
     )

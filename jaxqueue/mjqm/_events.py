@@ -472,7 +472,7 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         start, preempt, move = start & ~full, preempt & ~full, move & ~full
         item = (at(q.s_arr), at(q.s_end) - st.now, info_i)
         start, preempt, move, item, d_pre = settle(start, preempt, move, item, d_pre)
-        pushed = (d_pre, item, preempt)  # pushed below, with a job joining the prefix
+        push = (d_pre, item, preempt, True)  # to the front of its deque (pushed below)
         out = hit & preempt[None]
         q = q._replace(
             s_end=jnp.where(out, jnp.inf, q.s_end),
@@ -482,21 +482,18 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         )
     else:
         full = jnp.zeros_like(on)
+        push = None
     popped = pk.d
     if ctx.policy.layout == "prefix":  # the oldest job behind the prefix joins it
         G = jnp.full_like(pk.d, D - 1)
         q, item = _take(q, G, pk.p, move, False)
         q = q._replace(prefix=q.prefix + jnp.where(move, need_of(item[2]), 0))
         popped = jnp.where(move, G, pk.d)
-        if ctx.policy.preemptive:  # a preempted job and a joining one: never both, one push
-            d_pre, item_pre, preempt = pushed
-            item = jax.tree.map(_where_on(preempt), item_pre, item)
-            pushed = (jnp.where(preempt, d_pre, pk.d), item, preempt | move)
-            q = _push(q, *pushed, front=preempt)
-        else:
-            q = _push(q, pk.d, item, move)
-    elif ctx.policy.preemptive:
-        q = _push(q, *pushed, front=True)
+        join = (pk.d, item, move, False)
+        push = join if push is None else _either(push, join)
+    if push is not None:
+        d, item, where, front = push
+        q = _push(q, d, item, where, front=front)
     # start: into the first empty service slot (there is one: the job fits)
     q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.policy.picks_inside)
     q = _refill(q, popped, start | move)
@@ -515,6 +512,18 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         q = q._replace(busy=q.busy + (_onehot(D, pk.d) & start[None]))
     acc = _record_wait(st.acc, info, st.now - a, first, ctx.bins)
     return st._replace(q=q, acc=acc), full
+
+
+def _either(a, b):
+    """One push ``(deque, item, where, front)`` for two that never happen together (a
+    preempted job and a job joining the server-filling prefix): one scatter, not two."""
+    on = a[2]
+    return (
+        jnp.where(on, a[0], b[0]),
+        jax.tree.map(_where_on(on), a[1], b[1]),
+        on | b[2],
+        on & a[3] | ~on & b[3],
+    )
 
 
 def _round(ctx: _Ctx, st: _State, active, job) -> _State:
@@ -545,14 +554,12 @@ def _rebase(st: _State) -> _State:
 
 
 _CHUNK = 32  # rounds per check of the loop condition
+_REBASE = 16  # chunks between moves of the epoch (float32 only)
 
 
 def _where_on(mask):
     """``(new, old) -> where(mask, new, old)``."""
     return lambda new, old: jnp.where(mask, new, old)
-
-
-_REBASE = 16  # chunks between moves of the epoch (float32 only)
 
 
 def _draw(workload, lam, keypairs, dtype):

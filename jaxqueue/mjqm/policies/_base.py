@@ -107,7 +107,8 @@ class EventPolicy(eqx.Module):
     clairvoyant: ClassVar[bool] = False
     layout: ClassVar[str] = "fifo"
     picks_inside: ClassVar[bool] = False  # may start a job behind the front of its deque
-    max_buffer: ClassVar[int] = 1 << 24  # most entries per deque its pick can index
+    max_buffer: ClassVar[int] = 1 << 24  # entries per deque its pick can address (no limit
+    # of its own but this; easy-backfilling packs positions and allows fewer)
 
     @property
     def front_registers(self) -> int:

@@ -479,10 +479,12 @@ def test_rare_big_class_bias_controlled_against_exact_long():
 
 def test_time_budget_pilot_then_more_samples_at_its_horizon():
     """``max_seconds``: the bias control runs on a pilot of ``_PILOT`` samples; the others are
-    Algorithm 1 from the pilot's batch horizon, with independent keys. A budget of 0 keeps the
-    pilot only; with room, all ``n_samples`` come back and the pooled estimate holds the exact
-    value (rare big class at 0.85 lambda_c, where too short a horizon falls far below)."""
-    from jaxqueue.mjqm._backward import _PILOT
+    Algorithm 1 from the shortest tested horizon within the tolerance (``ell_more``), with
+    independent keys. A budget of 0 keeps the pilot only; with room, all ``n_samples`` come
+    back, the bias bound is the count-weighted mean of the two horizons' bounds, and the pooled
+    estimate holds the exact value (rare big class at 0.85 lambda_c, where too short a horizon
+    falls far below)."""
+    from jaxqueue.mjqm._backward import _PILOT, _shortest_horizon
 
     wl = _rare_big_class()
     lam = 0.85 * RARE_LAMBDA_C
@@ -491,9 +493,15 @@ def test_time_budget_pilot_then_more_samples_at_its_horizon():
     assert S0.n == _PILOT and S0.status == "ok" and S0.elapsed_s > 0
     S = sample_backward(wl, lam, 3 * _PILOT, key=key, max_seconds=600.0)
     assert S.n == 3 * _PILOT and S.status == "ok"
-    assert S.ell_batch == S0.ell_batch and S.bias_bound == S0.bias_bound
+    assert S.ell_batch == S0.ell_batch and S0.ell_more == 0
+    assert [x.bound for x in S.bias_tests] == [x.bound for x in S0.bias_tests]
+    H, B = _shortest_horizon(S0.bias_tests, 0.25)
+    assert S.ell_more == H <= S.ell_batch
+    assert S.bias_bound == pytest.approx((S0.bias_bound + 2 * B[0]) / 3)
+    np.testing.assert_allclose(S.bias_bound_class, (S0.bias_bound_class + 2 * B[1:]) / 3)
+    assert B[0] <= 0.25 * S0.bias_tests[-1].half_width
     np.testing.assert_array_equal(S.W[:_PILOT], S0.W)  # the pilot is the same
-    assert np.all(S.ell[_PILOT:] >= 2 * S.ell_batch)  # the others start at the batch horizon
+    assert np.all(S.ell[_PILOT:] >= 2 * H)  # the others start at ell_more
     # independent keys: no extra sample repeats a pilot sample (nonzero states are continuous)
     busy = S.W[:, -1] > 0
     pilot_rows = {tuple(r) for r in S.W[:_PILOT][busy[:_PILOT]]}
@@ -524,3 +532,29 @@ def test_bias_test_all_zero_differences_rule_of_three():
     t3 = _bias_test(d, waits, 512, "paired", first, 0.95, 0.25)
     se = np.std(d[:, 0], ddof=1) / np.sqrt(n)
     assert t3.bound == pytest.approx(3 / n + t_quantile(n, 0.95) * se)
+
+
+def test_shortest_horizon_walks_back_while_the_bound_allows():
+    """``B(h / 2) = step(h) + B(h)`` over contiguous paired tests, stopping where the bound
+    would pass ``tol`` times the passing test's half-width, at a Loynes test, or at a horizon
+    the test jumped over."""
+    from jaxqueue.mjqm._backward import BiasTest, _shortest_horizon
+
+    def t(ell, kind, step, bound=0.0):
+        z = np.zeros(1)
+        return BiasTest(
+            ell, kind, 0.0, 0.0, z, 10.0, bound, z + bound, True, None, np.array([step, 2 * step])
+        )
+
+    tests = [
+        t(1024, "loynes", 9.0),
+        t(2048, "paired", 5.0),
+        t(4096, "paired", 1.0),
+        t(8192, "paired", 0.5, bound=0.5),
+    ]
+    H, B = _shortest_horizon(tests, 0.25)  # 0.5 -> 1.0 (4096) -> 2.0 (2048) -> 7.0 > 2.5
+    assert H == 2048 and B[0] == pytest.approx(2.0) and B[1] == pytest.approx(0.5 + 3.0)
+    assert _shortest_horizon(tests, 1.0)[0] == 1024  # 7.0 <= 10; the Loynes test ends it
+    assert _shortest_horizon(tests, 0.06)[0] == 8192  # 1.0 > 0.6: stays at the passing test
+    jumped = [tests[0], t(8192, "paired", 0.1, bound=0.5)]  # 2048 and 4096 jumped over
+    assert _shortest_horizon(jumped, 1.0)[0] == 4096

@@ -198,7 +198,8 @@ def _run_sample(args: argparse.Namespace) -> int:
             f"{head}\nall jobs: wait_mean {o['wait_mean']:.6g} [{o['wait_mean_ci'][0]:.6g}, "
             f"{o['wait_mean_ci'][1]:.6g}]; idle servers {o['idle_servers']:.4g}, HOL idle "
             f"{o['hol_idle_servers']:.4g}; status {o['status']} ({o['samples']} samples, "
-            f"bias bound {o['bias_bound']:.3g} in the interval, batch horizon {o['ell_batch']})"
+            f"bias bound {o['bias_bound']:.3g} in the interval, batch horizon {o['ell_batch']}"
+            f"{', later samples at ' + str(o['ell_more']) if o['ell_more'] else ''})"
         )
 
     from .._tables import metrics_frame
@@ -265,8 +266,9 @@ def register(top, group) -> None:
         type=budget,
         default=SAMPLE_SECONDS,
         help="time budget: the bias control runs on a pilot of 1000 samples (to its end, "
-        "whatever the budget), then more samples are drawn at its batch horizon while the "
-        "budget lasts, up to --samples; 'inf' draws all --samples in the bias control "
+        "whatever the budget), then more samples are drawn while the budget lasts, up to "
+        "--samples, at the shortest tested horizon whose bias bound stays within --bias-tol "
+        "(ell_more); 'inf' draws all --samples in the bias control "
         "(default: %(default)g)",
     )
     p.add_argument(

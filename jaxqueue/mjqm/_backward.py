@@ -50,12 +50,16 @@ test still failed where the batch could not double any more (``4 F > max_ell`` o
 budget), else ``ok``.
 
 4. **Time budget** (``max_seconds``): the bias control runs on a pilot of ``_PILOT`` samples;
-   then further samples are drawn directly at its batch horizon ``F`` (Algorithm 1 started at
-   ``F`` gives ``X(F)``, the law of the pilot's samples) in rounds sized from the measured
-   speed, until ``n_samples`` or the budget. The bias bound is the pilot's: with ``m``
-   samples in all it is at most ``bias_tol sqrt(m / _PILOT)`` half-widths, and it is in the
-   interval. Measured on two-class-256 at 0.7 ``lambda_c`` (2-core CPU): 2000 samples with
-   the bias control took 61 s (batch horizon 65536), 10,000 more than 5 minutes.
+   then further samples are drawn directly at a horizon ``H <= F`` (Algorithm 1 started at
+   ``H`` gives ``X(H)``) in rounds sized from the measured speed, until ``n_samples`` or the
+   budget. ``H`` is the shortest tested horizon whose bias bound, the passing test's bound
+   plus the paired tests' bounds of the differences ``X(2h) - X(h)`` down to ``H``, is still
+   within ``bias_tol`` of the pilot's half-width (:func:`_shortest_horizon`): where the last
+   doubling changed little, each further sample costs half as much. The bias bound of the
+   pooled mean is the samples' bounds weighted by their counts, at most ``bias_tol
+   sqrt(m / _PILOT)`` half-widths with ``m`` samples in all, and it is in the interval.
+   Measured on two-class-256 at 0.7 ``lambda_c`` (2-core CPU): 2000 samples with the bias
+   control took 61 s (batch horizon 65536), 10,000 more than 5 minutes.
 
 Implementation:
 
@@ -581,6 +585,9 @@ class BiasTest(NamedTuple):
         jump: ``(1 + classes,)`` mean nonzero difference of the mean wait and of each class's
             (this test's, else the previous one's): the size the rule-of-three floor of the
             bounds uses when fewer than 3 differ.
+        step: ``(1 + classes,)`` upper bound of the mean differences themselves (the bound
+            before the geometric factor): for a paired test, what ``X(ell / 2)`` lacks of
+            ``X(ell)`` (:func:`_shortest_horizon`).
     """
 
     ell: int
@@ -593,6 +600,7 @@ class BiasTest(NamedTuple):
     bound_class: np.ndarray
     ok: bool
     jump: np.ndarray | None = None
+    step: np.ndarray | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -625,6 +633,8 @@ class BackwardSamples(Result):
         bias_bound: bound of the downward bias of the mean wait (0 without bias control).
         bias_bound_class: ``(classes,)`` the same for each class's mean wait, or ``None``.
         ell_batch: the batch horizon ``F`` of the samples ``X(F)`` (0 without bias control).
+        ell_more: the horizon ``H <= F`` of the samples drawn after the pilot under a time
+            budget (module docstring, 4; 0 when none were).
         bias_tests: the batch tests run, oldest first (:class:`BiasTest`).
         elapsed_s: wall time of the sampling.
     """
@@ -640,6 +650,7 @@ class BackwardSamples(Result):
     bias_bound: float = 0.0
     bias_bound_class: np.ndarray | None = None
     ell_batch: int = 0
+    ell_more: int = 0
     bias_tests: tuple = ()
     elapsed_s: float = 0.0
 
@@ -938,7 +949,8 @@ def _bias_test(d, waits, F, kind, prev: BiasTest | None, level: float, tol: floa
     before = prev.jump if prev is not None and prev.jump is not None else np.zeros_like(mean)
     jump = np.where(count > 0, jump, before)
     rare = np.where(count < 3, 3.0 * jump / n, 0.0)
-    bound = np.maximum(mean + z * se, rare) * factor
+    step = np.maximum(mean + z * se, rare)
+    bound = step * factor
     hw = z * float(np.std(waits[:, 0], ddof=1)) / math.sqrt(n)
     return BiasTest(
         ell=int(F),
@@ -951,7 +963,33 @@ def _bias_test(d, waits, F, kind, prev: BiasTest | None, level: float, tol: floa
         bound_class=bound[1:],
         ok=bool(bound[0] <= tol * hw) and decaying,
         jump=jump,
+        step=step,
     )
+
+
+def _shortest_horizon(tests, tol: float) -> tuple[int, np.ndarray]:
+    """The shortest tested batch horizon ``H`` whose samples ``X(H)`` keep the bias bound
+    within ``tol`` of the passing test's half-width, and that bound (``(1 + classes,)``: the
+    mean wait, then each class).
+
+    ``X(H) <= X(2H)`` on the same inputs (Lemma 4.3), so the bias of ``X(H)`` is the mean
+    difference ``X(2H) - X(H)`` plus the bias of ``X(2H)``: walking back from the passing
+    test at ``F``, ``B(F / 2) = step(F) + B(F)``, ``B(F / 4) = step(F / 2) + B(F / 2)``, ...,
+    over the paired tests (``step``: their upper bounds of the mean differences). The
+    samples after the pilot are drawn at ``H``: half the cost per halving (on two-class-256 at
+    0.8 ``lambda_c`` the test passed at ``F = 131072`` with a difference of 0.05 +- 0.05
+    against a half-width of 12.8, so ``X(65536)`` is as good for a quarter of its bound).
+    """
+    last = tests[-1]
+    H, B = last.ell, np.concatenate([[last.bound], last.bound_class])
+    for t in reversed(tests):
+        if t.kind != "paired" or t.ell != H:  # a Loynes test, or a horizon jumped over
+            break
+        nxt = B + t.step
+        if nxt[0] > tol * last.half_width:
+            break
+        H, B = H // 2, nxt
+    return H, B
 
 
 def _control_bias(run, st, F, max_ell, max_work, level, tol, progress, on_test):
@@ -1090,15 +1128,20 @@ def sample_backward(
         ell, tests, passed = _control_bias(
             run, st, ell, max_ell, budget, level, bias_tol, progress, on_test
         )
-    parts = [st]
+    parts, ell_more = [st], 0
+    bound = np.concatenate([[tests[-1].bound], tests[-1].bound_class]) if tests else None
     if pilot < n and st.converged.all() and passed:
-        parts += _more_samples(run, workload, ell, n - pilot, max_ell, t0 + max_seconds, progress)
+        ell_more, b_more = _shortest_horizon(tests, bias_tol) if tests else (ell, bound)
+        deadline = t0 + max_seconds
+        parts += _more_samples(run, workload, ell_more, n - pilot, max_ell, deadline, progress)
+        extra = sum(p.M.shape[0] for p in parts[1:])
+        if tests:  # the bias of the pooled mean: the samples' bounds, weighted by their counts
+            bound = (pilot * bound + extra * b_more) / (pilot + extra)
     st = _Samples.concat(parts)
     if not st.converged.all():
         status = Status.unconverged
     else:  # without the batch test (or with one sample) the bias is not controlled
         status = Status.ok if passed and tests else Status.biased
-    bound, bound_class = (tests[-1].bound, tests[-1].bound_class) if tests else (0.0, None)
     res = BackwardSamples(
         W=st.M,
         converged=st.converged,
@@ -1108,9 +1151,10 @@ def sample_backward(
         work_done=int(run.work_done),
         work_needed=int(st.needed.sum()),
         key=key,
-        bias_bound=float(bound),
-        bias_bound_class=bound_class,
+        bias_bound=float(bound[0]) if tests else 0.0,
+        bias_bound_class=bound[1:] if tests else None,
         ell_batch=int(ell) if bias_control else 0,
+        ell_more=int(ell_more) if len(parts) > 1 else 0,
         bias_tests=tuple(tests),
         elapsed_s=time.perf_counter() - t0,
     )

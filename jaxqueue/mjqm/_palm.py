@@ -171,7 +171,8 @@ def palm_metrics(
         per class ``wait_mean_bias_bound``; the quantile intervals' upper ends are raised
         for it too, :func:`_quantile_ci`; the variance and HOL intervals are sampling
         intervals of the sub-perfect samples, their horizon bias is not bounded),
-        ``ell_batch``, ``bias_tests``. Every mean with
+        ``ell_batch``, ``ell_more`` (the horizon of the samples drawn after the pilot),
+        ``bias_tests``. Every mean with
         an interval is a :class:`~jaxqueue.stats.Estimate` by
         ``jaxqueue.stats.estimate(m, "wait_mean")`` (``cls=c`` for class ``c``).
 
@@ -239,6 +240,7 @@ def palm_metrics(
         "n_unconverged": samples.n_unconverged,
         "bias_bound": bias,
         "ell_batch": int(samples.ell_batch),
+        "ell_more": int(samples.ell_more),
         "bias_tests": [t.as_dict() for t in samples.bias_tests],
         "ell_max": int(np.max(samples.ell)),
         "ell_mean": float(np.mean(samples.ell)),

@@ -3,7 +3,8 @@
 All replications advance together in one ``lax.while_loop`` of rounds, on arrays with the
 replications on the last axis, sharded over devices on that axis like the forward scan. The
 jobs are kept as ``policies._queues`` describes: the jobs in service in ``M = s // min(need)``
-unordered slots (absolute end time, arrival time, packed class / need / flags), the waiting
+slots (absolute end time, arrival time, packed class / need / flags; for non-preemptive
+policies sorted by end time, so the next completion is the first row), the waiting
 jobs in ring-buffer deques of ``B`` entries (one FIFO, or one per need) whose fronts are also
 kept in registers. A round of a replication is its next event (an arrival or a completion,
 whichever comes first; skipped while a pick is pending) followed by one *pick* of the policy
@@ -24,7 +25,14 @@ when its cost model finds more arithmetic than memory traffic and enough of both
 replications about 200 operations per replication, a memory byte counting 10), or when it
 touches more than 512 KB (the gathers and scatters of a deque body): each split costs a
 thread hand-off, 10-40 us on a busy 2-core machine, so the per-round decisions are kept in
-int32 and cheap (the job draw, the class choice: once per chunk, :func:`_draw`).
+int32 and cheap (the job draw, the class choice: once per chunk, :func:`_draw`). On one
+device XLA:CPU's thunk executor also hands independent thunks of a round to the second core
+(with one thread, ``NPROC=1``, server-filling's round at 512 replications took 115 us instead
+of 149, fcfs's 45 instead of 63); with two host devices each kernel has a core and runs its
+thunks in turn. Then a round's time is its thunks (server-filling about 320, each a
+settle loop's or an ``(R,)`` or ``(slots, R)`` fusion of 1-10 us) and, for easy-backfilling,
+its one pass over the FIFO (``Q x R`` entries, about 1 ns each: 40% of its round at 64
+entries, 512 replications).
 
 float64 runs keep absolute times, as the heapq reference does; float32 runs move the epoch to
 the clock every ``_REBASE`` chunks, so they do not lose digits as the clock grows.
@@ -71,6 +79,7 @@ from ._inputs import (
 from ._workload import Workload
 from .policies import EventPolicy, parse_policy
 from .policies._queues import (
+    TOMB,
     Queues,
     cls_of,
     code_of,
@@ -126,9 +135,7 @@ class _State(NamedTuple):
     events: Array  # arrivals and completions so far
 
 
-def _empty(
-    s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt, F: int = 1, dead=False
-) -> _State:
+def _empty(s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt, F: int = 1) -> _State:
     """``R`` empty replications of ``s`` servers: ``M`` service slots, ``D`` deques of ``Q``
     entries (``F`` front registers: one per deque, or the first ``F`` entries of a single
     FIFO); ``K`` classes, ``n_bins`` waiting-time bins per class."""
@@ -147,7 +154,6 @@ def _empty(
         busy=i(D),
         free=jnp.full(R, s, jnp.int32),
         prefix=i(),
-        dead=jnp.zeros((Q if dead else 0, R), bool),
     )
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
     return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
@@ -203,8 +209,6 @@ def _push(q: Queues, d, item, on, front=False) -> Queues:
         new_front = _onehot(F, size) & on[None]
     else:
         new_front = hit & ((size == 0) | front)[None]
-    if q.dead.shape[0]:  # the entry written is live
-        q = q._replace(dead=q.dead & ~(_onehot(Q, r) & on[None]))
     return q._replace(
         body=body,
         head=jnp.where(hit & front, r[None], q.head),
@@ -215,13 +219,14 @@ def _push(q: Queues, d, item, on, front=False) -> Queues:
     )
 
 
-def _take(q: Queues, d, p, on, inside: bool) -> tuple[Queues, tuple]:
+def _take(q: Queues, d, p, on, inside: bool, nxt=None) -> tuple[Queues, tuple]:
     """Remove position ``p`` of deque ``d`` where ``on`` and return it; ``inside``: ``p`` may
-    be past the front (FIFO layout only: the positions before it move one step back, a masked
-    roll of the deque), else it is the front (from the registers), or with ``F > 1`` front
-    registers (one FIFO) one of the first ``F`` positions (:func:`_take_registered`). The new
-    front is loaded by :func:`_refill` after every write of the round (a gather before a
-    scatter of the same buffer made XLA copy the whole buffer)."""
+    be past the front (FIFO layout only, :func:`_take_inside`; ``nxt``: the position of the
+    next live entry, ``Pick.nxt``), else it is the front (from the registers), or with
+    ``F > 1`` front registers (one FIFO) one of the first ``F`` positions
+    (:func:`_take_registered`). The new front is loaded by :func:`_refill` after every write
+    of the round (a gather before a scatter of the same buffer made XLA copy the whole
+    buffer)."""
     Q, D = q.capacity, q.head.shape[0]
     if q.f_arr.shape[0] > D and not inside:
         return _take_registered(q, p, on)
@@ -229,30 +234,34 @@ def _take(q: Queues, d, p, on, inside: bool) -> tuple[Queues, tuple]:
     pick = lambda x: rows_sum(jnp.where(_onehot(D, d), x, 0))  # noqa: E731
     head = pick(q.head)
     if inside:
-        return _take_inside(q, p, on)
+        return _take_inside(q, p, on, nxt)
     else:
         item = (pick(q.f_arr), pick(q.f_rem), pick(q.f_info))
     q = q._replace(head=jnp.where(hit, ((head + 1) % Q)[None], q.head), size=q.size - hit)
     return q, item
 
 
-def _take_inside(q: Queues, p, on) -> tuple[Queues, tuple]:
+def _take_inside(q: Queues, p, on, nxt) -> tuple[Queues, tuple]:
     """:func:`_take` of any position ``p`` of a single FIFO whose removed entries behind the
-    front are tombstones (info 0, no roll of the deque): ``size`` is the ring span from the
-    head to the back, tombstones included, and the head is always a live entry (after the
-    front leaves, it moves on to the next live one)."""
+    front are tombstones (their info set to ``TOMB`` by one scatter, no roll of the deque):
+    ``size`` is the ring span from the head to the back, tombstones included, and the head
+    is always a live entry (after the front leaves, it moves on to position ``nxt``, the next
+    live one or the span, which the policy's pass over the FIFO found)."""
     Q = q.capacity
-    pos = q.deque(0)[3]
     size = q.size[0]
-    live = (pos >= 1) & (pos < size[None]) & ~q.dead
-    step = rows_min(jnp.where(live, pos, size[None]))  # the next live entry (or the span)
-    step = jnp.where(on & (p == 0), step, 0)
-    r = (q.head[0] + p) % Q
-    step, r = settle(step, r)
-    item = _read(q, jnp.zeros_like(r), r)  # one gather (a pass over the FIFO per field before)
-    dead = q.dead | (_onehot(Q, r) & (on & (p > 0))[None])
+    step = jnp.where(on & (p == 0), nxt, 0)
+    e = _entry(q, 0, (q.head[0] + p) % Q)
+    step, e = settle(step, e)
+    x = q.body.reshape(-1, 3).at[e].get(mode="promise_in_bounds")  # one gather
+    gone = jnp.where(on & (p > 0), 3 * e + 2, q.body.shape[0])  # past the end: dropped
+    # the scatter's index settled with the gather's values: the scatter after the gather
+    # (unordered, XLA copied the whole body to write it)
+    x, gone = settle(x, gone)
+    item = (x[:, 0], x[:, 1], decode(x[:, 2]))
+    tomb = encode(jnp.full_like(e, TOMB), q.body.dtype)
+    body = q.body.at[gone].set(tomb, mode="drop", unique_indices=True)
     head = (q.head[0] + step) % Q
-    return q._replace(dead=dead, head=head[None], size=(size - step)[None]), item
+    return q._replace(body=body, head=head[None], size=(size - step)[None]), item
 
 
 def _take_registered(q: Queues, p, on) -> tuple[Queues, tuple]:
@@ -395,11 +404,15 @@ def _event(ctx: _Ctx, st: _State, on, job):
     the state and where an arrival found its deque full (``blocked``: nothing happens,
     overflow)."""
     q, (cls, need, sigma, tau) = st.q, job
-    M = q.s_end.shape[0]
-    slots = jnp.arange(M, dtype=jnp.int32)[:, None]
     # the oldest of the jobs ending first: its end, arrival, slot and info
-    slot_ids = jnp.broadcast_to(slots, q.s_info.shape)
-    end, arr_j, j, info_j = rows_first((q.s_end, q.s_arr), (q.s_end, q.s_arr, slot_ids, q.s_info))
+    if ctx.policy.sorted_slots:  # the first row
+        end, arr_j, info_j = q.s_end[0], q.s_arr[0], q.s_info[0]
+        j = jnp.zeros_like(info_j)
+    else:
+        ids = jnp.broadcast_to(
+            jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None], q.s_info.shape
+        )
+        end, arr_j, j, info_j = rows_first((q.s_end, q.s_arr), (q.s_end, q.s_arr, ids, q.s_info))
     if ctx.saturated:  # topped up at once; measured over the departures warmup .. n_jobs
         to_arrival = jnp.where(st.count >= ctx.B, jnp.inf, 0.0).astype(st.now.dtype)
         inside = st.acc.done >= ctx.warmup
@@ -424,13 +437,8 @@ def _event(ctx: _Ctx, st: _State, on, job):
     # a completion: its slot empties
     acc = _record_departure(acc, info_j, now - arr_j, leaves)
     need_j = jnp.where(leaves, need_of(info_j), 0)
-    gone = (slots == j[None]) & leaves[None]
-    q = q._replace(
-        s_end=jnp.where(gone, jnp.inf, q.s_end),
-        s_info=jnp.where(gone, 0, q.s_info),
-        free=q.free + need_j,
-        prefix=q.prefix - need_j,
-    )
+    q = _vacate(q, j, leaves, ctx.policy.sorted_slots)
+    q = q._replace(free=q.free + need_j, prefix=q.prefix - need_j)
     if ctx.policy.layout != "fifo":  # (no policy of one FIFO reads the counts)
         q = q._replace(busy=q.busy - (_onehot(q.head.shape[0], d_j) & leaves[None]))
     # an arrival: job n_next at the back of its deque
@@ -473,10 +481,8 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         item = (at(q.s_arr), at(q.s_end) - st.now, info_i)
         start, preempt, move, item, d_pre = settle(start, preempt, move, item, d_pre)
         push = (d_pre, item, preempt, True)  # to the front of its deque (pushed below)
-        out = hit & preempt[None]
+        q = _vacate(q, pk.i, preempt, ctx.policy.sorted_slots)
         q = q._replace(
-            s_end=jnp.where(out, jnp.inf, q.s_end),
-            s_info=jnp.where(out, 0, q.s_info),
             free=q.free + jnp.where(preempt, need_of(info_i), 0),
             busy=q.busy - (_onehot(D, d_pre) & preempt[None]),
         )
@@ -494,24 +500,60 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
     if push is not None:
         d, item, where, front = push
         q = _push(q, d, item, where, front=front)
-    # start: into the first empty service slot (there is one: the job fits)
-    q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.policy.picks_inside)
+    # start: into service (there is an empty slot: the job fits)
+    q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.policy.picks_inside, pk.nxt)
     q = _refill(q, popped, start | move)
-    empty = q.s_info == 0
-    slot = rows_min(jnp.where(empty, jnp.arange(M, dtype=jnp.int32)[:, None], M), settled=False)
-    slot, start, a, r, info = settle(slot, start, a, r, info)
-    put = _onehot(M, slot) & start[None]
+    if ctx.policy.sorted_slots:  # its row: after the jobs ending before it (or with it and
+        # arrived first; a sum over the rows, settled after the values it compares)
+        start, a, end, info = settle(start, a, st.now + r, info)
+        before = (q.s_end < end[None]) | ((q.s_end == end[None]) & (q.s_arr < a[None]))
+        slot = rows_sum(before.astype(jnp.int32))
+    else:  # the first empty slot
+        empty = jnp.where(q.s_info == 0, jnp.arange(M, dtype=jnp.int32)[:, None], M)
+        slot = rows_min(empty, settled=False)
+        slot, start, a, end, info = settle(slot, start, a, st.now + r, info)
     first = start & ~started_of(info)
-    q = q._replace(
-        s_end=jnp.where(put, (st.now + r)[None], q.s_end),
-        s_arr=jnp.where(put, a[None], q.s_arr),
-        s_info=jnp.where(put, set_started(info)[None], q.s_info),
-        free=q.free - jnp.where(start, need_of(info), 0),
-    )
+    q = _occupy(q, slot, (end, a, set_started(info)), start, ctx.policy.sorted_slots)
+    q = q._replace(free=q.free - jnp.where(start, need_of(info), 0))
     if ctx.policy.layout != "fifo":
         q = q._replace(busy=q.busy + (_onehot(D, pk.d) & start[None]))
     acc = _record_wait(st.acc, info, st.now - a, first, ctx.bins)
     return st._replace(q=q, acc=acc), full
+
+
+def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
+    """The job in service in slot ``i`` leaves where ``on``: its slot empties, or with
+    ``sorted_slots`` (``EventPolicy.sorted_slots``) the rows after it move one up and the
+    last row empties."""
+    rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
+    if not sorted_slots:
+        gone = (rows == i[None]) & on[None]
+        return q._replace(
+            s_end=jnp.where(gone, jnp.inf, q.s_end), s_info=jnp.where(gone, 0, q.s_info)
+        )
+    up = (rows >= i[None]) & on[None]
+
+    def shift(x, empty):
+        return jnp.where(up, jnp.concatenate([x[1:], jnp.full_like(x[:1], empty)]), x)
+
+    return q._replace(
+        s_end=shift(q.s_end, jnp.inf), s_arr=shift(q.s_arr, 0), s_info=shift(q.s_info, 0)
+    )
+
+
+def _occupy(q: Queues, slot, job, on, sorted_slots: bool) -> Queues:
+    """Job ``(end, arrival, info)`` into service in slot ``slot`` where ``on``: an empty
+    one, or with ``sorted_slots`` its row in the order, the rows from it on one down (the
+    last is empty: the job fits)."""
+    end, arr, info = job
+    rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
+    at = (rows == slot[None]) & on[None]
+    down = (rows > slot[None]) & on[None] if sorted_slots else jnp.zeros((), bool)
+
+    def put(x, new):
+        return jnp.where(at, new[None], jnp.where(down, jnp.concatenate([x[:1], x[:-1]]), x))
+
+    return q._replace(s_end=put(q.s_end, end), s_arr=put(q.s_arr, arr), s_info=put(q.s_info, info))
 
 
 def _either(a, b):
@@ -603,40 +645,63 @@ def _run(
     """:func:`_kernel` with the waiting-time histogram layout of ``workload`` (computed outside
     the trace, where the workload's arrays are concrete). ``reps`` split over several devices
     (``_sharding.shard_batch``): each device runs the kernel on its own replications
-    (:func:`_sharded`)."""
+    (:func:`_sharded`), with ``init`` if given (split likewise)."""
     bins = _wait_bins(workload)[:3]
     sharding = getattr(reps, "sharding", None)
     mesh = getattr(sharding, "mesh", None)
-    if init is None and mesh is not None and mesh.size > 1:
+    if mesh is not None and mesh.size > 1:
         args = (lam, key, reps, warmup, n_jobs, max_events)
-        return _sharded(policy, workload, *args, B, saturated, dtype, bins, mesh)
+        return _sharded(policy, workload, *args, B, saturated, dtype, bins, mesh, init)
     args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
     return _kernel(policy, workload, *args, bins=bins)
 
 
 @eqx.filter_jit
 def _sharded(
-    policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, bins, mesh
+    policy,
+    workload,
+    lam,
+    key,
+    reps,
+    warmup,
+    n_jobs,
+    max_events,
+    B,
+    saturated,
+    dtype,
+    bins,
+    mesh,
+    init=None,
 ):
-    """:func:`_kernel` on each device's share of ``reps``, independently (``shard_map``):
-    under automatic partitioning the kernel's loops synchronised the devices at every loop of
+    """:func:`_kernel` on each device's share of ``reps`` (and of ``init``, a state of those
+    replications), independently (``shard_map``): under automatic partitioning the kernel's
+    loops synchronised the devices at every loop of
     :func:`~jaxqueue.mjqm.policies._queues.settle`, measured 20x slower than one device. The
-    deque bodies come back flat, as from one device."""
+    deque bodies pass split on their replication axis (``(D Q, R, 3)``) and come back flat,
+    as from one device."""
     n = mesh.shape[BATCH]
+    R = reps.shape[0]
+    by_rep = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1, R // n, 3)))  # noqa: E731
+    flat = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))  # noqa: E731
 
-    def local(lam, key, reps, warmup, n_jobs, max_events):
-        args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, None)
-        st = _kernel(policy, workload, *args, bins=bins)
-        return st._replace(q=st.q._replace(body=st.q.body.reshape(-1, reps.shape[0], 3)))
+    def local(lam, key, reps, warmup, n_jobs, max_events, *init):
+        init = flat(init[0]) if init else None
+        args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
+        return by_rep(_kernel(policy, workload, *args, bins=bins))
 
-    scalars = (lam, key, reps[: reps.shape[0] // n], warmup, n_jobs, max_events)
+    scalars = (lam, key, reps[: R // n], warmup, n_jobs, max_events)
     shapes = jax.eval_shape(local, *scalars)
-    out_specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), shapes)
-    out_specs = out_specs._replace(q=out_specs.q._replace(body=P(None, BATCH, None)))
-    in_specs = (P(), P(), P(BATCH), P(), P(), P())
-    f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
-    st = f(lam, key, reps, warmup, n_jobs, max_events)
-    return st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))
+    specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), shapes)
+    specs = specs._replace(q=specs.q._replace(body=P(None, BATCH, None)))
+    args, in_specs = (
+        (lam, key, reps, warmup, n_jobs, max_events),
+        (P(), P(), P(BATCH), P(), P(), P()),
+    )
+    if init is not None:  # the local state's shapes are those of the output
+        body = init.q.body.reshape(-1, R, 3)
+        args, in_specs = (*args, init._replace(q=init.q._replace(body=body))), (*in_specs, specs)
+    f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=specs, check_vma=False)
+    return flat(f(*args))
 
 
 @eqx.filter_jit
@@ -677,8 +742,7 @@ def _kernel(
     if init is None:
         D = _layout(policy, needs)
         F = policy.front_registers
-        dead = policy.picks_inside
-        init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype, F, dead)
+        init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype, F)
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
         return lax.while_loop(lambda c: jnp.any(active(c[0])), chunk, (init, jnp.int32(0)))[0]
 
@@ -1011,10 +1075,11 @@ def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, 
         overflow[todo], capped[todo] = st.overflow, st.events >= max_events
         if not st.overflow.any() or 2 * B > max_buffer:
             return acc, bool(overflow.any()), bool(capped.any()), B
-        # go on with the replications that filled their buffer, twice the slots, unsharded
+        # go on with the replications that filled their buffer, twice the slots
         over = st.overflow
         todo, B = todo[over], 2 * B
-        reps = jnp.asarray(todo, jnp.int32)
+        mesh = batch_mesh(batch_devices(len(todo), devices))
+        (reps,) = shard_batch(mesh, jnp.asarray(todo, jnp.int32))
         init = _grow(_select(st, over), B)
 
 
@@ -1039,15 +1104,13 @@ def _grow(st: _State, B: int) -> _State:
     # tombstones (easy-backfilling's FIFO) dropped: live entries moved to the front
     size = np.asarray(q.size)
     live = np.arange(Q)[None, :, None] < size[:, None, :]
-    dead = np.asarray(q.dead)
-    if dead.shape[0]:
-        live = live & ~np.take_along_axis(dead, ring[0], axis=0)[None]
+    info = body[..., 2].astype(np.int32) if body.itemsize == 8 else body[..., 2].view(np.int32)
+    live = live & (info != TOMB)
     order = np.argsort(~live, axis=1, kind="stable")
     body = np.take_along_axis(body, order[..., None], axis=1)
     body = np.concatenate([body, np.zeros((D, B - Q, R, 3), body.dtype)], axis=1)
     size = live.sum(axis=1).astype(size.dtype)
-    dead = np.zeros((B if dead.shape[0] else 0, R), bool)
-    q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head), size=size, dead=dead)
+    q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head), size=size)
     return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 
 

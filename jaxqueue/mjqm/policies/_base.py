@@ -111,6 +111,14 @@ class EventPolicy(eqx.Module):
     # of its own but this; easy-backfilling packs positions and allows fewer)
 
     @property
+    def sorted_slots(self) -> bool:
+        """The engine keeps the jobs in service sorted by end time (then arrival time; the
+        empty slots last): the next completion is the first row, and a policy may read the
+        slots in that order. For non-preemptive policies; a preemption would move the rows
+        behind the preempted job (measured slower than unordered slots there)."""
+        return not self.preemptive
+
+    @property
     def front_registers(self) -> int:
         """Entries at the front of the FIFO kept in registers (``"fifo"`` layout): a pick may
         start any of them without a pass over the deque."""

@@ -4,8 +4,10 @@ The engine (``jaxqueue.mjqm._events``) does not keep every job in one arrival-or
 (a departure would shift it, and every policy would scan it at every event: about a hundred
 passes over ``(slots, replications)`` per event). Per replication it keeps
 
-* the jobs in service in ``M = s // min(need)`` unordered slots: absolute end time ``s_end``
-  (``inf``: empty), arrival time ``s_arr`` and a packed ``s_info`` (need 0: empty);
+* the jobs in service in ``M = s // min(need)`` slots: absolute end time ``s_end``
+  (``inf``: empty), arrival time ``s_arr`` and a packed ``s_info`` (need 0: empty); unordered,
+  or where the policy's ``sorted_slots`` (the non-preemptive ones) sorted by end time, then
+  arrival time, the empty slots last;
 * the waiting jobs in ``D`` ring-buffer deques of ``Q`` entries, each in arrival order: one
   global FIFO (``layout = "fifo"``: fcfs, window, EASY), one per distinct need (``"need"``:
   first-fit, preemptive-first-fit, msf; a preempted job goes back to the front of its need's
@@ -41,6 +43,7 @@ from jaxtyping import Array, Bool, Float, Int
 from ._base import cumsum
 
 __all__ = [
+    "TOMB",
     "Queues",
     "Pick",
     "pack",
@@ -57,6 +60,7 @@ __all__ = [
 ]
 
 _CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT = 16, 26, 28
+TOMB = 0xFFFF  # the info of a tombstone (need 65535: no job fits it, never a job's info)
 
 
 def pack(need, cls, code, started):
@@ -205,9 +209,9 @@ class Queues(NamedTuple):
     ``(D, Q, R, 3)`` (arrival, remaining work, encoded info side by side: a front refill reads
     one cache line per replication) flattened; ``free`` servers,
     ``prefix``: the needs of the server-filling prefix (in service or in the per-need deques);
-    ``busy``: jobs in service per per-need deque (``"need"``, ``"prefix"`` layouts);
-    ``dead``: per entry of a single FIFO, a job already started from behind the front
-    (``picks_inside`` policies; ``(0, R)`` otherwise): a tombstone, not a roll of the deque."""
+    ``busy``: jobs in service per per-need deque (``"need"``, ``"prefix"`` layouts). An
+    entry of a single FIFO whose job already started from behind the front (``picks_inside``
+    policies) is a tombstone, its info ``TOMB``, not a roll of the deque."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -221,7 +225,6 @@ class Queues(NamedTuple):
     busy: Int[Array, "D R"]
     free: Int[Array, " R"]
     prefix: Int[Array, " R"]
-    dead: Bool[Array, "Q R"]
 
     @property
     def capacity(self) -> int:
@@ -232,8 +235,8 @@ class Queues(NamedTuple):
         (static), ``(Q, R)`` each (position ``>= size``: empty)."""
         D, R = self.head.shape
         b = self.body.reshape(D, self.capacity, R, 3)[d]
-        ring = jnp.arange(self.capacity, dtype=jnp.int32)[:, None]
-        pos = (ring - self.head[d][None]) % self.capacity
+        pos = jnp.arange(self.capacity, dtype=jnp.int32)[:, None] - self.head[d][None]
+        pos = jnp.where(pos < 0, pos + self.capacity, pos)  # (a remainder: 8 operations)
         return b[..., 0], b[..., 1], decode(b[..., 2]), pos
 
 
@@ -241,19 +244,23 @@ class Pick(NamedTuple):
     """What a policy does next at this instant, per replication: ``kind`` 0 nothing, 1 start
     position ``p`` of deque ``d``, 2 preempt slot ``i``, 3 move the front of the last deque
     (behind the server-filling prefix) to the back of deque ``d``. ``more``: another pick may
-    follow (``False`` only where the policy knows that none does)."""
+    follow (``False`` only where the policy knows that none does). ``nxt`` (``picks_inside``
+    policies): the position of the first live entry behind the front of the FIFO (its span
+    if none), where the head moves when the front starts (found by the policy's own pass over
+    the FIFO)."""
 
     kind: Int[Array, " R"]
     d: Int[Array, " R"]
     p: Int[Array, " R"]
     i: Int[Array, " R"]
     more: Bool[Array, " R"]
+    nxt: Int[Array, " R"] | None = None
 
 
-def start(d, ok, p=0, more=True) -> Pick:
+def start(d, ok, p=0, more=True, nxt=None) -> Pick:
     """Start position ``p`` of deque ``d`` where ``ok``."""
     z = jnp.zeros_like(ok, jnp.int32)
-    return Pick(ok.astype(jnp.int32), z + d, z + p, z, jnp.asarray(more) & ok)
+    return Pick(ok.astype(jnp.int32), z + d, z + p, z, jnp.asarray(more) & ok, nxt)
 
 
 def first_where(valid, key):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ._base import EventPolicy, Jobs, at_slot, cumsum, fcfs_start, first_fit, first_slot, positions
-from ._queues import Queues, need_of, rows_min, start
+from ._queues import TOMB, Queues, need_of, rows_min, start
 
 
 class EasyBackfilling(EventPolicy):
@@ -40,29 +40,32 @@ class EasyBackfilling(EventPolicy):
 
     def pick(self, q: Queues, s: int, needs, now):
         """The front of the FIFO if it fits; else the oldest later job that fits now and ends
-        by the head's reservation ``t_r`` (the smallest remaining work of a job in service by
-        which the free servers plus those of the jobs in service ending by then reach the
-        head's need: for every slot the servers freed by the jobs ending by its end, an unrolled
-        sum over the ``M`` slots in one fused pass; the ``(M, M, R)`` pairwise array
-        materialised and summed as a tree of rows was 2x slower, a sorting network over the
-        slots, 103 comparators for 20 slots, 4x: XLA fused its chains into every consumer).
-        Jobs started from behind the front leave dead entries (``q.dead``), not a roll of the
-        deque."""
+        by the head's reservation ``t_r`` (the first end time of a job in service by which the
+        free servers plus those of the jobs in service ending by then reach the head's need: a
+        cumulative sum over the slots, which the engine keeps sorted by end time,
+        ``EventPolicy.sorted_slots``; on unordered slots a sum over the slots for every slot,
+        ``M^2`` operations, was 40% of the pick). Jobs started from behind the front leave
+        tombstones (``_queues.TOMB``), not a roll of the deque; where the front starts, the
+        pick's pass over the FIFO finds the first live entry behind it instead (``Pick.nxt``:
+        one pass, not two)."""
         head = need_of(q.f_info[0])
         head_fits = (q.size[0] > 0) & (head <= q.free)
         sn, se = need_of(q.s_info), q.s_end
-        # the servers free once the job of each slot has ended: an unrolled sum over the slots
-        freed = q.free + sum(jnp.where(se[j] <= se, sn[j], 0) for j in range(se.shape[0]))
+        # the servers free once the job of each row has ended (the rows sorted by end time)
+        freed = q.free + cumsum(sn)
         t_r = rows_min(jnp.where((sn > 0) & (freed >= head), se, jnp.inf))
         _, rem, info, pos = q.deque(0)
         need = need_of(info)
-        # the dead entries are jobs already started from behind the front
-        ok = (pos >= 1) & (pos < q.size[0]) & ~q.dead & (need <= q.free) & (rem <= t_r - now)
-        # the oldest such entry and its need from one minimum: position and need packed
-        # (need < 2**16), no second pass over the FIFO
-        key = rows_min(jnp.where(ok, pos.astype(jnp.int32) << 16 | need, q.capacity << 16))
-        p = jnp.where(head_fits, 0, key >> 16)
-        taken = key & 0xFFFF
-        left = q.free - jnp.where(head_fits, head, taken)
+        behind = (pos >= 1) & (pos < q.size[0])
+        # one pass over the FIFO: where the front starts, the first live entry behind it (the
+        # head moves there); else the oldest entry that fits now and ends by t_r (a tombstone,
+        # a job already started from behind the front, has need TOMB: it never fits), and its
+        # need, from one minimum of position and need packed (need < 2**16)
+        ok = jnp.where(head_fits, need != TOMB, (need <= q.free) & (rem <= t_r - now))
+        key = rows_min(jnp.where(behind & ok, pos << 16 | need, q.capacity << 16))
+        first = key >> 16
+        nxt = jnp.where(first < q.capacity, first, q.size[0])
+        p = jnp.where(head_fits, 0, first)
+        left = q.free - jnp.where(head_fits, head, key & 0xFFFF)
         more = (q.size[0] > 1) & (left >= min(needs))
-        return start(0, head_fits | (p < q.capacity), p, more=more)
+        return start(0, head_fits | (p < q.capacity), p, more=more, nxt=nxt)

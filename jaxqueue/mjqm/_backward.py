@@ -978,7 +978,7 @@ def _shortest_horizon(tests, tol: float) -> tuple[int, np.ndarray]:
     over the paired tests (``step``: their upper bounds of the mean differences). The
     samples after the pilot are drawn at ``H``: half the cost per halving (on two-class-256 at
     0.8 ``lambda_c`` the test passed at ``F = 131072`` with a difference of 0.05 +- 0.05
-    against a half-width of 12.8, so ``X(65536)`` is as good for a quarter of its bound).
+    against a half-width of 12.8, so ``X(65536)``, bounded by 0.30, costs half as much).
     """
     last = tests[-1]
     H, B = last.ell, np.concatenate([[last.bound], last.bound_class])

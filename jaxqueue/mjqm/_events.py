@@ -135,10 +135,16 @@ class _State(NamedTuple):
     events: Array  # arrivals and completions so far
 
 
-def _empty(s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt, F: int = 1) -> _State:
+def _empty(
+    s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt, F: int = 1, tomb=False
+) -> _State:
     """``R`` empty replications of ``s`` servers: ``M`` service slots, ``D`` deques of ``Q``
     entries (``F`` front registers: one per deque, or the first ``F`` entries of a single
-    FIFO); ``K`` classes, ``n_bins`` waiting-time bins per class."""
+    FIFO; with ``tomb`` the entries are tombstones, ``picks_inside`` policies); ``K`` classes,
+    ``n_bins`` waiting-time bins per class."""
+    body = jnp.zeros((D * Q * R, 3), dt)
+    if tomb:
+        body = body.at[:, 2].set(encode(jnp.int32(TOMB), dt))
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
@@ -148,7 +154,7 @@ def _empty(s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt, F: i
         f_arr=f(max(D, F)),
         f_rem=f(max(D, F)),
         f_info=i(max(D, F)),
-        body=jnp.zeros(D * Q * 3 * R, dt),
+        body=body.reshape(-1),
         head=i(D),
         size=i(D),
         busy=i(D),
@@ -242,18 +248,19 @@ def _take(q: Queues, d, p, on, inside: bool, nxt=None) -> tuple[Queues, tuple]:
 
 
 def _take_inside(q: Queues, p, on, nxt) -> tuple[Queues, tuple]:
-    """:func:`_take` of any position ``p`` of a single FIFO whose removed entries behind the
-    front are tombstones (their info set to ``TOMB`` by one scatter, no roll of the deque):
-    ``size`` is the ring span from the head to the back, tombstones included, and the head
-    is always a live entry (after the front leaves, it moves on to position ``nxt``, the next
-    live one or the span, which the policy's pass over the FIFO found)."""
+    """:func:`_take` of any position ``p`` of a single FIFO whose removed entries are
+    tombstones (their info set to ``TOMB`` by one scatter, no roll of the deque; the entries
+    never written are tombstones too, so every entry but the waiting jobs is one): ``size``
+    is the ring span from the head to the back, tombstones included, and the head is always
+    a live entry (after the front leaves, it moves on to position ``nxt``, the next live one
+    or the span, which the policy's pass over the FIFO found)."""
     Q = q.capacity
     size = q.size[0]
     step = jnp.where(on & (p == 0), nxt, 0)
     e = _entry(q, 0, (q.head[0] + p) % Q)
     step, e = settle(step, e)
     x = q.body.reshape(-1, 3).at[e].get(mode="promise_in_bounds")  # one gather
-    gone = jnp.where(on & (p > 0), 3 * e + 2, q.body.shape[0])  # past the end: dropped
+    gone = jnp.where(on, 3 * e + 2, q.body.shape[0])  # past the end: dropped
     # the scatter's index settled with the gather's values: the scatter after the gather
     # (unordered, XLA copied the whole body to write it)
     x, gone = settle(x, gone)
@@ -742,7 +749,8 @@ def _kernel(
     if init is None:
         D = _layout(policy, needs)
         F = policy.front_registers
-        init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype, F)
+        tomb = policy.picks_inside
+        init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype, F, tomb)
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
         return lax.while_loop(lambda c: jnp.any(active(c[0])), chunk, (init, jnp.int32(0)))[0]
 
@@ -1080,7 +1088,7 @@ def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, 
         todo, B = todo[over], 2 * B
         mesh = batch_mesh(batch_devices(len(todo), devices))
         (reps,) = shard_batch(mesh, jnp.asarray(todo, jnp.int32))
-        init = _grow(_select(st, over), B)
+        init = _grow(_select(st, over), B, pol.picks_inside)
 
 
 def _select(st: _State, rows) -> _State:
@@ -1092,9 +1100,10 @@ def _select(st: _State, rows) -> _State:
     return st._replace(q=st.q._replace(body=body))
 
 
-def _grow(st: _State, B: int) -> _State:
+def _grow(st: _State, B: int, tomb: bool = False) -> _State:
     """The state with deques of ``B`` entries (each laid out from its front, the new entries
-    empty) and the overflow flags cleared."""
+    empty: with ``tomb``, every entry past the live ones a tombstone) and the overflow flags
+    cleared."""
     q = st.q
     D, R = q.head.shape
     Q = q.capacity
@@ -1110,6 +1119,11 @@ def _grow(st: _State, B: int) -> _State:
     body = np.take_along_axis(body, order[..., None], axis=1)
     body = np.concatenate([body, np.zeros((D, B - Q, R, 3), body.dtype)], axis=1)
     size = live.sum(axis=1).astype(size.dtype)
+    if tomb:
+        t = np.int32(TOMB)
+        body[..., 2][np.arange(B)[None, :, None] >= size[:, None, :]] = (
+            t if body.itemsize == 8 else t.view(np.float32)
+        )
     q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head), size=size)
     return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 

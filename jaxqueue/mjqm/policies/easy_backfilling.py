@@ -56,13 +56,12 @@ class EasyBackfilling(EventPolicy):
         t_r = rows_min(jnp.where((sn > 0) & (freed >= head), se, jnp.inf))
         _, rem, info, pos = q.deque(0)
         need = need_of(info)
-        behind = (pos >= 1) & (pos < q.size[0])
         # one pass over the FIFO: where the front starts, the first live entry behind it (the
-        # head moves there); else the oldest entry that fits now and ends by t_r (a tombstone,
-        # a job already started from behind the front, has need TOMB: it never fits), and its
-        # need, from one minimum of position and need packed (need < 2**16)
-        ok = jnp.where(head_fits, need != TOMB, (need <= q.free) & (rem <= t_r - now))
-        key = rows_min(jnp.where(behind & ok, pos << 16 | need, q.capacity << 16))
+        # head moves there); else the oldest entry that fits now and ends by t_r (the front
+        # does not fit; every entry that is not a waiting job is a tombstone, need TOMB: it
+        # never fits), and its need, from one minimum of position and need packed (< 2**16)
+        ok = jnp.where(head_fits, (need != TOMB) & (pos > 0), (need <= q.free) & (rem <= t_r - now))
+        key = rows_min(jnp.where(ok, pos << 16 | need, q.capacity << 16))
         first = key >> 16
         nxt = jnp.where(first < q.capacity, first, q.size[0])
         p = jnp.where(head_fits, 0, first)

@@ -188,8 +188,8 @@ def run(fast: bool = False) -> str:
         *rows,
         "",
         "Engine: per replication the jobs in service sit in `s // min(need)` slots (sorted by "
-        "end time for the non-preemptive policies: the next completion is the first row, "
-        "easy-backfilling's reservation a prefix sum) and the waiting jobs in ring-buffer "
+        "end time for easy-backfilling: the next completion is the first row, the "
+        "reservation a prefix sum) and the waiting jobs in ring-buffer "
         "deques (one FIFO, or one per need; an entry's three fields side by side, read and "
         "written as one row) whose fronts are kept in registers; a round is one event (arrival "
         "or completion) plus one policy *pick* (start, preempt, move into the server-filling "

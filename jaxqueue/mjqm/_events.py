@@ -3,8 +3,8 @@
 All replications advance together in one ``lax.while_loop`` of rounds, on arrays with the
 replications on the last axis, sharded over devices on that axis like the forward scan. The
 jobs are kept as ``policies._queues`` describes: the jobs in service in ``M = s // min(need)``
-slots (absolute end time, arrival time, packed class / need / flags; for non-preemptive
-policies sorted by end time, so the next completion is the first row), the waiting
+slots (absolute end time, arrival time, packed class / need / flags; for easy-backfilling
+sorted by end time, so the next completion is the first row), the waiting
 jobs in ring-buffer deques of ``B`` entries (one FIFO, or one per need) whose fronts are also
 kept in registers. A round of a replication is its next event (an arrival or a completion,
 whichever comes first; skipped while a pick is pending) followed by one *pick* of the policy

@@ -6,8 +6,8 @@ passes over ``(slots, replications)`` per event). Per replication it keeps
 
 * the jobs in service in ``M = s // min(need)`` slots: absolute end time ``s_end``
   (``inf``: empty), arrival time ``s_arr`` and a packed ``s_info`` (need 0: empty); unordered,
-  or where the policy's ``sorted_slots`` (the non-preemptive ones) sorted by end time, then
-  arrival time, the empty slots last;
+  or where the policy's ``sorted_slots`` (easy-backfilling) sorted by end time, then arrival
+  time, the empty slots last;
 * the waiting jobs in ``D`` ring-buffer deques of ``Q`` entries, each in arrival order: one
   global FIFO (``layout = "fifo"``: fcfs, window, EASY), one per distinct need (``"need"``:
   first-fit, preemptive-first-fit, msf; a preempted job goes back to the front of its need's

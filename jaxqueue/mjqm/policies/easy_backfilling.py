@@ -20,6 +20,7 @@ class EasyBackfilling(EventPolicy):
     name = "easy-backfilling"
     clairvoyant = True
     picks_inside = True
+    sorted_slots = True  # the reservation: a cumulative sum over the slots
     max_buffer = 1 << 14  # the pick packs a FIFO position (and the capacity) above 16 bits
 
     def select(self, jobs: Jobs, s: int, needs):
@@ -42,8 +43,8 @@ class EasyBackfilling(EventPolicy):
         """The front of the FIFO if it fits; else the oldest later job that fits now and ends
         by the head's reservation ``t_r`` (the first end time of a job in service by which the
         free servers plus those of the jobs in service ending by then reach the head's need: a
-        cumulative sum over the slots, which the engine keeps sorted by end time,
-        ``EventPolicy.sorted_slots``; on unordered slots a sum over the slots for every slot,
+        cumulative sum over the slots, which the engine keeps sorted by end time
+        (``sorted_slots``); on unordered slots a sum over the slots for every slot,
         ``M^2`` operations, was 40% of the pick). Jobs started from behind the front leave
         tombstones (``_queues.TOMB``), not a roll of the deque; where the front starts, the
         pick's pass over the FIFO finds the first live entry behind it instead (``Pick.nxt``:

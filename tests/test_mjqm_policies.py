@@ -12,7 +12,7 @@ import ref_policy_events
 
 from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Exponential, HyperExponential
-from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy
+from jaxqueue.mjqm import Workload, _events, draw_jobs, exact, simulate, simulate_policy
 from jaxqueue.mjqm._events import _run
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
 
@@ -167,6 +167,20 @@ def test_window_one_is_fcfs_and_a_wide_window_first_fit():
     ff = _engine_sums(wl, lam, "first-fit", key, 4, 100, 2000)
     np.testing.assert_allclose(_engine_sums(wl, lam, "window:64", key, 4, 100, 2000), ff)
     assert not np.allclose(fcfs[0], ff[0])
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "server-filling", "easy-backfilling"])
+def test_the_last_replications_to_finish_alone_give_the_same_sums(policy, monkeypatch):
+    """The last replications to finish go on in a batch of their own (``_events._TAIL``): the
+    sums of each replication are those of a batch where every one runs to the end."""
+    wl, lam = _workloads()["five-class-exp"]
+    key = jax.random.key(5)
+    full = _engine_sums(wl, lam, policy, key, 25, 100, 600)  # 25 < _TAIL_MIN: one batch
+    monkeypatch.setattr(_events, "_TAIL_MIN", 24)
+    monkeypatch.setattr(_events, "_TAIL", 4)  # (a new shape: compiled with these)
+    tail = _engine_sums(wl, lam, policy, key, 24, 100, 600)
+    for x, y in zip(full, tail, strict=True):
+        np.testing.assert_array_equal(x[:, :24], y)
 
 
 def test_fcfs_event_engine_equals_the_mjsre_forward_scan():

@@ -195,7 +195,7 @@ def run(fast: bool = False) -> str:
         "or completion) plus one policy *pick* (start, preempt, move into the server-filling "
         "prefix). What a round costs on XLA:CPU (profiled per thunk with "
         "`XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true` and `jax.profiler`, thunks counted in "
-        "HLO dumps): the number of thunks (fcfs 126, server-filling 222, easy-backfilling 163 "
+        "HLO dumps): the number of thunks (fcfs 126, server-filling 207, easy-backfilling 163 "
         "at 1024 replications), and the fusions that XLA:CPU splits over two threads (more "
         "arithmetic than memory traffic, or more than 512 KB touched), a thread hand-off of "
         "10-40 us each: fcfs 3 per round, easy-backfilling 9. The per-replication decisions are"

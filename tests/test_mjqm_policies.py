@@ -169,7 +169,19 @@ def test_window_one_is_fcfs_and_a_wide_window_first_fit():
     assert not np.allclose(fcfs[0], ff[0])
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "server-filling", "easy-backfilling"])
+# fcfs in the default suite; the two policies with more state (a prefix, sorted slots and
+# tombstones) compile for 8-11 s each, so they run with the slow tests
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "fcfs",
+        pytest.param("server-filling", marks=_SLOW),
+        pytest.param("easy-backfilling", marks=_SLOW),
+    ],
+)
 def test_the_last_replications_to_finish_alone_give_the_same_sums(policy, monkeypatch):
     """The last replications to finish go on in a batch of their own (``_events._TAIL``): the
     sums of each replication are those of a batch where every one runs to the end."""

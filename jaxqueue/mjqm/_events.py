@@ -1137,17 +1137,14 @@ def _grow(st: _State, B: int, tomb: bool = False) -> _State:
     # tombstones (easy-backfilling's FIFO) dropped: live entries moved to the front
     size = np.asarray(q.size)
     live = np.arange(Q)[None, :, None] < size[:, None, :]
-    info = body[..., 2].astype(np.int32) if body.itemsize == 8 else body[..., 2].view(np.int32)
-    live = live & (info != TOMB)
+    live = live & (np.asarray(decode(jnp.asarray(body[..., 2]))) != TOMB)
     order = np.argsort(~live, axis=1, kind="stable")
     body = np.take_along_axis(body, order[..., None], axis=1)
     body = np.concatenate([body, np.zeros((D, B - Q, R, 3), body.dtype)], axis=1)
     size = live.sum(axis=1).astype(size.dtype)
     if tomb:
-        t = np.int32(TOMB)
-        body[..., 2][np.arange(B)[None, :, None] >= size[:, None, :]] = (
-            t if body.itemsize == 8 else t.view(np.float32)
-        )
+        past = np.arange(B)[None, :, None] >= size[:, None, :]
+        body[..., 2][past] = np.asarray(encode(jnp.int32(TOMB), body.dtype))
     q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head), size=size)
     return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 

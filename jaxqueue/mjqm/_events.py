@@ -4,19 +4,20 @@ All replications advance together in one ``lax.while_loop`` of rounds, on arrays
 replications on the last axis, sharded over devices on that axis like the forward scan. The
 jobs are kept as ``policies._queues`` describes: the jobs in service in ``M = s // min(need)``
 slots (absolute end time, arrival time, packed class / need / flags; for easy-backfilling
-sorted by end time, so the next completion is the first row), the waiting
-jobs in ring-buffer deques of ``B`` entries (one FIFO, or one per need) whose fronts are also
-kept in registers. A round of a replication is its next event (an arrival or a completion,
-whichever comes first; skipped while a pick is pending) followed by one *pick* of the policy
-(start a waiting job, preempt one in service, ...) at the new instant; picks repeat, one per
-round, until the policy names none. An event touches one slot and one deque entry, so a round
-costs the same whatever the queue length (the former engine shifted and scanned a buffer of
-every job at every event). Arrivals are drawn from the counter-based inputs of ``_inputs.py``
-(job ``n`` of replication ``r`` is the same job as in the MJSRE simulators), a block of the
-next ``_CHUNK`` jobs of every replication per chunk of ``_CHUNK`` rounds. A round costs the
-same for every replication of the batch, finished or not, and the loop runs until the slowest
-finishes (server-filling: 2.99 rounds per job, 2.58 for the average replication): once no
-more than ``1 / _TAIL`` of them are active, they go on in a batch of that size.
+sorted by end time, so the next completion is the first row), the waiting jobs in ring-buffer
+deques of ``B`` entries (one FIFO, or one per need) whose fronts are also kept in registers;
+server-filling's first ``W`` jobs in ``W`` rows and the rest in one FIFO (the ``"window"``
+layout: its policy chooses the rows in service at every event, no picks). A round of a
+replication is its next event (an arrival or a completion, whichever comes first; skipped while
+a pick is pending) followed by one *pick* of the policy (start a waiting job, preempt one in
+service, ...) at the new instant; picks repeat, one per round, until the policy names none. An
+event touches one slot and one deque entry, so a round costs the same whatever the queue length
+(the former engine shifted and scanned a buffer of every job at every event). Arrivals are
+drawn from the counter-based inputs of ``_inputs.py`` (job ``n`` of replication ``r`` is the
+same job as in the MJSRE simulators), a block of the next ``_CHUNK`` jobs of every replication
+per chunk of ``_CHUNK`` rounds. A round costs the same for every replication of the batch,
+finished or not, and the loop runs until the slowest finishes: once no more than ``1 / _TAIL``
+of them are active, they go on in a batch of that size.
 
 What a round costs on XLA:CPU (profiled per thunk, 1024 replications): XLA fuses the
 per-replication decisions of a round (``(R,)`` masks, slot indices, times: tens of operations)
@@ -94,10 +95,12 @@ from .policies._queues import (
     rows_first,
     rows_min,
     rows_sum,
+    running_of,
     set_started,
     settle,
     settling,
     started_of,
+    with_running,
 )
 
 __all__ = ["PolicyResult", "simulate_policy", "saturated_throughput"]
@@ -139,12 +142,23 @@ class _State(NamedTuple):
 
 
 def _empty(
-    s: int, M: int, D: int, Q: int, R: int, K: int, n_bins: int, dt, F: int = 1, tomb=False
+    s: int,
+    M: int,
+    D: int,
+    Q: int,
+    R: int,
+    K: int,
+    n_bins: int,
+    dt,
+    F: int = 1,
+    tomb=False,
+    window=False,
 ) -> _State:
-    """``R`` empty replications of ``s`` servers: ``M`` service slots, ``D`` deques of ``Q``
-    entries (``F`` front registers: one per deque, or the first ``F`` entries of a single
-    FIFO; with ``tomb`` the entries are tombstones, ``picks_inside`` policies); ``K`` classes,
-    ``n_bins`` waiting-time bins per class."""
+    """``R`` empty replications of ``s`` servers: ``M`` service slots (with ``window``, the
+    rows of the window layout), ``D`` deques of ``Q`` entries (``F`` front registers: one per
+    deque, or the first ``F`` entries of a single FIFO; with ``tomb`` the entries are
+    tombstones, ``picks_inside`` policies); ``K`` classes, ``n_bins`` waiting-time bins per
+    class."""
     body = jnp.zeros((D * Q * R, 3), dt)
     if tomb:
         body = body.at[:, 2].set(encode(jnp.int32(TOMB), dt))
@@ -162,7 +176,9 @@ def _empty(
         size=i(D),
         busy=i(D),
         free=jnp.full(R, s, jnp.int32),
-        prefix=i(),
+        s_wait=f(M if window else 0),
+        s_before=i(M if window else 0),
+        s_rank=i(M if window else 0),
     )
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
     return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
@@ -170,7 +186,7 @@ def _empty(
 
 def _layout(policy: EventPolicy, needs: tuple[int, ...]) -> int:
     """Number of deques of the policy's layout (``_queues`` module docstring)."""
-    return {"fifo": 1, "need": len(needs), "prefix": len(needs) + 1}[policy.layout]
+    return {"fifo": 1, "need": len(needs), "window": 1}[policy.layout]
 
 
 def _deque_of(need, needs):
@@ -199,10 +215,9 @@ def _onehot(n: int, d):
 
 
 def _push(q: Queues, d, item, on, front=False) -> Queues:
-    """Add a job ``(arr, rem, info)`` at the back (an arrival, a job joining the server-filling
-    prefix) or, where ``front`` (a mask or ``True``), at the front (a preempted job: older
-    than every waiting job of its need) of deque ``d`` where ``on`` (one scatter; the front
-    registers follow)."""
+    """Add a job ``(arr, rem, info)`` at the back (an arrival) or, where ``front`` (a mask or
+    ``True``), at the front (a preempted job: older than every waiting job of its need) of
+    deque ``d`` where ``on`` (one scatter; the front registers follow)."""
     Q, D = q.capacity, q.head.shape[0]
     hit = _onehot(D, d) & on[None]
     head = rows_sum(jnp.where(hit, q.head, 0))
@@ -381,11 +396,10 @@ def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
     )
 
 
-def _integrate(acc: _Acc, st: _State, dt, inside) -> _Acc:
+def _integrate(acc: _Acc, st: _State, dt, inside, someone_waits) -> _Acc:
     """Time integrals over ``dt`` where ``inside`` the measuring window."""
     d = jnp.where(inside, dt, 0)
     idle = st.q.free.astype(dt.dtype)
-    someone_waits = rows_any(st.q.size > 0)
     return acc._replace(
         area_jobs=acc.area_jobs + d * st.count,
         area_idle=acc.area_idle + d * idle,
@@ -408,6 +422,38 @@ class _Ctx(NamedTuple):
     bins: tuple  # (n_bins, shift, lo_code) of the waiting-time histogram
 
 
+def _clock(ctx: _Ctx, st: _State):
+    """Time until the next arrival and whether the state is inside the measuring window."""
+    if ctx.saturated:  # topped up at once; measured over the departures warmup .. n_jobs
+        to_arrival = jnp.where(st.count >= ctx.B, jnp.inf, 0.0).astype(st.now.dtype)
+        return to_arrival, st.acc.done >= ctx.warmup
+    # measured over the arrivals of the jobs warmup .. n_jobs - 1
+    return st.to_arrival, (st.n_next > ctx.warmup) & (st.n_next <= ctx.n_jobs)
+
+
+def _arrival_info(ctx: _Ctx, st: _State, need, cls):
+    """The packed info of job ``n_next``: measured (code 1, 2 in the second half) or not."""
+    n = st.n_next
+    mid = (ctx.warmup + ctx.n_jobs) // 2
+    code = jnp.where((n >= ctx.warmup) & (n < ctx.n_jobs), 1 + (n >= mid), 0)
+    return pack(need, cls, code, jnp.zeros_like(need, bool))
+
+
+def _advance(ctx: _Ctx, st: _State, q, acc, now, to_arrival, leaves, arrives, on, tau):
+    """The state after the event: clock, next arrival, counts."""
+    gap = jnp.zeros_like(now) if ctx.saturated else tau
+    dt = now - st.now
+    return st._replace(
+        q=q,
+        now=now,
+        to_arrival=jnp.where(leaves, to_arrival - dt, jnp.where(arrives, gap, st.to_arrival)),
+        n_next=st.n_next + arrives,
+        count=st.count + arrives - leaves,
+        acc=acc,
+        events=st.events + on,
+    )
+
+
 def _event(ctx: _Ctx, st: _State, on, job):
     """The next arrival or completion of every replication where ``on`` (``job``: job
     ``n_next``, the next to arrive, as ``(class, need, service, inter-arrival time)``). Returns
@@ -423,16 +469,8 @@ def _event(ctx: _Ctx, st: _State, on, job):
             jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None], q.s_info.shape
         )
         end, arr_j, j, info_j = rows_first((q.s_end, q.s_arr), (q.s_end, q.s_arr, ids, q.s_info))
-    if ctx.saturated:  # topped up at once; measured over the departures warmup .. n_jobs
-        to_arrival = jnp.where(st.count >= ctx.B, jnp.inf, 0.0).astype(st.now.dtype)
-        inside = st.acc.done >= ctx.warmup
-    else:  # measured over the arrivals of the jobs warmup .. n_jobs - 1
-        to_arrival = st.to_arrival
-        inside = (st.n_next > ctx.warmup) & (st.n_next <= ctx.n_jobs)
+    to_arrival, inside = _clock(ctx, st)
     d_new = _deque_of(need, ctx.needs) if ctx.policy.layout != "fifo" else jnp.zeros_like(need)
-    if ctx.policy.layout == "prefix":
-        joins = q.prefix < ctx.s  # the arrival joins the prefix, else waits behind it
-        d_new = jnp.where(joins, d_new, len(ctx.needs))
     arrival_next = st.now + to_arrival < end
     full = rows_sum(jnp.where(_onehot(q.head.shape[0], d_new), q.size, 0)) >= q.capacity
     blocked = on & arrival_next & full
@@ -443,34 +481,99 @@ def _event(ctx: _Ctx, st: _State, on, job):
     on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j = settle(
         on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j
     )
-    acc = _integrate(st.acc, st, now - st.now, inside)
+    acc = _integrate(st.acc, st, now - st.now, inside, rows_any(q.size > 0))
     # a completion: its slot empties
     acc = _record_departure(acc, info_j, now - arr_j, leaves)
     need_j = jnp.where(leaves, need_of(info_j), 0)
     q = _vacate(q, j, leaves, ctx.policy.sorted_slots)
-    q = q._replace(free=q.free + need_j, prefix=q.prefix - need_j)
+    q = q._replace(free=q.free + need_j)
     if ctx.policy.layout != "fifo":  # (no policy of one FIFO reads the counts)
         q = q._replace(busy=q.busy - (_onehot(q.head.shape[0], d_j) & leaves[None]))
     # an arrival: job n_next at the back of its deque
-    n = st.n_next
-    mid = (ctx.warmup + ctx.n_jobs) // 2
-    code = jnp.where((n >= ctx.warmup) & (n < ctx.n_jobs), 1 + (n >= mid), 0)
-    info = pack(need, cls, code, jnp.zeros_like(arrives))
-    q = _push(q, d_new, (now, sigma, info), arrives)
-    if ctx.policy.layout == "prefix":
-        q = q._replace(prefix=q.prefix + jnp.where(arrives & joins, need, 0))
-    gap = jnp.zeros_like(now) if ctx.saturated else tau
-    dt = now - st.now
-    st = st._replace(
-        q=q,
-        now=now,
-        to_arrival=jnp.where(leaves, to_arrival - dt, jnp.where(arrives, gap, st.to_arrival)),
-        n_next=n + arrives,
-        count=st.count + arrives - leaves,
-        acc=acc,
-        events=st.events + on,
+    q = _push(q, d_new, (now, sigma, _arrival_info(ctx, st, need, cls)), arrives)
+    return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
+
+
+def _event_window(ctx: _Ctx, st: _State, on, job):
+    """:func:`_event` and the policy's choice of the jobs in service for a ``"window"``
+    layout policy (``EventPolicy.serve``): the first ``W`` jobs in the system sit in ``W``
+    unordered rows (``s_end``: absolute end time in service, else the remaining work;
+    ``s_before``: the needs of the jobs ahead of it in arrival order, ``s_rank``: 1 + the jobs
+    of its need ahead of it, both kept up to date as jobs leave, so no pass orders the rows),
+    the rest in one FIFO. A completion empties its row and the front of the FIFO takes it; an
+    arrival takes an empty row, or waits in the FIFO. Then the policy chooses the rows in
+    service afresh (preempt-resume) and the wait of a job is kept in its row until it
+    leaves."""
+    q, (cls, need, sigma, tau) = st.q, job
+    W = q.s_end.shape[0]
+    rows = jnp.arange(W, dtype=jnp.int32)[:, None]
+    ids = jnp.broadcast_to(rows, q.s_info.shape)
+    run, need_rows = running_of(q.s_info), need_of(q.s_info)
+    ends = jnp.where(run, q.s_end, jnp.inf)
+    # the oldest of the jobs ending first (``s_before`` orders the rows by arrival)
+    end, j, arr_j, info_j, wait_j, before_j = rows_first(
+        (ends, q.s_before), (ends, ids, q.s_arr, q.s_info, q.s_wait, q.s_before)
     )
-    return st, blocked
+    to_arrival, inside = _clock(ctx, st)
+    in_window = st.count < W  # then the FIFO is empty
+    arrival_next = st.now + to_arrival < end
+    blocked = on & arrival_next & ~in_window & (q.size[0] >= q.capacity)
+    on = on & ~blocked
+    leaves, arrives = on & ~arrival_next, on & arrival_next
+    now = jnp.where(leaves, end, jnp.where(arrives, st.now + to_arrival, st.now))
+    info = _arrival_info(ctx, st, need, cls)
+    # the job that takes a row: the front of the FIFO on a completion, else the arrival
+    refill = leaves & (q.size[0] > 0)
+    put = refill | (arrives & in_window)
+    slot = jnp.where(leaves, j, rows_min(jnp.where(need_rows == 0, rows, W), settled=False))
+    item = tuple(
+        jnp.where(leaves, x[0], y)
+        for x, y in zip((q.f_arr, q.f_rem, q.f_info), (now, sigma, info), strict=True)
+    )
+    need_j = jnp.where(leaves, need_of(info_j), 0)
+    v = need_of(item[2])
+    ahead = rows_sum(need_rows, settled=False) - need_j
+    same = rows_sum((need_rows == v).astype(jnp.int32), settled=False) - (need_j == v)
+    decided = (on, leaves, arrives, refill, put, now, slot, item, ahead, same)
+    leaving = (info_j, arr_j, wait_j, before_j, need_j)
+    decided, leaving = settle(decided, leaving)
+    on, leaves, arrives, refill, put, now, slot, item, ahead, same = decided
+    info_j, arr_j, wait_j, before_j, need_j = leaving
+    someone_waits = st.count > rows_sum(run.astype(jnp.int32), settled=False)
+    acc = _integrate(st.acc, st, now - st.now, inside, someone_waits)
+    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    acc = _record_wait(acc, info_j, wait_j, leaves, ctx.bins)
+    # the rows: the leaving job's row empties, the jobs behind it move up in the order
+    later = leaves[None] & (q.s_before > before_j[None])
+    hit = (rows == slot[None]) & put[None]
+    gone = (rows == j[None]) & leaves[None]
+    before = jnp.where(hit, ahead[None], jnp.where(later, q.s_before - need_j[None], q.s_before))
+    rank = q.s_rank - (later & (need_rows == need_j[None]))
+    rank = jnp.where(hit, same[None] + 1, rank)
+    s_info = jnp.where(hit, item[2][None], jnp.where(gone, 0, q.s_info))
+    s_end = jnp.where(hit, item[1][None], q.s_end)
+    s_arr = jnp.where(hit, item[0][None], q.s_arr)
+    # the FIFO: the arrival at its back, or its front into the row
+    q = _push(q, jnp.zeros_like(slot), (now, sigma, info), arrives & ~in_window)
+    q, _ = _take(q, jnp.zeros_like(slot), jnp.zeros_like(slot), refill, False)
+    q = _refill(q, jnp.zeros_like(slot), refill)
+    # the policy's choice: starts (end = now + remaining work), preemptions (the reverse)
+    need_rows = need_of(s_info)
+    new = ctx.policy.serve(need_rows, before, rank, ctx.s, ctx.needs)
+    (new,) = settle(new)
+    old = running_of(s_info)
+    start, stop = new & ~old, old & ~new
+    first = start & ~started_of(s_info)
+    q = q._replace(
+        s_end=jnp.where(start, now[None] + s_end, jnp.where(stop, s_end - now[None], s_end)),
+        s_arr=s_arr,
+        s_info=with_running(jnp.where(start, set_started(s_info), s_info), new),
+        s_wait=jnp.where(first, now[None] - s_arr, q.s_wait),
+        s_before=before,
+        s_rank=rank,
+        free=ctx.s - rows_sum(jnp.where(new, need_rows, 0), settled=False),
+    )
+    return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
 
 
 def _apply(ctx: _Ctx, st: _State, pk, on):
@@ -478,41 +581,27 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
     deque full (then nothing happens: overflow; the pick is made again on resuming)."""
     q, needs, M = st.q, ctx.needs, st.q.s_end.shape[0]
     pk, on = settle(pk, on)
-    start, preempt, move = on & (pk.kind == 1), on & (pk.kind == 2), on & (pk.kind == 3)
+    start, preempt = on & (pk.kind == 1), on & (pk.kind == 2)
     D = q.head.shape[0]
+    full = jnp.zeros_like(on)
     if ctx.policy.preemptive:  # slot i back to the front of its need's deque
         hit = _onehot(M, pk.i)
         at = lambda x: rows_sum(jnp.where(hit, x, jnp.zeros((), x.dtype)))  # noqa: E731
         info_i = at(q.s_info)
         d_pre = _deque_of(need_of(info_i), needs)
-        dest = jnp.where(preempt, d_pre, pk.d)
-        full = (preempt | move) & (rows_sum(jnp.where(_onehot(D, dest), q.size, 0)) >= q.capacity)
-        start, preempt, move = start & ~full, preempt & ~full, move & ~full
+        full = preempt & (rows_sum(jnp.where(_onehot(D, d_pre), q.size, 0)) >= q.capacity)
+        preempt = preempt & ~full
         item = (at(q.s_arr), at(q.s_end) - st.now, info_i)
-        start, preempt, move, item, d_pre = settle(start, preempt, move, item, d_pre)
-        push = (d_pre, item, preempt, True)  # to the front of its deque (pushed below)
+        start, preempt, item, d_pre = settle(start, preempt, item, d_pre)
         q = _vacate(q, pk.i, preempt, ctx.policy.sorted_slots)
         q = q._replace(
             free=q.free + jnp.where(preempt, need_of(info_i), 0),
             busy=q.busy - (_onehot(D, d_pre) & preempt[None]),
         )
-    else:
-        full = jnp.zeros_like(on)
-        push = None
-    popped = pk.d
-    if ctx.policy.layout == "prefix":  # the oldest job behind the prefix joins it
-        G = jnp.full_like(pk.d, D - 1)
-        q, item = _take(q, G, pk.p, move, False)
-        q = q._replace(prefix=q.prefix + jnp.where(move, need_of(item[2]), 0))
-        popped = jnp.where(move, G, pk.d)
-        join = (pk.d, item, move, False)
-        push = join if push is None else _either(push, join)
-    if push is not None:
-        d, item, where, front = push
-        q = _push(q, d, item, where, front=front)
+        q = _push(q, d_pre, item, preempt, front=True)  # older than its deque's jobs
     # start: into service (there is an empty slot: the job fits)
     q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.policy.picks_inside, pk.nxt)
-    q = _refill(q, popped, start | move)
+    q = _refill(q, pk.d, start)
     if ctx.policy.sorted_slots:  # its row: after the jobs ending before it (or with it and
         # arrived first; a sum over the rows, settled after the values it compares)
         start, a, end, info = settle(start, a, st.now + r, info)
@@ -566,23 +655,15 @@ def _occupy(q: Queues, slot, job, on, sorted_slots: bool) -> Queues:
     return q._replace(s_end=put(q.s_end, end), s_arr=put(q.s_arr, arr), s_info=put(q.s_info, info))
 
 
-def _either(a, b):
-    """One push ``(deque, item, where, front)`` for two that never happen together (a
-    preempted job and a job joining the server-filling prefix): one scatter, not two."""
-    on = a[2]
-    return (
-        jnp.where(on, a[0], b[0]),
-        jax.tree.map(_where_on(on), a[1], b[1]),
-        on | b[2],
-        on & a[3] | ~on & b[3],
-    )
-
-
 def _round(ctx: _Ctx, st: _State, active, job) -> _State:
     """One round of every ``active`` replication: its next event unless a pick is pending,
     then the policy's next pick at the new instant. ``job``: job ``n_next`` of every
     replication (:func:`_job_at`)."""
     old = st
+    if ctx.policy.layout == "window":  # the policy chooses the set in service at the event
+        st, blocked = _event_window(ctx, st, active, job)
+        st = st._replace(overflow=st.overflow | blocked)
+        return jax.tree.map(lambda x, y: x.astype(y.dtype), st, old)
     st, blocked = _event(ctx, st, active & ~st.pending, job)
     go = active & ~blocked
     pk = ctx.policy.pick(st.q, ctx.s, ctx.needs, st.now)
@@ -594,13 +675,15 @@ def _round(ctx: _Ctx, st: _State, active, job) -> _State:
 
 
 def _rebase(st: _State) -> _State:
-    """Arrival and end times relative to the clock (the epoch moves to now)."""
+    """Arrival and end times relative to the clock (the epoch moves to now; the rows of the
+    ``"window"`` layout not in service hold remaining work, not an end time)."""
     q, now = st.q, st.now
     D, R = q.head.shape
     b = q.body.reshape(D, q.capacity, R, 3)
     b = b.at[..., 0].add(-now)
+    shift = now if q.s_wait.shape[0] == 0 else jnp.where(running_of(q.s_info), now, 0)
     q = q._replace(
-        s_end=q.s_end - now, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)
+        s_end=q.s_end - shift, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)
     )
     return st._replace(q=q, now=jnp.zeros_like(now))
 
@@ -760,7 +843,9 @@ def _kernel(
         D = _layout(policy, needs)
         F = policy.front_registers
         tomb = policy.picks_inside
-        init = _empty(s, s // min(needs), D, B, reps.shape[0], K, n_bins, dtype, F, tomb)
+        window = policy.layout == "window"
+        M = policy.window(s, needs) if window else s // min(needs)
+        init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, tomb, window)
     R = reps.shape[0]
     T = R // _TAIL if R >= _TAIL_MIN else 0
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2

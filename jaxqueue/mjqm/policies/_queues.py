@@ -11,20 +11,26 @@ passes over ``(slots, replications)`` per event). Per replication it keeps
 * the waiting jobs in ``D`` ring-buffer deques of ``Q`` entries, each in arrival order: one
   global FIFO (``layout = "fifo"``: fcfs, window, EASY), one per distinct need (``"need"``:
   first-fit, preemptive-first-fit, msf; a preempted job goes back to the front of its need's
-  deque, as it is older than every waiting job of that need), or one per need for the
-  arrival-order prefix of server-filling plus a last FIFO of the jobs behind it
-  (``"prefix"``). The front of every deque is also kept in registers (``f_*``), so a policy
-  reads no deque memory; the bodies are touched by one gather or scatter per change.
+  deque, as it is older than every waiting job of that need). The front of every deque is
+  also kept in registers (``f_*``), so a policy reads no deque memory; the bodies are
+  touched by one gather or scatter per change.
 
 All arrays carry the replications on their last axis. A policy looks at this state and names
-one *pick* (:class:`Pick`): start a waiting job (deque ``d``, position ``p``), preempt the job
-in service in slot ``i``, or (server-filling) move the oldest job behind the prefix into it.
-The engine applies picks one at a time at the same instant until the policy names none, then
-goes on to the next event. Every policy here is a first fit in a priority order, so picks made
-one at a time reach the set in service of the policy's ``select`` on the whole job list: the
-highest-priority waiting job that fits in what the higher-priority jobs in service leave starts,
-after the lowest-priority jobs in service are preempted until it fits (a job started at an
-instant is never preempted at that instant, so waits are unchanged).
+one *pick* (:class:`Pick`): start a waiting job (deque ``d``, position ``p``) or preempt the
+job in service in slot ``i``. The engine applies picks one at a time at the same instant until
+the policy names none, then goes on to the next event. Every policy here is a first fit in a
+priority order, so picks made one at a time reach the set in service of the policy's ``select``
+on the whole job list: the highest-priority waiting job that fits in what the higher-priority
+jobs in service leave starts, after the lowest-priority jobs in service are preempted until it
+fits (a job started at an instant is never preempted at that instant, so waits are unchanged).
+
+A policy that only ever serves among the first ``W`` jobs in the system (``layout =
+"window"``: server-filling, whose arrival-order prefix holds at most ``W = (s - 1) //
+min(need) + 1`` jobs) has no picks: those jobs sit in ``W`` unordered rows (``s_*``; in
+service or not, with their first wait ``s_wait`` and their place in the arrival order:
+``s_before``, the needs of the jobs ahead, and ``s_rank``, 1 + those of the same need ahead)
+and the rest in one FIFO; the policy chooses the rows in service afresh at every event
+(``EventPolicy.serve``), so a job costs two rounds, its arrival and its completion.
 
 Times are relative to an epoch that the engine moves to the clock every few rounds (float32
 runs keep their digits); ``f_rem`` and the deques hold remaining work.
@@ -59,7 +65,7 @@ __all__ = [
     "rows_first",
 ]
 
-_CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT = 16, 26, 28
+_CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT, _RUN_SHIFT = 16, 26, 28, 29
 TOMB = 0xFFFF  # the info of a tombstone (need 65535: no job fits it, never a job's info)
 
 
@@ -92,6 +98,15 @@ def started_of(info):
 
 def set_started(info):
     return info | (1 << _STARTED_SHIFT)
+
+
+def running_of(info):
+    """In service (``"window"`` layout: bit 29 of the packed info)."""
+    return ((info >> _RUN_SHIFT) & 1).astype(bool)
+
+
+def with_running(info, run):
+    return (info & ~(1 << _RUN_SHIFT)) | (run.astype(jnp.int32) << _RUN_SHIFT)
 
 
 _UNIT: list = []  # the traced 1 of the engine run being traced (settle)
@@ -207,11 +222,12 @@ def decode(x):
 class Queues(NamedTuple):
     """The jobs of all replications (module docstring); ``body``: the deques,
     ``(D, Q, R, 3)`` (arrival, remaining work, encoded info side by side: a front refill reads
-    one cache line per replication) flattened; ``free`` servers,
-    ``prefix``: the needs of the server-filling prefix (in service or in the per-need deques);
-    ``busy``: jobs in service per per-need deque (``"need"``, ``"prefix"`` layouts). An
-    entry of a single FIFO whose job already started from behind the front (``picks_inside``
-    policies) is a tombstone, its info ``TOMB``, not a roll of the deque."""
+    one cache line per replication) flattened; ``free`` servers; ``busy``: jobs in service
+    per per-need deque (``"need"`` layout). An entry of a single FIFO whose job already
+    started from behind the front (``picks_inside`` policies) is a tombstone, its info
+    ``TOMB``, not a roll of the deque. ``"window"`` layout: ``s_*`` are its ``W`` rows
+    (``s_end``: the end time of a job in service, else its remaining work), with ``s_wait``,
+    ``s_before``, ``s_rank`` (module docstring; other layouts: no rows)."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -224,7 +240,9 @@ class Queues(NamedTuple):
     size: Int[Array, "D R"]
     busy: Int[Array, "D R"]
     free: Int[Array, " R"]
-    prefix: Int[Array, " R"]
+    s_wait: Float[Array, "W R"]
+    s_before: Int[Array, "W R"]
+    s_rank: Int[Array, "W R"]
 
     @property
     def capacity(self) -> int:
@@ -242,8 +260,7 @@ class Queues(NamedTuple):
 
 class Pick(NamedTuple):
     """What a policy does next at this instant, per replication: ``kind`` 0 nothing, 1 start
-    position ``p`` of deque ``d``, 2 preempt slot ``i``, 3 move the front of the last deque
-    (behind the server-filling prefix) to the back of deque ``d``. ``more``: another pick may
+    position ``p`` of deque ``d``, 2 preempt slot ``i``. ``more``: another pick may
     follow (``False`` only where the policy knows that none does). ``nxt`` (``picks_inside``
     policies): the position of the first live entry behind the front of the FIFO (its span
     if none), where the head moves when the front starts (found by the policy's own pass over

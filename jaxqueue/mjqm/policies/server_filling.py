@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ._base import EventPolicy, Jobs, cumsum, first_fit
-from ._queues import Pick, Queues, by_need, need_of
+from ._queues import rows_sum, settle
 
 
 class ServerFilling(EventPolicy):
@@ -21,27 +21,32 @@ class ServerFilling(EventPolicy):
 
     name = "server-filling"
     preemptive = True
-    layout = "prefix"
+    layout = "window"
 
     def select(self, jobs: Jobs, s: int, needs):
         need = jnp.where(jobs.live, jobs.need, 0)
         prefix = jobs.live & (cumsum(need) - need < s)
         return first_fit(prefix, jobs.need, s, by_need=needs)
 
-    def pick(self, q: Queues, s: int, needs, now):
-        """While the prefix holds fewer than ``s`` servers' worth of needs, the oldest job
-        behind it joins (kind 3); then msf within the prefix."""
-        grow = (q.prefix < s) & (q.size[-1] > 0)
-        need = need_of(q.f_info[-1])
-        d = sum(jnp.where(need == v, k, 0) for k, v in enumerate(needs))
-        inner = by_need(q, s, needs)
-        return Pick(
-            jnp.where(grow, 3, inner.kind).astype(jnp.int32),
-            jnp.where(grow, d, inner.d).astype(jnp.int32),
-            inner.p,
-            inner.i,
-            grow | inner.more,
-        )
+    def window(self, s: int, needs) -> int:
+        """The prefix holds at most ``(s - 1) // min(need) + 1`` jobs (those before its last
+        one need fewer than ``s`` servers together)."""
+        return (s - 1) // min(needs) + 1
+
+    def serve(self, need, before, rank, s: int, needs):
+        """:meth:`select` on the window: a row is in the prefix where the jobs ahead of it
+        need fewer than ``s`` servers (``before``); first fit largest need first takes, of
+        each need ``v`` in turn, the first ``min(n_v, free // v)`` jobs of the prefix
+        (``rank``: 1 + the jobs of the same need ahead of it), ``n_v`` those in the prefix."""
+        prefix = (need > 0) & (before < s)
+        counts = [rows_sum((prefix & (need == v)).astype(jnp.int32), settled=False) for v in needs]
+        takes, free = [], jnp.int32(s)
+        for v, n in zip(needs, counts, strict=True):
+            takes.append(jnp.minimum(n, free // v))
+            free = free - takes[-1] * v
+        takes = settle(*takes)  # per replication, once (not per row and slot)
+        k = sum(jnp.where(need == v, t[None], 0) for v, t in zip(needs, takes, strict=True))
+        return prefix & (rank <= k)
 
     def stability_limit(self, workload, key=None):
         needs = sorted({int(a) for a in workload.cores_array[:, 0]}) + [workload.s]

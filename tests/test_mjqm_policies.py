@@ -519,16 +519,9 @@ def test_server_filling_float32_keeps_its_remaining_work_when_the_epoch_moves():
     3000 jobs the float32 run moves the epoch about 11 times and stays within 1e-5 of
     float64 (shifting every row gave negative response times)."""
     wl = scenarios.get("five-class-exp")
+    kw = dict(key=jax.random.key(3), n_jobs=3000, n_replications=8)
     runs = [
-        simulate_policy(
-            wl,
-            1.2,
-            "server-filling",
-            key=jax.random.key(3),
-            n_jobs=3000,
-            n_replications=8,
-            dtype=dt,
-        )
+        simulate_policy(wl, 1.2, "server-filling", dtype=dt, **kw)
         for dt in (jnp.float64, jnp.float32)
     ]
     for get in (lambda r: r.response_mean, lambda r: r.wait_mean, lambda r: r.jobs_mean):

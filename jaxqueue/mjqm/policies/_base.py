@@ -78,8 +78,9 @@ class Jobs(NamedTuple):
     Attributes:
         cls: class. need: servers asked. rem: remaining work (service still owed).
         age: time since arrival. wait: age at the first start (valid where ``started``).
-        started: has been in service. run: in service now. count: number of jobs in the
-        system.
+        started: has been in service. run: in service now (never in a slot ``>= count``:
+        ``free`` and the non-preemptive policies read it as given). count: number of jobs in
+        the system.
     """
 
     cls: Int[Array, " B ..."]

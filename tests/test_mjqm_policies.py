@@ -170,7 +170,7 @@ def test_window_one_is_fcfs_and_a_wide_window_first_fit():
 
 
 # fcfs in the default suite; the two policies with more state (a prefix, sorted slots and
-# tombstones) compile for 8-11 s each, so they run with the slow tests
+# front registers) compile for 8-11 s each, so they run with the slow tests
 _SLOW = pytest.mark.slow
 
 

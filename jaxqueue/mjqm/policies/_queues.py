@@ -13,7 +13,10 @@ passes over ``(slots, replications)`` per event). Per replication it keeps
   first-fit, preemptive-first-fit, msf; a preempted job goes back to the front of its need's
   deque, as it is older than every waiting job of that need). The front of every deque is
   also kept in registers (``f_*``), so a policy reads no deque memory; the bodies are
-  touched by one gather or scatter per change.
+  touched by one gather or scatter per change. A policy's ``front_registers`` may keep more
+  of a single FIFO there: ``window:W`` its first ``W`` entries (mirrored in the body),
+  easy-backfilling its first 16 waiting jobs (the body holds those behind them:
+  ``_events._take_inside``).
 
 All arrays carry the replications on their last axis. A policy looks at this state and names
 one *pick* (:class:`Pick`): start a waiting job (deque ``d``, position ``p``) or preempt the
@@ -49,7 +52,6 @@ from jaxtyping import Array, Bool, Float, Int
 from ._base import cumsum
 
 __all__ = [
-    "TOMB",
     "Queues",
     "Pick",
     "pack",
@@ -66,7 +68,6 @@ __all__ = [
 ]
 
 _CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT, _RUN_SHIFT = 16, 26, 28, 29
-TOMB = 0xFFFF  # the info of a tombstone (need 65535: no job fits it, never a job's info)
 
 
 def pack(need, cls, code, started):
@@ -223,9 +224,7 @@ class Queues(NamedTuple):
     """The jobs of all replications (module docstring); ``body``: the deques,
     ``(D, Q, R, 3)`` (arrival, remaining work, encoded info side by side: a front refill reads
     one cache line per replication) flattened; ``free`` servers; ``busy``: jobs in service
-    per per-need deque (``"need"`` layout). An entry of a single FIFO whose job already
-    started from behind the front (``picks_inside`` policies) is a tombstone, its info
-    ``TOMB``, not a roll of the deque. ``"window"`` layout: ``s_*`` are its ``W`` rows
+    per per-need deque (``"need"`` layout). ``"window"`` layout: ``s_*`` are its ``W`` rows
     (``s_end``: the end time of a job in service, else its remaining work), with ``s_wait``,
     ``s_before``, ``s_rank`` (module docstring; other layouts: no rows)."""
 
@@ -261,23 +260,19 @@ class Queues(NamedTuple):
 class Pick(NamedTuple):
     """What a policy does next at this instant, per replication: ``kind`` 0 nothing, 1 start
     position ``p`` of deque ``d``, 2 preempt slot ``i``. ``more``: another pick may
-    follow (``False`` only where the policy knows that none does). ``nxt`` (``picks_inside``
-    policies): the position of the first live entry behind the front of the FIFO (its span
-    if none), where the head moves when the front starts (found by the policy's own pass over
-    the FIFO)."""
+    follow (``False`` only where the policy knows that none does)."""
 
     kind: Int[Array, " R"]
     d: Int[Array, " R"]
     p: Int[Array, " R"]
     i: Int[Array, " R"]
     more: Bool[Array, " R"]
-    nxt: Int[Array, " R"] | None = None
 
 
-def start(d, ok, p=0, more=True, nxt=None) -> Pick:
+def start(d, ok, p=0, more=True) -> Pick:
     """Start position ``p`` of deque ``d`` where ``ok``."""
     z = jnp.zeros_like(ok, jnp.int32)
-    return Pick(ok.astype(jnp.int32), z + d, z + p, z, jnp.asarray(more) & ok, nxt)
+    return Pick(ok.astype(jnp.int32), z + d, z + p, z, jnp.asarray(more) & ok)
 
 
 def first_where(valid, key):

@@ -158,7 +158,6 @@ def _empty(
     rows of the window layout), ``D`` deques of ``Q`` entries (``F`` front registers: one per
     deque, or the first ``F`` entries of a single FIFO); ``K`` classes, ``n_bins``
     waiting-time bins per class."""
-    body = jnp.zeros((D * Q * R, 3), dt)
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
@@ -168,7 +167,7 @@ def _empty(
         f_arr=f(max(D, F)),
         f_rem=f(max(D, F)),
         f_info=i(max(D, F)),
-        body=body.reshape(-1),
+        body=jnp.zeros(D * Q * R * 3, dt),
         head=i(D),
         size=i(D),
         busy=i(D),
@@ -557,7 +556,7 @@ def _event(ctx: _Ctx, st: _State, on, job):
 
 def _event_window(ctx: _Ctx, st: _State, on, job):
     """:func:`_event` and the policy's choice of the jobs in service for a ``"window"``
-    layout policy (``EventPolicy.serve``): the first ``W`` jobs in the system sit in ``W``
+    layout policy (``WindowPolicy.serve``): the first ``W`` jobs in the system sit in ``W``
     unordered rows (``s_end``: absolute end time in service, else the remaining work;
     ``s_before``: the needs of the jobs ahead of it in arrival order, ``s_rank``: 1 + the jobs
     of its need ahead of it, both kept up to date as jobs leave, so no pass orders the rows),
@@ -753,11 +752,6 @@ _CHUNK = 32  # rounds per check of the loop condition
 _TAIL = 8  # the last 1/_TAIL of the replications to finish run on in a batch that small ...
 _TAIL_MIN = 256  # ... in batches of at least this many replications (per device)
 _REBASE = 16  # chunks between moves of the epoch (float32 only)
-
-
-def _where_on(mask):
-    """``(new, old) -> where(mask, new, old)``."""
-    return lambda new, old: jnp.where(mask, new, old)
 
 
 def _draw(workload, lam, keypairs, dtype):

@@ -6,7 +6,7 @@ lists the names. The engine is :func:`jaxqueue.mjqm.simulate_policy`.
 
 from __future__ import annotations
 
-from ._base import EventPolicy, Jobs, fcfs_start
+from ._base import EventPolicy, Jobs, PickPolicy, WindowPolicy, fcfs_start
 from ._base import first_fit as _first_fit_rule
 from .easy_backfilling import EasyBackfilling
 from .fcfs import FCFS
@@ -21,6 +21,8 @@ first_fit = _first_fit_rule
 
 __all__ = [
     "EventPolicy",
+    "PickPolicy",
+    "WindowPolicy",
     "Jobs",
     "FCFS",
     "FirstFit",

@@ -4,15 +4,15 @@ A policy is an immutable ``eqx.Module`` with two methods. ``select(jobs, s, need
 is its definition on the whole job list in arrival order (:class:`Jobs`, slots on axis 0): a
 boolean mask with ``sum(need[run]) <= s``; non-preemptive policies keep ``jobs.run``,
 preemptive ones choose afresh (preempt-resume). The second is what the event engine
-(``jaxqueue.mjqm._events``) calls, as the class attribute ``layout`` says:
+(``jaxqueue.mjqm._events``) calls, as the policy's base class says:
 
-* ``"fifo"``, ``"need"``: ``pick(q, s, needs, now)``: on the engine's job lists
-  (``_queues.Queues``: the jobs in service in slots, the waiting ones in deques) it names the
-  next single start or preemption, and picks applied one at a time until none is left reach
-  the set that ``select`` gives (``_queues`` explains why);
-* ``"window"`` (a policy that only ever serves among the first ``window(s, needs)`` jobs in
-  the system, server-filling): ``serve(need, before, rank, s, needs)``, ``select`` on those
-  jobs, computed afresh at every event.
+* :class:`PickPolicy` (``layout`` ``"fifo"`` or ``"need"``): ``pick(q, s, needs, now)``: on
+  the engine's job lists (``_queues.Queues``: the jobs in service in slots, the waiting ones
+  in deques) it names the next single start or preemption, and picks applied one at a time
+  until none is left reach the set that ``select`` gives (``_queues`` explains why);
+* :class:`WindowPolicy` (``layout = "window"``: a policy that only ever serves among the
+  first ``window(s, needs)`` jobs in the system, server-filling): ``serve(need, before, rank,
+  s, needs)``, ``select`` on those jobs, computed afresh at every event.
 
 A new policy is one new file in this folder with both (and its stability limit, where one is
 known).
@@ -31,6 +31,8 @@ from jaxtyping import Array, Bool, Float, Int
 __all__ = [
     "Jobs",
     "EventPolicy",
+    "PickPolicy",
+    "WindowPolicy",
     "first_fit",
     "fcfs_start",
     "positions",
@@ -141,29 +143,41 @@ class EventPolicy(eqx.Module):
         """The jobs in service after an event; ``needs``: the workload's distinct needs,
         largest first (static)."""
 
-    def pick(self, q, s: int, needs: tuple[int, ...], now):
-        """The next pick at this instant on the engine's job lists (``_queues.Queues`` laid
-        out as ``layout`` says: ``"fifo"`` or ``"need"``), a ``_queues.Pick``; applied one at
-        a time, the picks reach the set in service that ``select`` gives."""
-        raise NotImplementedError(f"{self.name}: a {self.layout!r} layout policy has no pick")
-
-    def window(self, s: int, needs: tuple[int, ...]) -> int:
-        """``"window"`` layout: the jobs in service are always among the first this many jobs
-        in the system (arrival order)."""
-        raise NotImplementedError(f"{self.name}: only a 'window' layout policy has a window")
-
-    def serve(self, need, before, rank, s: int, needs: tuple[int, ...]):
-        """``"window"`` layout: the rows in service after an event (preemptive: chosen
-        afresh), :meth:`select` on the first :meth:`window` jobs in the system, given per row
-        ``(rows, R)`` its ``need`` (0: an empty row), ``before`` (the needs of the jobs
-        ahead of it in arrival order) and ``rank`` (1 + the jobs of its need ahead of it)."""
-        raise NotImplementedError(f"{self.name}: only a 'window' layout policy has serve")
-
     def stability_limit(self, workload, key=None) -> tuple[str, float | None, tuple | None]:
         """``(method, lambda_c, (low, high))`` of this policy on ``workload``, or
         ``("unknown", None, None)`` where no method is known (the run's drift check is then the
         only guard). ``key`` serves the methods that simulate."""
         return "unknown", None, None
+
+
+class PickPolicy(EventPolicy):
+    """A policy the engine runs by picks on its job lists (``"fifo"`` or ``"need"`` layout)."""
+
+    @abc.abstractmethod
+    def pick(self, q, s: int, needs: tuple[int, ...], now):
+        """The next pick at this instant on the engine's job lists (``_queues.Queues`` laid
+        out as ``layout`` says), a ``_queues.Pick``; applied one at a time, the picks reach
+        the set in service that ``select`` gives."""
+
+
+class WindowPolicy(EventPolicy):
+    """A preemptive policy that only ever serves among the first :meth:`window` jobs in the
+    system (arrival order): the engine keeps those in rows and calls :meth:`serve` at every
+    event (``"window"`` layout)."""
+
+    layout: ClassVar[str] = "window"
+    preemptive: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def window(self, s: int, needs: tuple[int, ...]) -> int:
+        """How many of the first jobs in the system may be in service."""
+
+    @abc.abstractmethod
+    def serve(self, need, before, rank, s: int, needs: tuple[int, ...]):
+        """The rows in service after an event, chosen afresh: :meth:`select` on the first
+        :meth:`window` jobs in the system, given per row ``(rows, R)`` its ``need`` (0: an
+        empty row), ``before`` (the needs of the jobs ahead of it in arrival order) and
+        ``rank`` (1 + the jobs of its need ahead of it)."""
 
 
 def _cumulative(left, need, by_need):

@@ -33,7 +33,7 @@ min(need) + 1`` jobs) has no picks: those jobs sit in ``W`` unordered rows (``s_
 service or not, with their first wait ``s_wait`` and their place in the arrival order:
 ``s_before``, the needs of the jobs ahead, and ``s_rank``, 1 + those of the same need ahead)
 and the rest in one FIFO; the policy chooses the rows in service afresh at every event
-(``EventPolicy.serve``), so a job costs two rounds, its arrival and its completion.
+(``WindowPolicy.serve``), so a job costs two rounds, its arrival and its completion.
 
 Times are relative to an epoch that the engine moves to the clock every few rounds (float32
 runs keep their digits); ``f_rem`` and the deques hold remaining work.

@@ -6,13 +6,13 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
-from ._base import EventPolicy, Jobs, at_slot, cumsum, fcfs_start, first_fit, first_slot, positions
+from ._base import Jobs, PickPolicy, at_slot, cumsum, fcfs_start, first_fit, first_slot, positions
 from ._queues import Queues, need_of, rows_min, start
 
 REGISTERS = 16  # waiting jobs in the front registers (``EasyBackfilling.pick``)
 
 
-class EasyBackfilling(EventPolicy):
+class EasyBackfilling(PickPolicy):
     """Jobs in service stay; waiting jobs start in arrival order while they fit; the first that
     does not fit is the head, whose reservation is the earliest time ``t_r`` at which the
     running jobs (by their exact remaining work) free enough servers for it; a later waiting

@@ -5,11 +5,11 @@ is its event-engine twin, tested to give the same waits job by job on the same i
 
 from __future__ import annotations
 
-from ._base import EventPolicy, Jobs, fcfs_start
+from ._base import Jobs, PickPolicy, fcfs_start
 from ._queues import Queues, need_of, start
 
 
-class FCFS(EventPolicy):
+class FCFS(PickPolicy):
     """Non-preemptive: waiting jobs start in arrival order while the oldest waiting one fits;
     the first that does not fit blocks everyone behind it. Stability limit: ``lambda_c`` of
     the FCFS MJQM (exact for exponential services, else pile growth)."""

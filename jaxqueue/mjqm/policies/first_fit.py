@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._base import EventPolicy, Jobs, first_fit
+from ._base import Jobs, PickPolicy, first_fit
 from ._queues import Queues, first_where, start
 
 
-class FirstFit(EventPolicy):
+class FirstFit(PickPolicy):
     """Jobs in service stay; the waiting jobs are scanned in arrival order and every one that
     fits in the free servers starts. No stability method is known (the drift check guards)."""
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ._base import EventPolicy, Jobs, first_fit
+from ._base import Jobs, PickPolicy, first_fit
 from ._queues import Queues, by_need
 
 
-class MostServersFirst(EventPolicy):
+class MostServersFirst(PickPolicy):
     """Preemptive: order all jobs in the system by need, largest first (arrival order within a
     need), and serve them first fit until the servers are full. No stability method is known
     in general."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ._base import EventPolicy, Jobs, first_fit
+from ._base import Jobs, PickPolicy, first_fit
 from ._queues import Queues, by_arrival
 
 
-class PreemptiveFirstFit(EventPolicy):
+class PreemptiveFirstFit(PickPolicy):
     """Preemptive (preempt-resume): at every event, scan all jobs in the system in arrival
     order and serve every one that fits, until the servers are full. No stability method is
     known."""

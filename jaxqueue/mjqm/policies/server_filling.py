@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._base import EventPolicy, Jobs, cumsum, first_fit
+from ._base import Jobs, WindowPolicy, cumsum, first_fit
 from ._queues import rows_sum, settle
 
 
-class ServerFilling(EventPolicy):
+class ServerFilling(WindowPolicy):
     """Preemptive: take the shortest arrival-order prefix of the jobs in the system whose
     needs sum to at least ``s`` (or all of them) and serve its jobs largest need first
     (arrival order within a need), each one that fits. When the needs form a divisibility
@@ -20,8 +20,6 @@ class ServerFilling(EventPolicy):
     idle)."""
 
     name = "server-filling"
-    preemptive = True
-    layout = "window"
 
     def select(self, jobs: Jobs, s: int, needs):
         need = jnp.where(jobs.live, jobs.need, 0)

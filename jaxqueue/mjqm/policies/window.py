@@ -5,11 +5,11 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._base import EventPolicy, Jobs, first_fit
+from ._base import Jobs, PickPolicy, first_fit
 from ._queues import Queues, need_of, rows_min, rows_sum, start
 
 
-class Window(EventPolicy):
+class Window(PickPolicy):
     """Non-preemptive: as first-fit, but only the first ``W`` waiting jobs (arrival order) may
     start; the window slides as they start, so ``W = 1`` is FCFS and ``W = infinity``
     first-fit. Stability limit: the throughput of the saturated system (queue never empty)."""

@@ -83,7 +83,7 @@ from ._inputs import (
     threefry2x32,
 )
 from ._workload import Workload
-from .policies import EventPolicy, parse_policy
+from .policies import Policy, parse_policy
 from .policies._queues import (
     Queues,
     cls_of,
@@ -180,7 +180,7 @@ def _empty(
     return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
 
 
-def _layout(policy: EventPolicy, needs: tuple[int, ...]) -> int:
+def _layout(policy: Policy, needs: tuple[int, ...]) -> int:
     """Number of deques of the policy's layout (``_queues`` module docstring)."""
     return {"fifo": 1, "need": len(needs), "window": 1}[policy.layout]
 
@@ -471,7 +471,7 @@ class _Ctx(NamedTuple):
     """Static facts of a run: the policy, servers, distinct needs (largest first), whether the
     system is saturated, the buffer, and the measured jobs ``warmup .. n_jobs - 1``."""
 
-    policy: EventPolicy
+    policy: Policy
     s: int
     needs: tuple
     saturated: bool
@@ -682,7 +682,7 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
 
 def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
     """The job in service in slot ``i`` leaves where ``on``: its slot empties, or with
-    ``sorted_slots`` (``EventPolicy.sorted_slots``) the rows after it move one up and the
+    ``sorted_slots`` (``Policy.sorted_slots``) the rows after it move one up and the
     last row empties."""
     rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
     if not sorted_slots:
@@ -1134,7 +1134,7 @@ def _float(dtype):
 def simulate_policy(
     workload: Workload,
     lam: float,
-    policy: str | EventPolicy = "fcfs",
+    policy: str | Policy = "fcfs",
     *,
     key: PRNGKeyArray,
     n_jobs: int = 20_000,
@@ -1277,7 +1277,7 @@ def _grow(st: _State, B: int) -> _State:
     return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 
 
-def _first_buffer(workload: Workload, policy: EventPolicy) -> int:
+def _first_buffer(workload: Workload, policy: Policy) -> int:
     """Deque entries to start with. Most policies touch one entry of a deque per event, so a
     round hardly costs more with more entries, while the replications that overflow go on
     alone, where a round costs its fixed overhead for a handful of them: four times the most
@@ -1302,7 +1302,7 @@ def _merge(full, part, *, rows):
 
 def saturated_throughput(
     workload: Workload,
-    policy: str | EventPolicy,
+    policy: str | Policy,
     *,
     key: PRNGKeyArray,
     n_jobs: int = 20_000,

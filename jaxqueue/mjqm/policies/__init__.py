@@ -6,7 +6,7 @@ lists the names. The engine is :func:`jaxqueue.mjqm.simulate_policy`.
 
 from __future__ import annotations
 
-from ._base import EventPolicy, Jobs, PickPolicy, WindowPolicy, fcfs_start
+from ._base import Jobs, PickPolicy, Policy, WindowPolicy, fcfs_start
 from ._base import first_fit as _first_fit_rule
 from .easy_backfilling import EasyBackfilling
 from .fcfs import FCFS
@@ -20,7 +20,7 @@ from .window import Window
 first_fit = _first_fit_rule
 
 __all__ = [
-    "EventPolicy",
+    "Policy",
     "PickPolicy",
     "WindowPolicy",
     "Jobs",
@@ -61,13 +61,13 @@ POLICIES = (
 )
 
 
-def parse_policy(name: str | EventPolicy) -> EventPolicy:
+def parse_policy(name: str | Policy) -> Policy:
     """The policy of a name ``NAME[:PARAM]`` (``POLICIES``); a policy object passes through.
 
     Raises:
         ValueError: an unknown name, a parameter where none is taken, or a bad ``W``.
     """
-    if isinstance(name, EventPolicy):
+    if isinstance(name, Policy):
         return name
     base, sep, param = str(name).strip().partition(":")
     if base == "window":

@@ -30,7 +30,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 __all__ = [
     "Jobs",
-    "EventPolicy",
+    "Policy",
     "PickPolicy",
     "WindowPolicy",
     "first_fit",
@@ -106,7 +106,7 @@ class Jobs(NamedTuple):
         return s - jnp.sum(jnp.where(self.run, self.need, 0), axis=0).astype(self.need.dtype)
 
 
-class EventPolicy(eqx.Module):
+class Policy(eqx.Module):
     """A scheduling policy on the list of jobs (module docstring).
 
     Class attributes: ``name`` (as on the command line), ``preemptive``, ``clairvoyant``
@@ -115,6 +115,7 @@ class EventPolicy(eqx.Module):
     name: ClassVar[str] = ""
     preemptive: ClassVar[bool] = False
     clairvoyant: ClassVar[bool] = False
+    recurrence: ClassVar[bool] = False  # has a form on the ordered workload vector (mjsre eq. (2))
     layout: ClassVar[str] = "fifo"
     picks_inside: ClassVar[bool] = False  # may start a job behind the front of its deque
     max_buffer: ClassVar[int] = 1 << 24  # entries per deque its pick can address (no limit
@@ -150,7 +151,7 @@ class EventPolicy(eqx.Module):
         return "unknown", None, None
 
 
-class PickPolicy(EventPolicy):
+class PickPolicy(Policy):
     """A policy the engine runs by picks on its job lists (``"fifo"`` or ``"need"`` layout)."""
 
     @abc.abstractmethod
@@ -160,7 +161,7 @@ class PickPolicy(EventPolicy):
         the set in service that ``select`` gives."""
 
 
-class WindowPolicy(EventPolicy):
+class WindowPolicy(Policy):
     """A preemptive policy that only ever serves among the first :meth:`window` jobs in the
     system (arrival order): the engine keeps those in rows and calls :meth:`serve` at every
     event (``"window"`` layout)."""

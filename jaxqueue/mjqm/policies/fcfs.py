@@ -15,6 +15,7 @@ class FCFS(PickPolicy):
     the FCFS MJQM (exact for exponential services, else pile growth)."""
 
     name = "fcfs"
+    recurrence = True
 
     def select(self, jobs: Jobs, s: int, needs):
         return fcfs_start(jobs, s)

@@ -116,6 +116,7 @@ class Policy(eqx.Module):
     preemptive: ClassVar[bool] = False
     clairvoyant: ClassVar[bool] = False
     recurrence: ClassVar[bool] = False  # has a form on the ordered workload vector (mjsre eq. (2))
+    saturation_limit: ClassVar[bool] = False  # its stability limit is the saturated throughput
     layout: ClassVar[str] = "fifo"
     picks_inside: ClassVar[bool] = False  # may start a job behind the front of its deque
     max_buffer: ClassVar[int] = 1 << 24  # entries per deque its pick can address (no limit
@@ -143,6 +144,11 @@ class Policy(eqx.Module):
     def select(self, jobs: Jobs, s: int, needs: tuple[int, ...]) -> Bool[Array, " B"]:
         """The jobs in service after an event; ``needs``: the workload's distinct needs,
         largest first (static)."""
+
+    def closed_form_limit(self, workload) -> float | None:
+        """The stability limit of this policy on ``workload`` in closed form, where one is
+        known (``None`` otherwise)."""
+        return None
 
     def stability_limit(self, workload, key=None) -> tuple[str, float | None, tuple | None]:
         """``(method, lambda_c, (low, high))`` of this policy on ``workload``, or

@@ -46,9 +46,14 @@ class ServerFilling(WindowPolicy):
         k = sum(jnp.where(need == v, t[None], 0) for v, t in zip(needs, takes, strict=True))
         return prefix & (rank <= k)
 
-    def stability_limit(self, workload, key=None):
+    def closed_form_limit(self, workload) -> float | None:
+        """``lambda_ideal`` where the needs and ``s`` form a divisibility chain (class
+        docstring), else unknown."""
         needs = sorted({int(a) for a in workload.cores_array[:, 0]}) + [workload.s]
         if all(b % a == 0 for a, b in zip(needs, needs[1:], strict=False)):
-            lid = float(workload.lambda_ideal())
-            return "ideal", lid, (lid, lid)
-        return "unknown", None, None
+            return float(workload.lambda_ideal())
+        return None
+
+    def stability_limit(self, workload, key=None):
+        lid = self.closed_form_limit(workload)
+        return ("unknown", None, None) if lid is None else ("ideal", lid, (lid, lid))

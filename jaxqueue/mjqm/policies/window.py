@@ -16,6 +16,7 @@ class Window(PickPolicy):
 
     W: int = eqx.field(static=True)
     name = "window"
+    saturation_limit = True
 
     def __check_init__(self):
         if not (isinstance(self.W, int) and self.W >= 1):

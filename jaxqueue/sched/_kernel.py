@@ -1,70 +1,27 @@
 """The JAX kernel: one replication of the interruption scheduler as a jump chain.
 
-Model (``bf-clusters`` Section 2 and Algorithm 1 of Section 4). Jobs wait in a single
-virtual queue in order. Each server serves the oldest job of the queue that it may serve, so a
-job's service rate is the sum of the capacities of the servers for which it is the oldest
-compatible job. Job sizes are mixtures of sums of exponential phases
-(``jaxqueue.dist._phase``), so the state (the queue order, each job's servers, remaining phases
-and phase rate) is a continuous-time Markov chain. Its jumps:
+Model: ``bf-clusters`` Section 2 and Algorithm 1 of Section 4. Jobs wait in one virtual queue
+in order; each server serves the oldest job it may serve, so a job's rate ``r_k`` is the sum of
+the capacities of the servers for which it is the oldest compatible job. Sizes are mixtures of
+sums of exponential phases (``jaxqueue.dist._phase``). Jumps: an arrival of class i (rate
+``lam_i``, appended at the end; for random assignment its d servers drawn by Floyd's
+algorithm); the end of a phase of job k (rate ``r_k nu_k``; the job leaves after its last
+phase); an interruption of job k (rate ``r_k / theta``: the job moves to the END of the queue
+with its remaining phases; ``theta = inf`` is FCFS).
 
-* arrival of a class-i job, rate ``lam_i``: appended at the end of the queue (its number of
-  phases and phase rate drawn from the mixture; for random assignment its d servers drawn
-  uniformly, Floyd's algorithm);
-* end of a phase of job k, rate ``r_k nu_k`` (``r_k`` its service rate, ``nu_k`` the phase rate
-  per unit of work); the job leaves after its last phase;
-* interruption of job k, rate ``r_k alpha`` with ``alpha = 1 / theta``: each busy server s
-  interrupts at rate ``C_s / theta`` and an interruption releases all the job's servers, so the
-  job's interruption rate is ``sum_s C_s / theta = r_k / theta``. The job moves to the END of
-  the queue, keeping its remaining phases. ``alpha = 0`` is FCFS (theta = infinity).
+The embedded jump chain is simulated (Gillespie) and time-averages use the conditional mean
+holding time ``1 / R`` of each state instead of a sampled one (unbiased, less variance); the
+per-class mean numbers of jobs give the delays of eq. (9) by Little's law.
 
-The kernel simulates the embedded jump chain (Gillespie): at each jump the next event is drawn
-with probabilities proportional to the rates, and the time-averages use the conditional mean
-holding time ``1 / R`` of the state (R the total rate), an unbiased and lower-variance
-replacement of the sampled exponential holding time. Per-class time-averaged numbers of jobs
-``L_i = sum_t x_i(t) / R(t) / sum_t 1 / R(t)`` give the delays of eq. (9) by Little's law.
+Two layouts of the same chain (the same jumps from the same uniforms, tested equal): class
+queues (class pools, :func:`_fifo_chain`: a FIFO ring per class, O(N S) per jump) and
+per-server queues (random assignment, :func:`_server_step`: each server lists the jobs it may
+serve in queue order, O(sqrt(S) + D C) per jump for rows of C entries).
 
-Two layouts of the same chain (the same jumps from the same uniforms, tested equal):
-
-* **class queues** (class pools, :func:`_fifo_chain`): the job a server serves is the oldest job
-  of its own class (an older job of the same class would list the same server), so every event
-  touches the head of one class: a first-in first-out ring per class (interrupted jobs go back
-  to the tail of their class with a new stamp) and the heads' stamps decide each server's job.
-  A jump costs O(N S) for N classes and S servers, whatever the number of jobs held;
-* **per-server queues** (random assignment, :func:`_server_step`): each server keeps the jobs
-  it may serve in queue order, its head is its job, and a job's entry names its servers (no
-  job table), so a jump costs O(sqrt(S) + D C) for rows of C entries (the job slots it
-  replaced scanned all Q jobs for each freed server, O(Q D)).
-
-Static buffers: the queue holds at most ``queue_size`` jobs (and a server's row
-``KernelSpec.row_size``); an arrival into a full buffer is dropped and COUNTED in ``overflow``
-(the caller refuses results with overflow > 0 and grows the buffer).
-
-Random numbers: ``n_uniforms`` per jump (even), the 32-bit words of Threefry-2x32 with 13 rounds
-(unrolled) on the counters ``(jump, column pair)`` under ``fold_in(key, block)``, computed inside
-the jump: 2 for class pools with one exponential phase, then the mixture component and the d
-servers of random assignment. Measured on the 2-core CPU (2026-11-26, 256 replications, one
-process): ``jax.random.bits`` (20 rounds, a rolled loop, about 20 ns per jump alone) over a
-stored block of 1000 jumps gave the M model 14.5 M jumps per CPU-second, the unrolled
-13-round cipher 18 M; computed inside the jump it also stops a 4-8 MB block of uniforms from
-evicting the rows that random assignment reads at random (1.8 -> 2.5 M jumps/s).
-
-The class-queue jump, as XLA:CPU runs it (vmapped over replications, one jump = one pass of a
-``while`` body whose every array is one loop, a "thunk", over the replications): profiled
-with ``jax.profiler`` and ``--xla_dump_to`` (2026-11-26, M model, 128-256 replications), the
-old step (one function per jump) made 20 fused loops and 5 copies per jump, about 60 ns per
-replication-jump: the random words (the cipher computed twice: stacked words are computed per
-entry), a reduce-window for the cumulated rates (2 us of 15), the gathers of small vectors
-(``own[s]``, ``busy[s]``, ``head[c]``), each a loop of its own, the decision recomputed in
-every loop that read it, and the copies of loop carries read after their update. Now
-(:func:`_fifo_chain`) a jump is 9 loops (the loop counter's included) and no copy: the
-decision of the next jump is one int32 code in the carry (computed once, whatever reads it),
-small vectors are indexed by selects and summed by unrolled additions, ``meta`` is updated in
-place (each column by the kind of the jump), the stamp is the jump counter, and an empty
-class reads a sentinel slot: about 30 ns per replication-jump at 128 replications (one
-device), of which the 8 measured sums (one loop over 8 columns, not vectorised by XLA:CPU)
-and ``1 / R`` take a third. At 256 replications on one device XLA:CPU splits the ``meta``
-update and the ring write over two threads (its cost model), which costs more than it gains
-on this loaded 2-core machine; 2 host devices of 128 replications each do not split.
+Static buffers: at most ``queue_size`` jobs (``KernelSpec.row_size`` per server row); an
+arrival into a full buffer is dropped and counted in ``overflow``, and the caller refuses such
+results and grows the buffer. Random numbers: ``n_uniforms`` per jump from the unrolled
+13-round Threefry-2x32 on the counters ``(jump, column pair)`` under ``fold_in(key, block)``.
 """
 
 from __future__ import annotations
@@ -369,7 +326,7 @@ def _server_step(spec: KernelSpec, params: KernelParams, state, u):
         cls = jnp.minimum(entry[0], N - 1)
         srv_t = params.class_servers[cls]
     # the per-jump scalars computed once: without the barrier XLA fuses them into every
-    # element of the row operations below (measured: a third of the jump's time)
+    # element of the row operations below
     entry, srv_t, cls, is_arr, job_ok, done, depart, interrupt = jax.lax.optimization_barrier(
         (entry, srv_t, cls, is_arr, job_ok, done, depart, interrupt)
     )

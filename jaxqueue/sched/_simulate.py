@@ -48,9 +48,7 @@ relaxation time of the queue is about ``2 tau_int`` (M/M/1: ``tau_int = (1 + rho
 Whitt 1989, and relaxation time ``1 / (1 - sqrt(rho))^2``), so with the default warm-up (as long
 as the run) ``n_eff >= 5`` means a warm-up of >= 5 relaxation times (start-empty bias
 <= e^-5 of the initial deficit) and halves of >= 5 tau_int each, nearly independent, for the
-drift test to compare. Below, the run is too short to tell. Measured: settled runs of the tests give
-n_eff >= 25 (estimates spread up to 5x between seeds at R = 10); the runs of issue 14 at
-rho = 0.99 give 0.3 to 1.2."""
+drift test to compare. Below, the run is too short to tell."""
 
 
 class SchedResult(Result):

@@ -7,18 +7,16 @@ prediction and the budget.
 
 from __future__ import annotations
 
-import functools
 import os
+
+import jax
 
 __all__ = ["memory_budget"]
 
 
-@functools.cache
 def _machine_bytes() -> tuple[float | None, str]:
     """Bytes of the memory that holds the arrays (the first device's allocator limit on a GPU
     or TPU, else the host's physical memory) and its name, or ``None`` when unknown."""
-    import jax
-
     dev = jax.devices()[0]
     if dev.platform != "cpu":
         stats = dev.memory_stats() or {}

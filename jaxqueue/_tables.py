@@ -15,7 +15,7 @@ PANDAS_MISSING = "tables need pandas: pip install 'jaxqueue[tables]' (or pip ins
 
 def pandas():
     """The pandas module, or an ``ImportError`` whose message is one line saying how to get it."""
-    try:
+    try:  # an optional dependency, imported when a table is asked for
         import pandas as pd
     except ImportError:
         raise ImportError(PANDAS_MISSING) from None

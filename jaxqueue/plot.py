@@ -16,7 +16,7 @@ def _figure(ax=None, size=(6.0, 4.0)):
     """A new figure and its axes, or the figure of ``ax``."""
     if ax is not None:
         return ax.figure, ax
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # loaded with the first figure, not on import
 
     fig = Figure(figsize=size, layout="constrained")
     return fig, fig.add_subplot()

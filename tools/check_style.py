@@ -194,7 +194,15 @@ def _check_python(path: Path, rel: str, findings: list) -> None:
         prev = lineno - 2
         while prev >= 0 and lines[prev].strip().startswith(("import ", "from ")):
             prev -= 1  # a block of imports under one reason comment
-        return prev >= 0 and lines[prev].strip().startswith("#")
+        if prev < 0:
+            return False
+        above = lines[prev].strip()
+        # a whole-line comment, or one on the `try:` / `if ...:` that guards the import
+        return above.startswith("#") or (
+            above.endswith(":") is False
+            and "#" in above
+            and above.startswith(("try:", "if ", "else:", "except"))
+        )
 
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -202,7 +210,7 @@ def _check_python(path: Path, rel: str, findings: list) -> None:
         n = fn.end_lineno - fn.lineno + 1
         if n > MAX_FUNCTION_LINES and ast.get_docstring(fn) is None:
             findings.append(("long", rel, fn.lineno, f"{fn.name}: {n} lines, no docstring"))
-        for node in ast.walk(fn):
+        for node in _walk_own(fn):
             if isinstance(node, (ast.Import, ast.ImportFrom)) and not is_commented(node.lineno):
                 names = ", ".join(a.name for a in node.names)
                 mod = getattr(node, "module", None)
@@ -261,7 +269,20 @@ def _check_python(path: Path, rel: str, findings: list) -> None:
                 and not _CACHE_NAME.search(name)
             ):
                 continue
-            findings.append(("cache", rel, lineno, f"module-level mutable {name} (mutated in a function)"))
+            findings.append(
+                ("cache", rel, lineno, f"module-level mutable {name} (mutated in a function)")
+            )
+
+
+def _walk_own(fn: ast.AST):
+    """The nodes of ``fn``'s body, not descending into nested functions (they are walked
+    on their own)."""
+    todo = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
 
 
 def _mutated_in_function(tree: ast.Module, name: str) -> bool:

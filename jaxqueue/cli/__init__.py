@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
+import traceback
+
+from .. import __version__
+from ._common import Parser, UsageError, activity, configure, set_verbosity, writable_file
 
 # Families, in the order they appear in `jaxqueue --help`.
 _MODULES = (
@@ -58,9 +63,6 @@ def _leaves(parser: argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
-    from ._common import Parser
-
     parser = Parser(
         prog="jaxqueue",
         description="Differentiable JAX numerics for clusters modelled as queues. Exit status: "
@@ -105,8 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     non-ok estimate under ``--strict``). Errors are one line on stderr (and, under ``--json``,
     a JSON object ``{"error": ..., "exit_status": ...}`` on stdout); ``--debug`` adds the
     traceback."""
-    from ._common import UsageError, activity, configure, set_verbosity, writable_file
-
     argv = list(sys.argv[1:] if argv is None else argv)
     as_json, debug = "--json" in argv, "--debug" in argv
     try:
@@ -141,9 +141,6 @@ def main(argv: list[str] | None = None) -> int:
 def _fail(err: BaseException, line: str, status: int, as_json: bool, debug: bool) -> int:
     """Report an error: the traceback under ``--debug``, one line on stderr, and under
     ``--json`` the JSON object ``{"error": LINE, "exit_status": STATUS}`` on stdout."""
-    import json
-    import traceback
-
     if debug:
         traceback.print_exception(err, file=sys.stderr)
     print(line, file=sys.stderr, flush=True)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import json
 import logging
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
 import numpy as np
+
+from ..scenarios import get as get_scenario
+from ..scenarios import names as scenario_names
 
 DEFAULT_SEED = 20261122
 
@@ -149,14 +154,12 @@ def writable_folder(path: str, option: str) -> str:
 def mjqm_command(group, name: str, **kwargs) -> argparse.ArgumentParser:
     """The parser of ``jaxqueue mjqm NAME`` (``kwargs``: its ``help`` and ``description``) with
     the option every MJQM command takes, ``--scenario NAME|FILE``."""
-    from ..scenarios import names
-
     p = group("mjqm", "multiserver-job queue (mjsre)").add_parser(name, **kwargs)
     p.add_argument(
         "--scenario",
         required=True,
         metavar="NAME|FILE",
-        help=f"a scenario ({', '.join(names())}) or a TOML/JSON workload file",
+        help=f"a scenario ({', '.join(scenario_names())}) or a TOML/JSON workload file",
     )
     return p
 
@@ -164,13 +167,11 @@ def mjqm_command(group, name: str, **kwargs) -> argparse.ArgumentParser:
 def workload(spec: str):
     """The multiserver-job workload of ``--scenario``: an unknown name, or a pool scenario, is
     a usage error; a file that cannot be read or is refused is a runtime error."""
-    from ..scenarios import get
-
     if not names_a_file(spec):
         with usage_errors():
-            wl = get(spec)
+            wl = get_scenario(spec)
     else:
-        wl = get(spec)
+        wl = get_scenario(spec)
     if not hasattr(wl, "lambda_ideal"):
         raise UsageError(f"scenario {spec!r} is not a multiserver-job workload")
     return wl
@@ -209,9 +210,7 @@ def configure(args: argparse.Namespace) -> None:
     persistent compilation cache (``$JAXQUEUE_CACHE_DIR``, default ``~/.cache/jaxqueue/xla``;
     ``JAXQUEUE_NO_CACHE=1`` turns it off) so that repeated commands skip XLA compilation, and
     ``jax.distributed`` (with gloo collectives between CPU processes) for ``--distributed``."""
-    import os
-
-    import jax
+    import jax  # once a command runs: `--help` and usage errors do not load jax
 
     jax.config.update("jax_enable_x64", True)
     if os.environ.get("JAXQUEUE_NO_CACHE", "") not in ("1", "true", "yes"):
@@ -269,8 +268,6 @@ def _native_stdout_to_stderr() -> None:
     """Keep stdout for the answer: the collectives library writes connection messages to the
     process's file descriptor 1, so point that at stderr and give Python's ``sys.stdout``
     a duplicate of the original descriptor."""
-    import os
-
     sys.stdout.flush()
     answer = os.dup(1)
     os.dup2(2, 1)
@@ -359,7 +356,7 @@ LOGGER = logging.getLogger("jaxqueue")
 warnings only, ``-v`` adds debug lines."""
 
 
-_BARS: list = []
+_BAR: contextvars.ContextVar = contextvars.ContextVar("jaxqueue_bar", default=None)
 """The live progress bar of :func:`activity`, if any (log lines are written above it)."""
 
 
@@ -371,9 +368,10 @@ class _Stderr(logging.Handler):
         if not _is_lead_process():
             return
         text = self.format(record)
-        if _BARS:
-            _BARS[-1].write(text, file=sys.stderr)
-            _BARS[-1].set_postfix_str(text.strip()[:60], refresh=False)
+        bar = _BAR.get()
+        if bar is not None:
+            bar.write(text, file=sys.stderr)
+            bar.set_postfix_str(text.strip()[:60], refresh=False)
         else:
             print(text, file=sys.stderr, flush=True)
 
@@ -400,9 +398,7 @@ def activity(desc: str):
     if not show or LOGGER.getEffectiveLevel() > logging.INFO or not _is_lead_process():
         yield
         return
-    import threading
-
-    from tqdm import tqdm
+    from tqdm import tqdm  # only when a bar is shown: `--help` stays fast
 
     bar = tqdm(
         desc=desc,
@@ -417,13 +413,13 @@ def activity(desc: str):
     )
     ticker.daemon = True
     ticker.start()
-    _BARS.append(bar)
+    token = _BAR.set(bar)
     try:
         yield
     finally:
         stop.set()
         ticker.join()
-        _BARS.pop()
+        _BAR.reset(token)
         bar.close()
 
 
@@ -441,6 +437,6 @@ def names_a_file(spec: str) -> bool:
 def read_spec(path: str) -> dict:
     """Read a JSON or TOML file into a dict (one-line errors naming the file:
     ``jaxqueue._files.read_document``, the one reader of every spec file)."""
-    from .._files import read_document
+    from .._files import read_document  # _files loads jax: not at `--help`
 
     return read_document(path)

@@ -27,7 +27,7 @@ def _table(out: dict) -> str:
 
 
 def _run(args) -> int:
-    from jaxqueue.optimize.cases import run_case
+    from jaxqueue.optimize.cases import run_case  # the models load jax: not at parser build
 
     def progress(r, info):
         log(

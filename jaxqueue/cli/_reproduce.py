@@ -37,7 +37,7 @@ def register(top, group) -> None:
 
 
 def _run(args) -> int:
-    import jax
+    import jax  # once the command runs: building the parser does not load jax
 
     module, source = STUDIES[args.study]
     out = pathlib.Path(writable_folder(os.path.join(args.out, args.study), "--out"))

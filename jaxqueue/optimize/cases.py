@@ -3,36 +3,28 @@
 Each case builds a :class:`~jaxqueue.optimize.Problem`, runs
 :func:`~jaxqueue.optimize.minimize` and returns a JSON-able dict with at least ``case``,
 ``cost``, ``targets_met``, ``slack``, ``params``, ``targets``, ``history`` (a short summary) and
-``device``. ``fast=True`` uses reduced sizes (for ``jaxqueue demo`` and the tests).
+``device``; ``fast=True`` uses reduced sizes (for ``jaxqueue demo`` and the tests). Cases:
 
-Cases:
-
-* ``capacity-m-model``: least ``sum_k c_k mu_k`` on the M model (``bf-clusters`` §5) with
-  ``T_i <= target_i``; objective from the closed forms (10)-(11), re-evaluated by
-  :func:`jaxqueue.pools.solve`.
-* ``capacity-random-10``: the same on a random 10-server graph (fixed seed; 6 servers with
-  ``fast``); objective by :class:`SubsetBF`, re-evaluated by :func:`jaxqueue.pools.solve`.
-* ``typed-capacity``: how many servers of each of four types (a :class:`TypedPool`) minimise
-  ``sum_t c_t n_t`` with ``T_i <= target_i``: continuous counts through the aggregated pool,
-  then rounded and re-checked exactly by :func:`jaxqueue.pools.solve`.
-* ``traffic-split``: two job types routed over two candidate server groups each, split
-  probabilities chosen to minimise the mean delay.
+* ``capacity-m-model``: least ``sum_k c_k mu_k`` with ``T_i <= target_i`` on the M model
+  (``bf-clusters`` §5, closed forms (10)-(11)), re-evaluated by :func:`jaxqueue.pools.solve`;
+* ``capacity-random-10``: the same on a random 10-server graph (:class:`SubsetBF`);
+* ``typed-capacity``: servers per type of a :class:`TypedPool` minimising ``sum_t c_t n_t``,
+  continuous through the aggregated pool, then rounded and re-checked exactly;
+* ``traffic-split``: two job types over two candidate server groups each, split probabilities
+  minimising the mean delay;
 * ``degree-mix``: premium / regular jobs on K = 100 servers under randomized assignment
-  (``bf-recursive`` §4.2, §6.1): least mean degree such that premium jobs get a target ratio
-  of service rates and regular jobs a minimum service rate; integer degrees by relaxation over
-  degree distributions, rounding and exact re-verification.
-* ``mjqm-max-rate``: the five-class MJQM (``mjsre`` Table 2, exponential): the largest arrival
-  rate keeping the mean waiting time of every class under a target.
+  (``bf-recursive`` §4.2, §6.1): least mean degree meeting a ratio of service rates, integer
+  degrees by relaxation, rounding and exact re-verification;
+* ``mjqm-max-rate``: the five-class MJQM (``mjsre`` Table 2): the largest arrival rate keeping
+  every class's mean wait under a target; ``mjqm-max-rate-exact`` the same on the exact waits
+  of :func:`jaxqueue.mjqm.exact` (Newton's method on ``dW/dlam``);
 * ``mjqm-speedup``: the same queue at a fixed arrival rate: the smallest server speed-up
-  keeping the 90th percentile of the waiting time of every class under a target.
-* ``mjqm-max-rate-exact``: ``mjqm-max-rate`` on the exact waits of :func:`jaxqueue.mjqm.exact`
-  (exponential services, a QBD): Newton's method on the exact ``dW/dlam``; the answer meets the
-  targets and the binding class waits the target to 1e-10 (relative). With ``fast``: a
-  three-class, six-server workload.
+  keeping every class's 90th percentile of the wait under a target.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 
@@ -40,6 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..pools import Pool, TypedPool, solve, stability
+from ..pools.structured import random_assignment_kernel, random_load_ratios
+from . import _mjqm_cases
 from ._bf import SubsetBF, m_model_metrics, random_degree_metrics
 from ._minimize import minimize
 from ._problem import Positive, Problem, Simplex, Target
@@ -50,8 +45,6 @@ __all__ = ["CASES", "run_case", "build_case"]
 
 def _pools_metrics(server_sets, mu, lam) -> dict:
     """Exact re-evaluation by the generic engine :func:`jaxqueue.pools.solve` (LP check)."""
-    from jaxqueue.pools import Pool, solve, stability
-
     pool = Pool(server_sets, np.asarray(mu, dtype=float))
     lam = np.asarray(lam, dtype=float)
     st = stability(pool, lam)
@@ -177,8 +170,6 @@ def typed_capacity_exact(c: dict, counts) -> dict:
     """Exact re-evaluation of server counts by :func:`jaxqueue.pools.solve`: on the
     :class:`~jaxqueue.pools.TypedPool` for integer counts, on the aggregated pool (one server
     per type of capacity ``n_t mu_t``, the same metrics) for relaxed ones."""
-    from jaxqueue.pools import Pool, TypedPool, solve, stability
-
     n = np.asarray(counts, float)
     mu = np.asarray(c["mu"], float)
     lam = np.asarray(c["lam"], float)
@@ -331,8 +322,6 @@ def degree_mix_exact(c: dict, w) -> dict:
     """Re-evaluation by the structured engine :mod:`jaxqueue.pools.structured` (§4.2): each
     (type, degree) pair with positive weight is a job type of its own; per-type ``L`` sums over
     degrees."""
-    from jaxqueue.pools.structured import random_assignment_kernel, random_load_ratios
-
     w = np.asarray(w, float)
     p = np.asarray(c["type_probs"], float)
     K = int(c["K"])
@@ -413,8 +402,6 @@ def degree_mix(fast: bool = False, progress=None):
 
 def _mjqm_case(name):
     def run(fast: bool = False, progress=None):
-        from . import _mjqm_cases
-
         return getattr(_mjqm_cases, name.replace("-", "_"))(fast=fast, progress=progress)
 
     return run
@@ -439,8 +426,6 @@ def build_case(name: str, fast: bool = False, progress=None, seed: int | None = 
     Raises:
         ValueError: unknown case name.
     """
-    import inspect
-
     if name not in CASES:
         raise ValueError(f"case: unknown {name!r}; choose one of {sorted(CASES)}")
     kwargs = {"fast": fast, "progress": progress}

@@ -13,15 +13,9 @@
 * ``fig7b_borg.png/.csv``: ``borg-cell-b`` mean wait vs lambda, backward sampler and forward
   simulation, with ``lambda_c``;
 * ``table1_two_class_256.csv/.png``: at ``lambda = k 0.1 lambda_max``, k = 1..9 (2, 5, 8 in
-  fast mode), the exact mean wait (the QBD solver :func:`jaxqueue.mjqm.exact`, column
-  ``exact``) beside the backward (Algorithm 1) and forward MJSRE estimates with their 99%
-  intervals and run times, and whether each interval covers the exact value (``b_covers``,
-  ``f_covers``). ``lambda_max`` is :func:`jaxqueue.mjqm.exact_lambda_c`; the summary also gives
-  the closed form eq. (8) as a check (``lambda_max_two_class_256_eq8``), the exact waits, the
-  coverage counts (``table1_coverage``) and the exact solver's compile and solve times. The
-  exact column is one jitted solve per load (``jax.vmap`` over the loads hangs the XLA CPU
-  pool on 2 cores); it adds 4-7 s on a CPU: one XLA compilation (2.5-4.5 s), then about
-  0.3 s per load.
+  fast mode), the exact mean wait (:func:`jaxqueue.mjqm.exact`) beside the backward
+  (Algorithm 1) and forward MJSRE estimates with their 99% intervals, run times and coverage;
+  ``lambda_max`` is :func:`jaxqueue.mjqm.exact_lambda_c`, checked against eq. (8).
 
 Fast mode (CPU, a few minutes) uses few loads and samples; full mode is sized for a GPU.
 """
@@ -47,9 +41,36 @@ from ..mjqm import (
     wait_density,
 )
 from ..scenarios import get
-from ._io import save_figure, write_csv
+from ._io import pyplot, save_figure, write_csv
 
 LAWS = ["exp", "erlang3", "hyperexp", "bpareto"]
+
+
+def _errorbar(ax, x, est, **kw) -> None:
+    """Points ``est[:, 0]`` with error bars to ``[est[:, 1], est[:, 2]]`` (an interval)."""
+    ax.errorbar(x, est[:, 0], yerr=[est[:, 0] - est[:, 1], est[:, 2] - est[:, 0]], **kw)
+
+
+def _backward_forward(wl, lam, keys, *, n_samples, ell0, n_jobs, n_replications, **check):
+    """The mean wait at ``lam`` by backward sampling (Algorithm 1, float32, 99% intervals from
+    :func:`palm_metrics`) and by a forward run from empty, with the seconds each took:
+    ``(palm metrics, forward result, backward seconds, forward seconds)``; ``check``: the
+    load-check options of both."""
+    t0 = time.perf_counter()
+    S = sample_backward(wl, lam, n_samples, key=keys[0], dtype=jnp.float32, ell0=ell0, **check)
+    m = palm_metrics(wl, S, level=0.99)
+    tb = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fw = simulate(
+        wl,
+        lam,
+        key=keys[1],
+        n_jobs=n_jobs,
+        n_replications=n_replications,
+        level=0.99,
+        **check,
+    )
+    return m, fw, tb, time.perf_counter() - t0
 
 
 def _fig2a(out, fast, key, plt, files):
@@ -75,7 +96,7 @@ def _fig2a(out, fast, key, plt, files):
         rows,
     )
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.errorbar(a[:, 0], a[:, 4], yerr=[a[:, 4] - a[:, 5], a[:, 6] - a[:, 4]], marker="o")
+    _errorbar(ax, a[:, 0], a[:, 4:7], marker="o")
     ax.set_xscale("log")
     ax.set_xlabel("mean service time of 100-core jobs")
     ax.set_ylabel("wasted servers at saturation")
@@ -168,9 +189,7 @@ def _fig2(out, plt, rec, samples_bp, files) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for law in LAWS:
         d = _select(rec, law, 1)
-        ax.errorbar(
-            d[:, 1], d[:, 8], yerr=[d[:, 8] - d[:, 9], d[:, 10] - d[:, 8]], marker="o", label=law
-        )
+        _errorbar(ax, d[:, 1], d[:, 8:11], marker="o", label=law)
     ax.set_xlabel("arrival rate lambda")
     ax.set_ylabel("servers idle by HOL blocking")
     ax.set_title("Fig. 2(b): five classes, s = 20")
@@ -264,23 +283,14 @@ def _fig7b(out, fast, key, plt, files):
     rows = []
     for i, f in enumerate(tqdm(fracs, desc="borg-cell-b", leave=False)):
         lam = f * r.lambda_c
-        S = sample_backward(
+        m, fw, _, _ = _backward_forward(
             wl,
             lam,
-            n,
-            key=jax.random.fold_in(key, 70 + i),
-            dtype=jnp.float32,
-            override=True,
+            (jax.random.fold_in(key, 70 + i), jax.random.fold_in(key, 700 + i)),
+            n_samples=n,
             ell0=1024 if fast else 4096,
-        )
-        m = palm_metrics(wl, S, level=0.99)
-        fw = simulate(
-            wl,
-            lam,
-            key=jax.random.fold_in(key, 700 + i),
             n_jobs=20_000 if fast else 1_000_000,
             n_replications=8 if fast else 64,
-            level=0.99,
             override=True,
         )
         rows.append(
@@ -301,20 +311,8 @@ def _fig7b(out, fast, key, plt, files):
     )
     a = np.array(rows, dtype=float)
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.errorbar(
-        a[:, 1],
-        a[:, 2],
-        yerr=[a[:, 2] - a[:, 3], a[:, 4] - a[:, 2]],
-        marker="o",
-        label="backward (Algorithm 1)",
-    )
-    ax.errorbar(
-        a[:, 1],
-        a[:, 5],
-        yerr=[a[:, 5] - a[:, 6], a[:, 7] - a[:, 5]],
-        marker="s",
-        label="forward MJSRE",
-    )
+    _errorbar(ax, a[:, 1], a[:, 2:5], marker="o", label="backward (Algorithm 1)")
+    _errorbar(ax, a[:, 1], a[:, 5:8], marker="s", label="forward MJSRE")
     ax.axvline(r.lambda_c, color="r", ls="--", label="lambda_c")
     ax.set_xlabel("lambda")
     ax.set_ylabel("mean waiting time")
@@ -331,7 +329,7 @@ def _exact_column(wl, ks: list[int]) -> tuple[float, list[float], list[float], f
     compiled once and called once per load. A loop rather than ``jax.vmap`` over the loads: the
     vmapped solve of this workload runs batched LU factorisations that deadlock the XLA CPU
     thread pool of a 2-core machine (jaxlib 0.10.2, both pool threads wait in
-    ``ParallelBatchMap``), and the loop adds only about 0.3 s per load.
+    ``ParallelBatchMap``).
 
     Returns:
         ``(lambda_max, waits, seconds per load, compile seconds)``.
@@ -379,27 +377,15 @@ def _table1_row(wl, k, lam, exact_w, exact_t, key, fast: bool) -> list:
     """One load of Table 1: backward sampling and a forward run from empty (Section 7.4: on
     average 50 big jobs per replication), timed, against the exact value, with their
     statuses."""
-    t0 = time.perf_counter()
-    S = sample_backward(
+    m, fw, tb, tf = _backward_forward(
         wl,
         lam,
-        64 if fast else 4096,
-        key=jax.random.fold_in(key, 900 + k),
-        dtype=jnp.float32,
+        (jax.random.fold_in(key, 900 + k), jax.random.fold_in(key, 950 + k)),
+        n_samples=64 if fast else 4096,
         ell0=1024 if fast else 10240,
-    )
-    m = palm_metrics(wl, S, level=0.99)
-    tb = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    fw = simulate(
-        wl,
-        lam,
-        key=jax.random.fold_in(key, 950 + k),
         n_jobs=10_000 if fast else 50_000,
         n_replications=16 if fast else 256,
-        level=0.99,
     )
-    tf = time.perf_counter() - t0
     b_lo, b_hi = m["wait_mean_ci"]
     f_lo, f_hi = np.asarray(fw.wait_mean_all_ci).tolist()
     backward = [m["wait_mean"], b_lo, b_hi, tb, int(b_lo <= exact_w <= b_hi)]
@@ -410,16 +396,8 @@ def _table1_row(wl, k, lam, exact_w, exact_t, key, fast: bool) -> list:
 
 def _table1_plot(out, plt, a) -> None:
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.errorbar(
-        a[:, 0], a[:, 4], yerr=[a[:, 4] - a[:, 5], a[:, 6] - a[:, 4]], marker="o", label="B-MJSRE"
-    )
-    ax.errorbar(
-        a[:, 0],
-        a[:, 9],
-        yerr=[a[:, 9] - a[:, 10], a[:, 11] - a[:, 9]],
-        marker="s",
-        label="F-MJSRE (from empty)",
-    )
+    _errorbar(ax, a[:, 0], a[:, 4:7], marker="o", label="B-MJSRE")
+    _errorbar(ax, a[:, 0], a[:, 9:12], marker="s", label="F-MJSRE (from empty)")
     ax.plot(a[:, 0], a[:, 2], "k--", marker="x", zorder=3, label="exact (QBD)")
     ax.set_yscale("log")
     ax.set_xlabel("lambda / lambda_max (exact)")
@@ -473,11 +451,7 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     Returns:
         A JSON-able summary with the stability limits found and ``files``.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     key = jax.random.key(seed)

@@ -10,7 +10,7 @@ MIN_TESTS := tests/test_dist.py tests/test_stats.py tests/test_pools_core.py \
 	tests/test_sharding.py tests/test_networks.py tests/test_mjqm_exact.py \
 	tests/test_bad_input.py tests/test_tables.py
 
-.PHONY: setup demo test test-slow test-min lint bench docs notebooks clean
+.PHONY: setup demo test test-slow test-min lint style bench docs notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ test-min:
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check jaxqueue tests benchmarks
+
+# The package's prose and structure: no date, issue number or timing in its comments, short
+# module docstrings, a reason on each lazy import, no module-level cache (plain Python).
+style:
+	$(PYTHON) tools/check_style.py --summary
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run

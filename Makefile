@@ -5,10 +5,10 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 VENV_MIN ?= .venv-min
 # A fast subset of the suite for the minimum versions (ci/constraints-min.txt).
-MIN_TESTS := tests/test_dist.py tests/test_stats.py tests/test_pools_core.py \
-	tests/test_mjqm_step.py tests/test_mjqm_workload.py tests/test_scenario_files.py \
-	tests/test_sharding.py tests/test_networks.py tests/test_mjqm_exact.py \
-	tests/test_bad_input.py tests/test_tables.py
+MIN_TESTS := tests/distributions/test_laws.py tests/stats/test_ci.py tests/pools/test_core.py \
+	tests/mjqm/test_step.py tests/mjqm/test_workload.py tests/scenarios/test_files.py \
+	tests/core/test_sharding.py tests/networks/test_networks.py tests/mjqm/test_exact.py \
+	tests/cli/test_bad_input.py tests/core/test_tables.py
 
 .PHONY: setup demo test test-slow test-min lint style bench docs notebooks clean
 

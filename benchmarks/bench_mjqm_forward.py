@@ -5,7 +5,8 @@ state, 1024 replications, random numbers generated inside the jit, all metrics a
 (per-class waiting-time moments and histograms, HOL and total waste). Baselines, in the same
 run: (a) numpy vectorised over the same 1024 replications with a full sort per job;
 (b) a plain numpy per-job loop with a full sort (one replication); (c) the event-driven
-(heapq) simulator of ``tests/mjqm_event_sim.py``. The JAX scan is timed on one device and, in a
+(heapq) simulator of ``tests/references/mjqm_events.py``.
+The JAX scan is timed on one device and, in a
 fresh process, with one host device per CPU core and the replications sharded over them (a
 single XLA:CPU device runs the scan on one thread). Memory: peak resident memory and XLA's
 temporary buffers for 10^5 jobs per replication. Targets (issue 19): at least 2x the 1-device
@@ -85,8 +86,8 @@ def _numpy_loop(wl, lam, n_jobs, seed=0):
 
 
 def _event(wl, lam, n_jobs, seed=0):
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-    from mjqm_event_sim import event_simulate, exp_sampler, random_jobs
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+    from tests.references.mjqm_events import event_simulate, exp_sampler, random_jobs
 
     rng = np.random.default_rng(seed)
     samplers = [exp_sampler(float(m)) for m in wl.mean_service()]
@@ -219,7 +220,7 @@ def run(fast: bool = False) -> str:
         f"jax >= 5x ({rate / rate_np:.1f}x) | {pf(ok_np)} |",
         f"| numpy per-job loop, sort per job | - | {loop_jobs / rate_loop:.3f} "
         f"({loop_jobs} jobs) | {rate_loop / 1e6:.3f} M | - ({rate / rate_loop:.0f}x) | - |",
-        f"| event-driven heapq simulator (tests/mjqm_event_sim.py) | - | "
+        f"| event-driven heapq simulator (tests/references/mjqm_events.py) | - | "
         f"{ev_jobs / rate_ev:.3f} ({ev_jobs} jobs) | {rate_ev / 1e6:.3f} M | "
         f"jax >= 100x ({rate / rate_ev:.0f}x) | {pf(ok_ev)} |",
         "",

@@ -19,12 +19,13 @@ from benchmarks._timing import time_jit
 
 
 def _network(population: int):
-    """The closed 3 x 20-server network timed by ``tests/test_networks.py`` (acceptance case)."""
+    """The closed 3 x 20-server network timed by ``tests/networks/test_networks.py``
+    (acceptance case)."""
     import pathlib
     import sys
 
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
-    from test_networks import three_pool_closed_network
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from tests.networks.test_networks import three_pool_closed_network
 
     return three_pool_closed_network(population)
 

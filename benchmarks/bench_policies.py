@@ -1,5 +1,5 @@
 """Issue 17: the event engine per scheduling policy against the plain-Python heapq simulator
-(``tests/ref_policy_events.py``) in the same run.
+(``tests/references/mjqm_policy_events.py``) in the same run.
 
 Five-class exponential scenario at half the FCFS stability limit; 1024 replications, the
 compiled kernel timed apart from compilation (one device, and the replications sharded over two
@@ -25,7 +25,7 @@ from jaxqueue.mjqm._events import _runs
 from jaxqueue.mjqm.policies import parse_policy
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
 POLICIES = (
     "fcfs",
@@ -88,7 +88,7 @@ def _heapq(policy: str, lam: float, n_jobs: int, repeat: int = 3) -> tuple[float
 
 
 def _heapq_once(policy: str, lam: float, n_jobs: int) -> tuple[float, float]:
-    import ref_policy_events as ref
+    from tests.references import mjqm_policy_events as ref
 
     wl = scenarios.get("five-class-exp")
     needs = [int(a) for a in wl.cores_array[:, 0]]
@@ -170,12 +170,13 @@ def run(fast: bool = False) -> str:
         "",
         f"`five-class-exp` at lam = {lam:.6f} (half the FCFS lambda_c), float64, {REPS} "
         f"replications x {n_jobs} jobs (warm-up {n_jobs // 5}) per policy; the heapq simulator "
-        f"(`tests/ref_policy_events.py`, plain Python, one process) on {n_ref} jobs. Jobs/s: "
+        f"(`tests/references/mjqm_policy_events.py`, plain Python, one process) on {n_ref} jobs. "
+        "Jobs/s: "
         "jobs simulated (warm-up included) over the run time of the compiled kernel; the "
         "two-device column shards the replications over two host devices "
         "(`--xla_force_host_platform_device_count=2`, the same 2 cores). The last figures are "
         "the mean response times of the two runs (different random numbers: a sanity check; "
-        "job-by-job equality on the same inputs is in `tests/test_mjqm_policies.py`); for "
+        "job-by-job equality on the same inputs is in `tests/mjqm/policies/test_policies.py`); for "
         f"fcfs the exact mean response (QBD) is {truth:.4f}. Best of 2 warm engine runs and "
         "of 3 heapq runs, one policy after the other (the machine is shared: one-minute load "
         f"average {min(load):.1f}-{max(load):.1f} on the 2 cores during this run; the ratio "

@@ -2,7 +2,7 @@
 
 Both simulate Algorithm 1 of ``papers/bf-clusters.md`` on the same model in the same run:
 the JAX kernel (``jaxqueue.sched``, 100 replications vmapped, sharded over the host devices)
-and the separately written Python/heapq simulator ``tests/sched_event_sim.py``. With
+and the separately written Python/heapq simulator ``tests/references/sched_events.py``. With
 exponential sizes one jump of the kernel is one event of the baseline (arrival, departure or
 interruption), so events per second compare directly. Target (issue #6): kernel >= 10x the
 baseline with 100 replications on a 2-core CPU.
@@ -93,11 +93,11 @@ def _kernel_subprocess(case: str, jumps: int, replications: int, devices: int) -
 
 
 def _baseline(case: str, events: int) -> dict:
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))
     import numpy as np
-    from sched_event_sim import simulate_events
 
     from jaxqueue.dist import get_law
+    from tests.references.sched_events import simulate_events
 
     kind, a, b, rho, _ = CASES[case]
     if kind == "class":
@@ -222,7 +222,7 @@ def run(fast: bool = False) -> str:
         "",
         f"Exponential sizes, m = 1, rho = 0.9, {reps} replications"
         f"{' (fast sizes)' if fast else ''}. Baseline: event-driven heapq simulator "
-        "(`tests/sched_event_sim.py`), events/s; kernel: jumps/s over all replications "
+        "(`tests/references/sched_events.py`), events/s; kernel: jumps/s over all replications "
         "(warm-up included, compilation timed apart, `block_until_ready`); the job buffer "
         "grows (rerun, reported) if it overflows. Targets (issue 19): twice the paper "
         "author's C simulator per machine (M model 33 M jumps/s; random assignment 4 M).",

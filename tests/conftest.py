@@ -8,7 +8,7 @@ jax.config.update("jax_enable_x64", True)
 
 os.environ.setdefault("JAXQUEUE_FAST", "1")
 # Tests that call the command line in-process leave the persistent compilation cache off
-# (tests/test_pools_cli.py checks the cache in a subprocess).
+# (tests/pools/test_cli.py checks the cache in a subprocess).
 os.environ["JAXQUEUE_NO_CACHE"] = "1"
 
 

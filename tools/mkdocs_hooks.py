@@ -9,7 +9,7 @@ Both pages are built from the code itself, so they cannot drift from it:
   object exported by several modules is documented once, where it is defined, and linked from
   the others.
 
-``API_MODULES`` and :func:`public_names` are also used by ``tests/test_docs.py``.
+``API_MODULES`` and :func:`public_names` are also used by ``tests/repo/test_docs.py``.
 """
 
 from __future__ import annotations

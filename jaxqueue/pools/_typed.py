@@ -21,7 +21,7 @@ The same follows from the recursion over count vectors: the reduced system of a 
 ``L`` holding ``m_t`` servers of type ``t`` keeps the classes whose types are all *full* in
 ``L`` (``m_t = counts[t]`` for ``t`` in ``type_sets[i]``), and Theorem 1 (eq. (9)) becomes
 ``log(1/psi(m)) = logsumexp_t [log(m_t mu_t) + log(1/psi(m - e_t))] - log(M(m) - Lambda(m))``
-(the ``m_t`` subsets ``L - k`` with ``k`` of type ``t`` are alike). ``tests/test_typed_pools.py``
+(the ``m_t`` subsets ``L - k`` with ``k`` of type ``t`` are alike). ``tests/pools/test_typed.py``
 runs that recursion as an independent reference.
 """
 

@@ -1,0 +1,603 @@
+"""The event engine and its policies against independent references: the plain-Python heapq
+simulator (``mjqm_policy_events.py``, job by job on the same inputs), the MJSRE forward scan
+(fcfs), the exact QBD (fcfs), and a truncated CTMC over the ordered queue contents
+(``mjqm_policy_ctmc.py``)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxqueue import scenarios
+from jaxqueue.dist import BoundedPareto, Exponential, HyperExponential
+from jaxqueue.mjqm import Workload, _events, draw_jobs, exact, simulate, simulate_policy
+from jaxqueue.mjqm._events import _run
+from jaxqueue.mjqm.policies import POLICIES, parse_policy
+from tests.references import mjqm_policy_ctmc, mjqm_policy_events
+
+ALL = (
+    "fcfs",
+    "first-fit",
+    "window:3",
+    "preemptive-first-fit",
+    "msf",
+    "server-filling",
+    "easy-backfilling",
+)
+
+
+def _workloads():
+    exp5 = scenarios.get("five-class-exp")
+    rare = Workload(
+        servers=8,
+        cores=(1, 8),
+        probs=(0.95, 0.05),
+        services=(Exponential(1.0), Exponential(4.0)),
+        name="rare-8",
+    )
+    heavy = Workload(
+        servers=6,
+        cores=(1, 2, 3, 6),
+        probs=(0.4, 0.3, 0.2, 0.1),
+        services=(
+            BoundedPareto(0.2, 50.0, 1.5),
+            HyperExponential(means=(0.5, 5.0), probs=(0.9, 0.1)),
+            Exponential(1.0),
+            BoundedPareto(0.5, 20.0, 1.2),
+        ),
+        name="heavy-6",
+    )
+    return {"five-class-exp": (exp5, 1.2), "rare-8": (rare, 1.8), "heavy-6": (heavy, 1.6)}
+
+
+def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=256):
+    st = _run(
+        parse_policy(policy),
+        wl,
+        jnp.asarray(lam, jnp.float64),
+        key,
+        jnp.arange(reps, dtype=jnp.int32),
+        jnp.int32(warmup),
+        jnp.int32(n_jobs),
+        jnp.int32(100 * n_jobs),
+        B,
+        False,
+        jnp.dtype(jnp.float64),
+    )
+    assert not np.any(np.asarray(st.overflow))
+    return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)
+
+
+def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
+    """The same jobs through the heapq simulator: enough extra arrivals that every measured job
+    has left before the trace ends."""
+    total = n_jobs + 400
+    jobs = draw_jobs(wl, lam, key, rep, jnp.arange(total), dtype=jnp.float64)
+    tau = np.asarray(jobs.tau)
+    arrivals = np.concatenate([[0.0], np.cumsum(tau[:-1])])
+    needs = np.asarray(jobs.alpha)[:, 0].tolist()
+    start, dep = mjqm_policy_events.run_trace(
+        policy, wl.s, needs, arrivals.tolist(), np.asarray(jobs.sigma).tolist()
+    )
+    start, dep = np.asarray(start), np.asarray(dep)
+    m = slice(warmup, n_jobs)
+    assert dep[m].max() < arrivals[-1]  # the measured jobs never saw the end of the trace
+    cls = np.asarray(jobs.cls)[m]
+    K = wl.n_classes
+    resp = np.bincount(cls, dep[m] - arrivals[m], minlength=K)
+    wait = np.bincount(cls, start[m] - arrivals[m], minlength=K)
+    return resp, wait, np.bincount(cls, minlength=K)
+
+
+@pytest.mark.parametrize("policy", ALL)
+@pytest.mark.parametrize(
+    "name",
+    [
+        "five-class-exp",
+        pytest.param("rare-8", marks=pytest.mark.slow),
+        pytest.param("heavy-6", marks=pytest.mark.slow),
+    ],
+)
+def test_policy_equals_heapq_simulator_job_by_job(name, policy):
+    """Same jobs (counter-based inputs), same responses and waits: every policy on three
+    workloads (exponential; a rare all-server class; heavy tails) against the heapq
+    simulator written separately, to 1e-9."""
+    wl, lam = _workloads()[name]
+    key = jax.random.key(11)
+    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000)
+    for r in range(2):
+        ref = _reference_sums(wl, lam, policy, key, r, 100, 1000)
+        np.testing.assert_array_equal(cnt[:, r], ref[2])
+        np.testing.assert_allclose(resp[:, r], ref[0], rtol=1e-9)
+        np.testing.assert_allclose(wait[:, r], ref[1], rtol=1e-9, atol=1e-9)
+
+
+def _reference_waits(wl, lam, policy, key, rep, warmup, n_jobs):
+    """Class and wait until first service of the measured jobs of replication ``rep`` through
+    the heapq simulator (the inputs of :func:`_reference_sums`)."""
+    jobs = draw_jobs(wl, lam, key, rep, jnp.arange(n_jobs + 400), dtype=jnp.float64)
+    tau = np.asarray(jobs.tau)
+    arrivals = np.concatenate([[0.0], np.cumsum(tau[:-1])])
+    needs = np.asarray(jobs.alpha)[:, 0].tolist()
+    start, _ = mjqm_policy_events.run_trace(
+        policy, wl.s, needs, arrivals.tolist(), np.asarray(jobs.sigma).tolist()
+    )
+    m = slice(warmup, n_jobs)
+    return np.asarray(jobs.cls)[m], np.asarray(start)[m] - arrivals[m]
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "msf"])
+def test_wait_p90_from_the_histogram_matches_the_heapq_quantile(policy):
+    """``wait_p90`` per class and overall (the engine's waiting-time histogram, binned and
+    interpolated as the forward scan does) against the empirical 0.9 quantile of the same jobs
+    through the heapq simulator: within 5% (a bin is 1/16 octave, 4.4% wide)."""
+    wl, lam = _workloads()["five-class-exp"]
+    key, reps, warmup, n_jobs = jax.random.key(13), 4, 400, 3000
+    res = simulate_policy(
+        wl, lam, policy, key=key, n_jobs=n_jobs, warmup=warmup, n_replications=reps
+    )
+    out = res.as_dict(wl)
+    cls, wait = map(
+        np.concatenate,
+        zip(
+            *(_reference_waits(wl, lam, policy, key, r, warmup, n_jobs) for r in range(reps)),
+            strict=True,
+        ),
+    )
+    np.testing.assert_array_equal(res.hist.sum(axis=1), np.bincount(cls, minlength=wl.n_classes))
+    checked = 0
+    for c in range(wl.n_classes):
+        w = wait[cls == c]
+        p90 = float(np.quantile(w, 0.9))
+        if len(w) < 400 or p90 == 0.0:
+            assert len(w) < 400 or out["classes"][c]["wait_p90"] == 0.0
+            continue
+        np.testing.assert_allclose(out["classes"][c]["wait_p90"], p90, rtol=0.05)
+        checked += 1
+    assert checked >= 2
+    np.testing.assert_allclose(out["wait_p90"], float(np.quantile(wait, 0.9)), rtol=0.05)
+
+
+def test_window_one_is_fcfs_and_a_wide_window_first_fit():
+    wl, lam = _workloads()["five-class-exp"]
+    key = jax.random.key(3)
+    fcfs = _engine_sums(wl, lam, "fcfs", key, 4, 100, 2000)
+    np.testing.assert_allclose(_engine_sums(wl, lam, "window:1", key, 4, 100, 2000), fcfs)
+    ff = _engine_sums(wl, lam, "first-fit", key, 4, 100, 2000)
+    np.testing.assert_allclose(_engine_sums(wl, lam, "window:64", key, 4, 100, 2000), ff)
+    assert not np.allclose(fcfs[0], ff[0])
+
+
+# fcfs in the default suite; the two policies with more state (a prefix, sorted slots and
+# front registers) compile for 8-11 s each, so they run with the slow tests
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "fcfs",
+        pytest.param("server-filling", marks=_SLOW),
+        pytest.param("easy-backfilling", marks=_SLOW),
+    ],
+)
+def test_the_last_replications_to_finish_alone_give_the_same_sums(policy, monkeypatch):
+    """The last replications to finish go on in a batch of their own (``_events._TAIL``): the
+    sums of each replication are those of a batch where every one runs to the end."""
+    wl, lam = _workloads()["five-class-exp"]
+    key = jax.random.key(5)
+    full = _engine_sums(wl, lam, policy, key, 25, 100, 600)  # 25 < _TAIL_MIN: one batch
+    monkeypatch.setattr(_events, "_TAIL_MIN", 24)
+    monkeypatch.setattr(_events, "_TAIL", 4)  # (a new shape: compiled with these)
+    tail = _engine_sums(wl, lam, policy, key, 24, 100, 600)
+    for x, y in zip(full, tail, strict=True):
+        np.testing.assert_array_equal(x[:, :24], y)
+
+
+def test_fcfs_event_engine_equals_the_mjsre_forward_scan():
+    """fcfs on the event engine and eq. (2) on the same jobs: the same mean wait per class."""
+    wl = scenarios.get("five-class-exp")
+    key = jax.random.key(5)
+    ev = simulate_policy(wl, 1.4, "fcfs", key=key, n_jobs=2000, warmup=400, n_replications=8)
+    fw = simulate(wl, 1.4, key=key, n_jobs=2000, warmup=400, n_replications=8, dtype=jnp.float64)
+    np.testing.assert_allclose(np.asarray(ev.wait_mean_class.mean), fw.wait_mean, rtol=1e-9)
+    mean = np.asarray(wl.mean_service())
+    np.testing.assert_allclose(
+        np.asarray(ev.response_mean_class.mean), fw.wait_mean + mean, rtol=0.05
+    )
+
+
+@pytest.mark.slow
+def test_fcfs_event_engine_covers_the_exact_solver():
+    """(Slow: the default suite checks fcfs on the engine equal to the MJSRE scan job by job,
+    and the scan against the exact solver in ``test_mjqm_vs_exact.py``.)"""
+    wl = scenarios.get("five-class-exp")
+    lam = 0.5 * 1.8008553591
+    ex = exact(wl, lam)
+    res = simulate_policy(wl, lam, "fcfs", key=jax.random.key(2), n_jobs=10_000, n_replications=64)
+    assert res.status == "ok"
+    truth = float(ex.wait_mean) + float(np.dot(wl.probs, wl.mean_service()))
+    assert res.response_mean.low <= truth <= res.response_mean.high
+
+
+# a small exponential system (s = 3, needs 1 and 2, fcfs lambda_c = 1.585) at a load where the
+# CTMC truncated at 16 jobs loses less than 1e-6 of its mass
+CTMC_CASE = dict(s=3, cores=(1, 2), probs=(0.6, 0.4), mus=(1.0, 0.8))
+CTMC_LAM, CTMC_MAX = 0.5, 16
+
+
+def _ctmc_workload():
+    c = CTMC_CASE
+    return Workload(
+        servers=c["s"],
+        cores=c["cores"],
+        probs=c["probs"],
+        services=tuple(Exponential(1.0 / m) for m in c["mus"]),
+        name="ctmc-3",
+    )
+
+
+@pytest.mark.parametrize("policy", [p for p in ALL if p != "easy-backfilling"])
+def test_policy_against_the_truncated_ctmc(policy):
+    """Mean response time against the CTMC over the ordered queue contents, within 4
+    standard errors (fast version; the slow one asks 1e-3 relative)."""
+    ref = mjqm_policy_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
+    assert ref["p_full"] < 1e-6
+    res = simulate_policy(
+        _ctmc_workload(), CTMC_LAM, policy, key=jax.random.key(7), n_jobs=5_000, n_replications=64
+    )
+    assert res.status == "ok"
+    se = float(res.response_mean.half_width) / 2.0
+    assert abs(float(res.response_mean.mean) - ref["response_mean"]) < 4 * se
+    np.testing.assert_allclose(float(res.jobs_mean.mean), ref["jobs_mean"], rtol=0.05)
+    np.testing.assert_allclose(float(res.idle_servers.mean), ref["idle_servers_mean"], rtol=0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [p for p in ALL if p != "easy-backfilling"])
+def test_policy_against_the_truncated_ctmc_to_1e3(policy):
+    ref = mjqm_policy_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
+    res = simulate_policy(
+        _ctmc_workload(),
+        CTMC_LAM,
+        policy,
+        key=jax.random.key(8),
+        n_jobs=400_000,
+        n_replications=64,
+        buffer=64,
+    )
+    assert res.status == "ok"
+    np.testing.assert_allclose(float(res.response_mean.mean), ref["response_mean"], rtol=1e-3)
+
+
+def test_saturated_throughput_is_lambda_c_for_fcfs_and_window_one():
+    from jaxqueue.mjqm._events import saturated_throughput
+
+    wl = _ctmc_workload()
+    exact_limit = mjqm_policy_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
+    for pol in ("fcfs", "window:1"):
+        m, (lo, hi) = saturated_throughput(wl, pol, key=jax.random.key(4), n_jobs=20_000)
+        assert lo <= exact_limit <= hi
+    m4, _ = saturated_throughput(wl, "window:4", key=jax.random.key(4), n_jobs=20_000)
+    assert m4 > exact_limit
+
+
+def test_server_filling_limit_is_lambda_ideal_when_needs_divide_s():
+    wl = Workload(
+        servers=4, cores=(1, 2, 4), probs=(0.5, 0.3, 0.2), services=(Exponential(1.0),) * 3
+    )
+    method, lim, _ = parse_policy("server-filling").stability_limit(wl)
+    assert method == "ideal" and lim == pytest.approx(float(wl.lambda_ideal()))
+    wl3 = _ctmc_workload()  # need 2 does not divide s = 3
+    assert parse_policy("server-filling").stability_limit(wl3)[1] is None
+    # needs 2 and 3 divide s = 6 but are no chain: the saturated system stays below ideal
+    wl6 = Workload(servers=6, cores=(2, 3), probs=(0.5, 0.5), services=(Exponential(1.0),) * 2)
+    assert parse_policy("server-filling").stability_limit(wl6)[1] is None
+
+
+def test_overload_is_refused_or_flagged():
+    wl = _ctmc_workload()
+    lim = mjqm_policy_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
+    with pytest.raises(ValueError, match="stability limit"):
+        simulate_policy(wl, 1.05 * lim, "fcfs", key=jax.random.key(0), n_jobs=2000)
+    res = simulate_policy(
+        wl,
+        1.3 * float(wl.lambda_ideal()),
+        "msf",
+        key=jax.random.key(0),
+        n_jobs=4000,
+        n_replications=8,
+        max_buffer=64,
+    )
+    assert res.status in ("overflow", "nonstationary")
+
+
+@pytest.mark.parametrize("bad", ["fifo", "window", "window:0", "window:x", "msf:2", ""])
+def test_bad_policy_names(bad):
+    with pytest.raises(ValueError, match="policy"):
+        parse_policy(bad)
+
+
+def test_policy_names_listed():
+    for name in POLICIES:
+        parse_policy(name.replace(":W", ":2"))
+
+
+# ----------------------------------------------------------------------------- command line
+SMALL = """
+servers = 3
+[[classes]]
+cores = 1
+prob = 0.6
+law = "exponential"
+mean = 1.0
+[[classes]]
+cores = 2
+prob = 0.4
+law = "exponential"
+mean = 1.25
+"""
+
+
+@pytest.fixture
+def path(tmp_path):
+    """The small workload above as a TOML file."""
+    f = tmp_path / "small.toml"
+    f.write_text(SMALL)
+    return f
+
+
+def _cli(argv, capsys):
+    from jaxqueue.cli import main
+
+    status = main(argv)
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_cli_simulate_policy_json(path, capsys):
+    import json
+
+    argv = [
+        "mjqm",
+        "simulate",
+        "--scenario",
+        str(path),
+        "--lam",
+        "0.5",
+        "--jobs",
+        "500",
+        "--replications",
+        "64",
+        "--json",
+    ]
+    status, out, _ = _cli(argv + ["--policy", "first-fit"], capsys)
+    assert status == 0
+    res = json.loads(out)
+    ref = mjqm_policy_ctmc.ctmc_policy("first-fit", lam=0.5, max_jobs=16, **CTMC_CASE)
+    assert res["policy"] == "first-fit" and res["status"] == "ok"
+    lo, hi = res["response_mean_ci"]
+    assert lo < res["response_mean"] < hi
+    assert abs(res["response_mean"] - ref["response_mean"]) < 2 * (hi - lo)
+    for c in res["classes"]:
+        assert {
+            "cores",
+            "prob",
+            "wait_mean",
+            "wait_mean_ci",
+            "response_mean",
+            "response_mean_ci",
+        } <= set(c)
+    assert {"idle_servers", "hol_idle_servers", "stability", "lam"} <= set(res)
+    # fcfs stays the MJSRE path, with the response keys added
+    status, out, _ = _cli(argv + ["--start", "empty"], capsys)
+    res = json.loads(out)
+    assert status == 0 and res["policy"] == "fcfs"
+    assert res["response_mean_ci"][0] < res["response_mean"] < res["response_mean_ci"][1]
+    assert all("response_mean" in c for c in res["classes"])
+
+
+@pytest.mark.parametrize(
+    "extra, message, code",
+    [
+        (["--policy", "lifo"], "unknown policy 'lifo'", 2),
+        (["--policy", "window:0"], "window needs an integer W >= 1", 2),
+        (["--policy", "msf", "--lam", "-1"], "argument --lam: expected a finite number > 0", 2),
+        (["--policy", "window:1", "--lam", "5"], "beyond the stability limit", 1),
+    ],
+)
+def test_cli_policy_bad_input_one_line(extra, message, code, path, capsys):
+    argv = [
+        "mjqm",
+        "simulate",
+        "--scenario",
+        str(path),
+        "--lam",
+        "0.5",
+        "--jobs",
+        "2000",
+        "--replications",
+        "4",
+    ]
+    status, out, err = _cli(argv + extra, capsys)
+    assert status == code and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_compare_table_json_and_plot(path, tmp_path, capsys):
+    import json
+
+    fig = tmp_path / "cmp.png"
+    status, out, _ = _cli(
+        [
+            "mjqm",
+            "compare",
+            "--scenario",
+            str(path),
+            "--policies",
+            "fcfs,msf",
+            "--loads",
+            "0.5,1.1",
+            "--jobs",
+            "2000",
+            "--replications",
+            "4",
+            "--plot",
+            str(fig),
+            "--json",
+        ],
+        capsys,
+    )
+    res = json.loads(out)
+    assert status == 0 and fig.stat().st_size > 0
+    assert [p["policy"] for p in res["policies"]] == ["fcfs", "msf"]
+    fcfs = res["policies"][0]
+    assert fcfs["stability"]["lambda_c"] == pytest.approx(res["lambda_c"])
+    assert fcfs["rows"][1]["status"] == "unstable" and "response_mean" not in fcfs["rows"][1]
+    assert res["status"] == "unstable"
+    assert "response_mean_ci" in res["policies"][1]["rows"][0]
+
+
+def test_short_run_near_the_limit_is_not_ok():
+    """Issue 16 rule on the event engine: a run too short for its own checks is never ok."""
+    wl = scenarios.get("five-class-exp")
+    res = simulate_policy(
+        wl,
+        0.97 * 1.8008553591,
+        "fcfs",
+        key=jax.random.key(0),
+        n_jobs=200,
+        warmup=0,
+        n_replications=16,
+    )
+    assert res.status == "nonstationary" and res.n_eff < 5
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "fcfs",
+        pytest.param("server-filling", marks=pytest.mark.slow),
+        pytest.param("easy-backfilling", marks=pytest.mark.slow),
+    ],
+)
+def test_a_small_buffer_goes_on_with_more_slots_to_the_same_result(policy):
+    """Replications whose buffer fills go on from where they stopped with twice the slots: the
+    same sums as a run with a large buffer from the start."""
+    wl, lam = _workloads()["rare-8"]
+    key = jax.random.key(21)
+    small = simulate_policy(wl, lam, policy, key=key, n_jobs=1500, n_replications=4, buffer=16)
+    large = simulate_policy(wl, lam, policy, key=key, n_jobs=1500, n_replications=4, buffer=512)
+    assert small.buffer > 16 and large.buffer == 512
+    for a, b in [
+        (small.response_mean_class, large.response_mean_class),
+        (small.wait_mean_class, large.wait_mean_class),
+        (small.jobs_mean, large.jobs_mean),
+    ]:
+        np.testing.assert_allclose(np.asarray(a.mean), np.asarray(b.mean), rtol=1e-12)
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy-backfilling", "server-filling"])
+def test_a_full_buffer_leaves_no_ghost_in_service(policy):
+    """A completion while every slot is taken must not leave the last slot's job in service
+    (review finding): a buffer of 4 going on with more slots gives the result of 256."""
+    wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
+    key = jax.random.key(9)
+    small = simulate_policy(wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, buffer=4)
+    large = simulate_policy(wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, buffer=256)
+    np.testing.assert_allclose(
+        np.asarray(small.response_mean_class.mean),
+        np.asarray(large.response_mean_class.mean),
+        rtol=1e-12,
+    )
+
+
+def test_server_filling_float32_keeps_its_remaining_work_when_the_epoch_moves():
+    """The window layout's rows out of service hold remaining work, not an end time: moving
+    the epoch (float32, every ``_REBASE`` chunks) must shift only the jobs in service. Over
+    3000 jobs the float32 run moves the epoch about 11 times and stays within 1e-5 of
+    float64 (shifting every row gave negative response times)."""
+    wl = scenarios.get("five-class-exp")
+    kw = dict(key=jax.random.key(3), n_jobs=3000, n_replications=8)
+    runs = [
+        simulate_policy(wl, 1.2, "server-filling", dtype=dt, **kw)
+        for dt in (jnp.float64, jnp.float32)
+    ]
+    for get in (lambda r: r.response_mean, lambda r: r.wait_mean, lambda r: r.jobs_mean):
+        a, b = (float(get(r).mean) for r in runs)
+        assert abs(b - a) <= 1e-5 * a
+
+
+def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions(monkeypatch):
+    """EASY's pick packs a FIFO position into the upper 16 bits of an int32: its buffer never
+    passes its ``max_buffer`` (2^14), whatever ``buffer`` and ``max_buffer`` ask (beyond it:
+    overflow). The cap is checked at 64 entries (a 2^14-entry FIFO scan takes half a minute)."""
+    from jaxqueue.mjqm.policies.easy_backfilling import EasyBackfilling
+
+    assert EasyBackfilling.max_buffer == 1 << 14 and (EasyBackfilling.max_buffer << 16) < 2**31
+    monkeypatch.setattr(EasyBackfilling, "max_buffer", 64)
+    wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
+    res = simulate_policy(
+        wl,
+        1.0,
+        "easy-backfilling",
+        key=jax.random.key(3),
+        n_jobs=40,
+        n_replications=2,
+        buffer=256,
+        max_buffer=1 << 16,
+    )
+    assert res.buffer == 64
+
+
+def test_a_class_seen_in_one_replication_is_not_ok():
+    wl = Workload(servers=4, cores=(1, 4), probs=(0.9999, 0.0001), services=(Exponential(1.0),) * 2)
+    res = simulate_policy(
+        wl, 1.0, "first-fit", key=jax.random.key(0), n_jobs=1000, warmup=100, n_replications=2
+    )
+    assert res.status in ("unconverged", "nonstationary")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["simulate", "--policy", "msf", "--dtype", "float64"], "apply to --policy fcfs"),
+        (["compare", "--policies", ","], "--policies names no policy"),
+        (["compare", "--loads", "0.5,x"], "--loads must be"),
+        (["compare", "--replications", "1"], "--replications: expected an integer >= 2"),
+    ],
+)
+def test_cli_policy_options_refused_one_line(argv, message, path, capsys):
+    args = ["mjqm", argv[0], "--scenario", str(path), *argv[1:]]
+    if argv[0] == "simulate":
+        args += ["--lam", "0.5"]
+    status, out, err = _cli(args, capsys)
+    assert status == 2 and out == "" and message in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_server_filling_is_stationary_near_lambda_ideal():
+    """Throughput optimal: server-filling at 0.9 lambda_ideal (needs 1, 2, 4; s = 4) is
+    stationary."""
+    wl = Workload(
+        servers=4, cores=(1, 2, 4), probs=(0.5, 0.3, 0.2), services=(Exponential(1.0),) * 3
+    )
+    lim = float(wl.lambda_ideal())
+    res = simulate_policy(
+        wl, 0.9 * lim, "server-filling", key=jax.random.key(1), n_jobs=10_000, n_replications=64
+    )
+    assert res.status == "ok"
+
+
+def test_too_few_replications_are_unconverged_as_in_the_forward_scan():
+    """The forward scan's rule (``MIN_REPLICATIONS``): 32 replications of a heavy-tailed
+    ratio give an interval too short to trust, so the status says so, with its reason."""
+    from jaxqueue.mjqm._forward import MIN_REPLICATIONS
+
+    wl = _ctmc_workload()
+    run = dict(key=jax.random.key(7), n_jobs=1000)
+    few = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=MIN_REPLICATIONS // 2, **run)
+    enough = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=MIN_REPLICATIONS, **run)
+    assert few.status == "unconverged" and enough.status == "ok"
+    assert f"fewer than the {MIN_REPLICATIONS}" in few.status_reason()

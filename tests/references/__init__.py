@@ -1,0 +1,1 @@
+"""Independent references for the tests: event simulators, CTMCs, stored exact values."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxqueue import scenarios
 from jaxqueue.mjqm import exact, exact_lambda_c, simulate
-from jaxqueue.mjqm._events import _runs
+from jaxqueue.mjqm.engines.events._simulate import _runs
 from jaxqueue.mjqm.policies import parse_policy
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -1,10 +1,11 @@
-"""Old and new event engines in one process, interleaved, best of 3 (issue 17).
+"""Old and new event engines in one process, interleaved, best of 3.
 
 Usage: ``python -m benchmarks.policies_old_new OLD_REV [REPLICATIONS JOBS [POLICY ...]]``,
 with ``OLD_REV`` a git revision of this repository: its ``jaxqueue/mjqm`` is extracted to a
 temporary folder and loaded as the package ``jaxqueue.mjqm_old`` (the rest of ``jaxqueue`` is
 shared). Set ``XLA_FLAGS=--xla_force_host_platform_device_count=2`` for two host devices. Runs
-``_events._runs`` as ``bench_policies`` does (five-class-exp, lam 0.900428, float64, default
+the engine's ``_runs`` (``engines/events/_simulate.py``; ``_events.py`` before it) as
+``bench_policies`` does (five-class-exp, lam 0.900428, float64, default
 1024 replications x 2000 jobs, all policies) and prints, per policy, jobs per second of wall
 time and per CPU-second of each engine (the latter is less sensitive to other processes on a
 shared machine) and whether the per-replication sums are bit for bit the same.
@@ -40,17 +41,23 @@ def _old_package(rev: str):
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar, check=True)
     load_as("jaxqueue.mjqm_old", tmp / "jaxqueue" / "mjqm")
-    return importlib.import_module("jaxqueue.mjqm_old._events"), importlib.import_module(
-        "jaxqueue.mjqm_old.policies"
-    )
+    return _engine("jaxqueue.mjqm_old"), importlib.import_module("jaxqueue.mjqm_old.policies")
+
+
+def _engine(package: str):
+    """The module holding ``_runs`` in the ``mjqm`` package ``package`` (either layout)."""
+    try:
+        return importlib.import_module(f"{package}.engines.events._simulate")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{package}._events")
 
 
 def main(argv: list[str]) -> None:
     jax.config.update("jax_enable_x64", True)
-    import jaxqueue.mjqm._events as new
     import jaxqueue.mjqm.policies as new_pol
     from jaxqueue import scenarios
 
+    new = _engine("jaxqueue.mjqm")
     old, old_pol = _old_package(argv[0])
     R, N = (int(v) for v in argv[1:3]) if len(argv) >= 3 else (1024, 2000)
     policies = argv[3:] or POLICIES

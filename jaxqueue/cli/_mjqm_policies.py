@@ -94,7 +94,7 @@ def _compare(args: argparse.Namespace) -> int:
     import jax
 
     from ..mjqm import lambda_c_estimate
-    from ..mjqm._events import _check_workload
+    from ..mjqm.engines.events import check_workload
     from ..mjqm.policies import parse_policy
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -107,7 +107,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.plot:
         writable_file(args.plot, "--plot")
     wl = workload(args.scenario)
-    _check_workload(wl)
+    check_workload(wl)
     key = jax.random.key(args.seed)
     lam_c = float(lambda_c_estimate(wl, key=jax.random.fold_in(key, 0x5AB1E)).lambda_c)
     out = {
@@ -147,9 +147,9 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args) -> dict:
     (``unstable`` without a run beyond a known limit)."""
     import jax
 
-    from ..mjqm import simulate_policy
+    from ..mjqm.engines.events import policy_limit, simulate
 
-    limit = pol.stability_limit(wl, key=jax.random.fold_in(key, 0x5AB1E))
+    limit = policy_limit(wl, pol, key=jax.random.fold_in(key, 0x5AB1E))
     rows = []
     for x in loads:
         lam = x * lam_c
@@ -157,7 +157,7 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args) -> dict:
             rows.append({"load": x, "lam": lam, "status": "unstable"})
             continue
         log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
-        res = simulate_policy(
+        res = simulate(
             wl, lam, pol, key=key, n_jobs=args.jobs, n_replications=args.replications, limit=limit
         )
         d = res.as_dict(wl)

@@ -22,6 +22,8 @@ Policies (see :func:`decide`):
   order and serve each one that fits in what is left.
 * ``msf`` -- preemptive; all jobs ordered by need, largest first (arrival order within a
   need), served first-fit in that order.
+* ``least-servers-first`` -- preemptive; all jobs ordered by need, smallest first (arrival
+  order within a need), served first-fit in that order.
 * ``server-filling`` -- preemptive; take the shortest arrival-order prefix whose needs sum to
   at least ``s`` (or all jobs); serve the jobs of that prefix in order of need, largest first
   (arrival order within a need), each one that fits in what is left.
@@ -45,8 +47,16 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 NONPREEMPTIVE = ("fcfs", "first-fit", "window")
-PREEMPTIVE = ("preemptive-first-fit", "msf", "server-filling")
-ALL_POLICIES = ("fcfs", "first-fit", "window:2", "preemptive-first-fit", "msf", "server-filling")
+PREEMPTIVE = ("preemptive-first-fit", "msf", "least-servers-first", "server-filling")
+ALL_POLICIES = (
+    "fcfs",
+    "first-fit",
+    "window:2",
+    "preemptive-first-fit",
+    "msf",
+    "least-servers-first",
+    "server-filling",
+)
 
 
 def parse_policy(policy: str) -> tuple[str, int]:
@@ -125,6 +135,8 @@ def _serve_preemptive(kind: str, s: int, cores, classes: tuple) -> tuple:
         order = range(n)
     elif kind == "msf":
         order = sorted(range(n), key=lambda i: (-cores[classes[i]], i))
+    elif kind == "least-servers-first":
+        order = sorted(range(n), key=lambda i: (cores[classes[i]], i))
     elif kind == "server-filling":
         total = 0
         m = n

@@ -24,6 +24,9 @@ Policies (jobs are kept in arrival order):
 ``msf``
     preemptive (most servers first); from scratch at every event: order all jobs by need,
     largest first (arrival order within equal needs) and serve them first-fit in that order.
+``least-servers-first``
+    preemptive; from scratch at every event: order all jobs by need, smallest first (arrival
+    order within equal needs) and serve them first-fit in that order.
 ``server-filling``
     preemptive; from scratch at every event: take the shortest arrival-order prefix whose needs
     sum to at least ``s`` (all jobs if the total is below ``s``); serve that prefix ordered by
@@ -71,10 +74,11 @@ POLICIES = (
     "first-fit",
     "preemptive-first-fit",
     "msf",
+    "least-servers-first",
     "server-filling",
     "easy-backfilling",
 )
-_PREEMPTIVE = ("preemptive-first-fit", "msf", "server-filling")
+_PREEMPTIVE = ("preemptive-first-fit", "msf", "least-servers-first", "server-filling")
 
 _INF = math.inf
 
@@ -314,6 +318,18 @@ class _Engine:
             for need in self.needs_desc:
                 if need > free:
                     continue
+                for job in self.by_need[need].values():  # arrival order within a need
+                    if need > free:
+                        break
+                    chosen.append(job)
+                    free -= need
+            return chosen
+        if self.kind == "least-servers-first":
+            chosen = []
+            free = s
+            for need in sorted(self.by_need):  # smallest need first
+                if need > free:  # no larger need fits either
+                    break
                 for job in self.by_need[need].values():  # arrival order within a need
                     if need > free:
                         break

@@ -1,16 +1,17 @@
 """Scheduling policies of the multiserver-job queue on the event engine, one file each.
 
 ``parse_policy("window:4")`` gives the policy object of a command-line name; ``POLICIES``
-lists the names. The engine is :func:`jaxqueue.mjqm.simulate_policy`.
+lists the names. The engine that runs them is :mod:`jaxqueue.mjqm.engines.events`.
 """
 
 from __future__ import annotations
 
-from ._base import Jobs, PickPolicy, Policy, WindowPolicy, fcfs_start
+from ._base import Jobs, Order, Policy, fcfs_start
 from ._base import first_fit as _first_fit_rule
 from .easy_backfilling import EasyBackfilling
 from .fcfs import FCFS
 from .first_fit import FirstFit
+from .least_servers_first import LeastServersFirst
 from .msf import MostServersFirst
 from .preemptive_first_fit import PreemptiveFirstFit
 from .server_filling import ServerFilling
@@ -21,14 +22,14 @@ first_fit = _first_fit_rule
 
 __all__ = [
     "Policy",
-    "PickPolicy",
-    "WindowPolicy",
+    "Order",
     "Jobs",
     "FCFS",
     "FirstFit",
     "Window",
     "PreemptiveFirstFit",
     "MostServersFirst",
+    "LeastServersFirst",
     "ServerFilling",
     "EasyBackfilling",
     "POLICIES",
@@ -44,6 +45,7 @@ _SIMPLE = {
         FirstFit,
         PreemptiveFirstFit,
         MostServersFirst,
+        LeastServersFirst,
         ServerFilling,
         EasyBackfilling,
     )
@@ -56,6 +58,7 @@ POLICIES = (
     "window:W",
     "preemptive-first-fit",
     "msf",
+    "least-servers-first",
     "server-filling",
     "easy-backfilling",
 )

@@ -1,26 +1,25 @@
 """The job-list policy layer: jobs in arrival order and the choice of the set in service.
 
-A policy is an immutable ``eqx.Module`` with two methods. ``select(jobs, s, needs) -> run``
-is its definition on the whole job list in arrival order (:class:`Jobs`, slots on axis 0): a
-boolean mask with ``sum(need[run]) <= s``; non-preemptive policies keep ``jobs.run``,
-preemptive ones choose afresh (preempt-resume). The second is what the event engine
-(``jaxqueue.mjqm._events``) calls, as the policy's base class says:
+A policy is an immutable ``eqx.Module``. Its definition is ``select(jobs, s, needs) -> run``
+on the whole job list in arrival order (:class:`Jobs`, slots on axis 0): a boolean mask with
+``sum(need[run]) <= s``; non-preemptive policies keep ``jobs.run``, preemptive ones choose
+afresh (preempt-resume). Beside it a policy declares, as typed class attributes, the facts an
+engine needs to run it without calling ``select`` at every event (as diffrax's
+``AbstractSolver.term_structure``): whether it preempts, its first fit's scan
+:class:`Order`, whether it backfills (starts a job behind a waiting one that does not fit),
+how far it looks (``lookahead``), whether backfilled jobs must end by the head's reservation
+(``reserves``, EASY) and whether it serves only within the shortest arrival-order prefix
+whose needs reach ``s`` (``prefix_servers``, server-filling). Every engine derives its own
+state layout from these facts (``jaxqueue.mjqm.engines.events``); a policy holds no layout.
 
-* :class:`PickPolicy` (``layout`` ``"fifo"`` or ``"need"``): ``pick(q, s, needs, now)``: on
-  the engine's job lists (``_queues.Queues``: the jobs in service in slots, the waiting ones
-  in deques) it names the next single start or preemption, and picks applied one at a time
-  until none is left reach the set that ``select`` gives (``_queues`` explains why);
-* :class:`WindowPolicy` (``layout = "window"``: a policy that only ever serves among the
-  first ``window(s, needs)`` jobs in the system, server-filling): ``serve(need, before, rank,
-  s, needs)``, ``select`` on those jobs, computed afresh at every event.
-
-A new policy is one new file in this folder with both (and its stability limit, where one is
-known).
+A new policy is one new file in this folder with its ``select`` and its facts (and its
+stability limit in closed form, where one is known), its name registered in ``__init__``.
 """
 
 from __future__ import annotations
 
 import abc
+import enum
 from typing import ClassVar, NamedTuple
 
 import equinox as eqx
@@ -30,9 +29,8 @@ from jaxtyping import Array, Bool, Float, Int
 
 __all__ = [
     "Jobs",
+    "Order",
     "Policy",
-    "PickPolicy",
-    "WindowPolicy",
     "first_fit",
     "fcfs_start",
     "positions",
@@ -40,8 +38,6 @@ __all__ = [
     "first_slot",
     "at_slot",
 ]
-
-_BIG = jnp.iinfo(jnp.int32).max
 
 
 def positions(x: Array) -> Array:
@@ -51,8 +47,8 @@ def positions(x: Array) -> Array:
 
 def cumsum(x: Array) -> Array:
     """Cumulative sum over the slots (axis 0): unrolled for up to 128 slots (one fused pass;
-    ``jnp.cumsum`` lowers to a quadratic window reduction on the CPU, measured 20x slower on
-    ``(32, 1024)``), a parallel prefix beyond."""
+    ``jnp.cumsum`` lowers to a quadratic window reduction on the CPU), a parallel prefix
+    beyond."""
     if x.shape[0] > 128:
         return lax.associative_scan(jnp.add, x, axis=0)
     rows = [x[0]]
@@ -63,7 +59,7 @@ def cumsum(x: Array) -> Array:
 
 def first_slot(mask: Array) -> Array:
     """The first slot where ``mask`` holds (``B`` where it never does); a min, not an argmin
-    (measured 10x cheaper on the CPU)."""
+    (cheaper on the CPU)."""
     return jnp.min(jnp.where(mask, positions(mask), mask.shape[0]), axis=0)
 
 
@@ -106,34 +102,41 @@ class Jobs(NamedTuple):
         return s - jnp.sum(jnp.where(self.run, self.need, 0), axis=0).astype(self.need.dtype)
 
 
+class Order(enum.Enum):
+    """The scan order of a policy's first fit: which job goes first."""
+
+    ARRIVAL = "arrival"  # oldest first
+    MOST_SERVERS = "most-servers"  # largest need first, arrival order within a need
+    LEAST_SERVERS = "least-servers"  # smallest need first, arrival order within a need
+
+    def needs(self, needs: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The distinct needs in scan order (``needs``: largest first), or ``None`` for
+        arrival order (the ``by_need`` argument of :func:`first_fit`)."""
+        if self is Order.ARRIVAL:
+            return None
+        return tuple(needs) if self is Order.MOST_SERVERS else tuple(reversed(needs))
+
+
 class Policy(eqx.Module):
     """A scheduling policy on the list of jobs (module docstring).
 
     Class attributes: ``name`` (as on the command line), ``preemptive``, ``clairvoyant``
-    (uses the service times of waiting jobs)."""
+    (uses the service times of waiting jobs), ``recurrence`` (has a form on the ordered
+    workload vector, ``mjsre`` eq. (2)), ``saturation_limit`` (its stability limit is the
+    throughput of the saturated system); the engine facts ``order``, ``backfills``,
+    ``lookahead``, ``reserves``, ``prefix_servers`` (module docstring)."""
 
     name: ClassVar[str] = ""
     preemptive: ClassVar[bool] = False
     clairvoyant: ClassVar[bool] = False
-    recurrence: ClassVar[bool] = False  # has a form on the ordered workload vector (mjsre eq. (2))
-    saturation_limit: ClassVar[bool] = False  # its stability limit is the saturated throughput
-    layout: ClassVar[str] = "fifo"
-    picks_inside: ClassVar[bool] = False  # may start a job behind the front of its deque
-    max_buffer: ClassVar[int] = 1 << 24  # entries per deque its pick can address (no limit
-    # of its own but this; easy-backfilling packs positions and allows fewer)
-
-    sorted_slots: ClassVar[bool] = False  # the engine keeps the jobs in service sorted by
-    # end time, then arrival time (empty slots last): the next completion is the first row and
-    # the pick may read the slots in that order. Each start then moves the rows behind it
-    # (and a preemption would): fcfs, first-fit and window:4 ran 0.87-0.95x on one device at
-    # 1024 replications with sorted slots, msf and server-filling 0.85-0.89x; only
-    # easy-backfilling, whose reservation becomes a prefix sum, gains
-
-    @property
-    def front_registers(self) -> int:
-        """Entries at the front of the FIFO kept in registers (``"fifo"`` layout): a pick may
-        start any of them without a pass over the deque."""
-        return 1
+    recurrence: ClassVar[bool] = False
+    saturation_limit: ClassVar[bool] = False
+    order: ClassVar[Order] = Order.ARRIVAL
+    backfills: ClassVar[bool] = False  # may start a job behind a waiting one that does not fit
+    lookahead: ClassVar[int | None] = None  # only the first W waiting jobs may start (None: all)
+    reserves: ClassVar[bool] = False  # a job behind the head must end by the head's reservation
+    prefix_servers: ClassVar[bool] = False  # serves only within the shortest arrival-order
+    # prefix whose needs reach s: at most (s - 1) // min(need) + 1 jobs
 
     @property
     def label(self) -> str:
@@ -155,36 +158,6 @@ class Policy(eqx.Module):
         ``("unknown", None, None)`` where no method is known (the run's drift check is then the
         only guard). ``key`` serves the methods that simulate."""
         return "unknown", None, None
-
-
-class PickPolicy(Policy):
-    """A policy the engine runs by picks on its job lists (``"fifo"`` or ``"need"`` layout)."""
-
-    @abc.abstractmethod
-    def pick(self, q, s: int, needs: tuple[int, ...], now):
-        """The next pick at this instant on the engine's job lists (``_queues.Queues`` laid
-        out as ``layout`` says), a ``_queues.Pick``; applied one at a time, the picks reach
-        the set in service that ``select`` gives."""
-
-
-class WindowPolicy(Policy):
-    """A preemptive policy that only ever serves among the first :meth:`window` jobs in the
-    system (arrival order): the engine keeps those in rows and calls :meth:`serve` at every
-    event (``"window"`` layout)."""
-
-    layout: ClassVar[str] = "window"
-    preemptive: ClassVar[bool] = True
-
-    @abc.abstractmethod
-    def window(self, s: int, needs: tuple[int, ...]) -> int:
-        """How many of the first jobs in the system may be in service."""
-
-    @abc.abstractmethod
-    def serve(self, need, before, rank, s: int, needs: tuple[int, ...]):
-        """The rows in service after an event, chosen afresh: :meth:`select` on the first
-        :meth:`window` jobs in the system, given per row ``(rows, R)`` its ``need`` (0: an
-        empty row), ``before`` (the needs of the jobs ahead of it in arrival order) and
-        ``rank`` (1 + the jobs of its need ahead of it)."""
 
 
 def _cumulative(left, need, by_need):

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from ._base import Jobs, PickPolicy, first_fit
-from ._queues import Queues, by_need
+from ._base import Jobs, Order, Policy, first_fit
 
 
-class MostServersFirst(PickPolicy):
+class MostServersFirst(Policy):
     """Preemptive: order all jobs in the system by need, largest first (arrival order within a
     need), and serve them first fit until the servers are full. No stability method is known
     in general."""
 
     name = "msf"
-    layout = "need"
     preemptive = True
+    backfills = True
+    order = Order.MOST_SERVERS
 
     def select(self, jobs: Jobs, s: int, needs):
-        return first_fit(jobs.live, jobs.need, s, by_need=needs)
-
-    def pick(self, q: Queues, s: int, needs, now):
-        return by_need(q, s, needs)
+        return first_fit(jobs.live, jobs.need, s, by_need=self.order.needs(needs))

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._base import Jobs, WindowPolicy, cumsum, first_fit
-from ._queues import rows_sum, settle
+from ._base import Jobs, Order, Policy, cumsum, first_fit
 
 
-class ServerFilling(WindowPolicy):
+class ServerFilling(Policy):
     """Preemptive: take the shortest arrival-order prefix of the jobs in the system whose
     needs sum to at least ``s`` (or all of them) and serve its jobs largest need first
     (arrival order within a need), each one that fits. When the needs form a divisibility
@@ -20,31 +19,15 @@ class ServerFilling(WindowPolicy):
     idle)."""
 
     name = "server-filling"
+    preemptive = True
+    backfills = True
+    order = Order.MOST_SERVERS
+    prefix_servers = True
 
     def select(self, jobs: Jobs, s: int, needs):
         need = jnp.where(jobs.live, jobs.need, 0)
         prefix = jobs.live & (cumsum(need) - need < s)
-        return first_fit(prefix, jobs.need, s, by_need=needs)
-
-    def window(self, s: int, needs) -> int:
-        """The prefix holds at most ``(s - 1) // min(need) + 1`` jobs (those before its last
-        one need fewer than ``s`` servers together)."""
-        return (s - 1) // min(needs) + 1
-
-    def serve(self, need, before, rank, s: int, needs):
-        """:meth:`select` on the window: a row is in the prefix where the jobs ahead of it
-        need fewer than ``s`` servers (``before``); first fit largest need first takes, of
-        each need ``v`` in turn, the first ``min(n_v, free // v)`` jobs of the prefix
-        (``rank``: 1 + the jobs of the same need ahead of it), ``n_v`` those in the prefix."""
-        prefix = (need > 0) & (before < s)
-        counts = [rows_sum((prefix & (need == v)).astype(jnp.int32), settled=False) for v in needs]
-        takes, free = [], jnp.int32(s)
-        for v, n in zip(needs, counts, strict=True):
-            takes.append(jnp.minimum(n, free // v))
-            free = free - takes[-1] * v
-        takes = settle(*takes)  # per replication, once (not per row and slot)
-        k = sum(jnp.where(need == v, t[None], 0) for v, t in zip(needs, takes, strict=True))
-        return prefix & (rank <= k)
+        return first_fit(prefix, jobs.need, s, by_need=self.order.needs(needs))
 
     def closed_form_limit(self, workload) -> float | None:
         """``lambda_ideal`` where the needs and ``s`` form a divisibility chain (class

@@ -10,8 +10,9 @@ import pytest
 
 from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Exponential, HyperExponential
-from jaxqueue.mjqm import Workload, _events, draw_jobs, exact, simulate, simulate_policy
-from jaxqueue.mjqm._events import _run
+from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy
+from jaxqueue.mjqm.engines.events import _layout, _loop
+from jaxqueue.mjqm.engines.events._loop import _run
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
 from tests.references import mjqm_policy_ctmc, mjqm_policy_events
 
@@ -21,6 +22,7 @@ ALL = (
     "window:3",
     "preemptive-first-fit",
     "msf",
+    "least-servers-first",
     "server-filling",
     "easy-backfilling",
 )
@@ -182,13 +184,13 @@ _SLOW = pytest.mark.slow
     ],
 )
 def test_the_last_replications_to_finish_alone_give_the_same_sums(policy, monkeypatch):
-    """The last replications to finish go on in a batch of their own (``_events._TAIL``): the
+    """The last replications to finish go on in a batch of their own (``_loop._TAIL``): the
     sums of each replication are those of a batch where every one runs to the end."""
     wl, lam = _workloads()["five-class-exp"]
     key = jax.random.key(5)
     full = _engine_sums(wl, lam, policy, key, 25, 100, 600)  # 25 < _TAIL_MIN: one batch
-    monkeypatch.setattr(_events, "_TAIL_MIN", 24)
-    monkeypatch.setattr(_events, "_TAIL", 4)  # (a new shape: compiled with these)
+    monkeypatch.setattr(_loop, "_TAIL_MIN", 24)
+    monkeypatch.setattr(_loop, "_TAIL", 4)  # (a new shape: compiled with these)
     tail = _engine_sums(wl, lam, policy, key, 24, 100, 600)
     for x, y in zip(full, tail, strict=True):
         np.testing.assert_array_equal(x[:, :24], y)
@@ -271,7 +273,7 @@ def test_policy_against_the_truncated_ctmc_to_1e3(policy):
 
 
 def test_saturated_throughput_is_lambda_c_for_fcfs_and_window_one():
-    from jaxqueue.mjqm._events import saturated_throughput
+    from jaxqueue.mjqm.engines.events import saturated_throughput
 
     wl = _ctmc_workload()
     exact_limit = mjqm_policy_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
@@ -532,10 +534,9 @@ def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions(monkeypat
     """EASY's pick packs a FIFO position into the upper 16 bits of an int32: its buffer never
     passes its ``max_buffer`` (2^14), whatever ``buffer`` and ``max_buffer`` ask (beyond it:
     overflow). The cap is checked at 64 entries (a 2^14-entry FIFO scan takes half a minute)."""
-    from jaxqueue.mjqm.policies.easy_backfilling import EasyBackfilling
-
-    assert EasyBackfilling.max_buffer == 1 << 14 and (EasyBackfilling.max_buffer << 16) < 2**31
-    monkeypatch.setattr(EasyBackfilling, "max_buffer", 64)
+    lay = _layout.layout_of(parse_policy("easy-backfilling"), 4, (4, 1))
+    assert lay.max_buffer == 1 << 14 and (lay.max_buffer << 16) < 2**31
+    monkeypatch.setattr(_layout, "_PACKED_BUFFER", 64)
     wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
     res = simulate_policy(
         wl,

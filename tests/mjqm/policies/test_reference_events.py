@@ -28,6 +28,7 @@ ALL_POLICIES = [
     "window:3",
     "preemptive-first-fit",
     "msf",
+    "least-servers-first",
     "server-filling",
     "easy-backfilling",
 ]
@@ -114,6 +115,17 @@ def test_msf_trace_p():
     # t2.5 j1 leaves: j0 (resumes, ends 6.5), j2 served; 1 free.
     # t3 order j0, j2, j3: all served, j3 ends 13. t6.5 j0 leaves, t12 j2, t13 j3.
     _check("msf", 4, TRACE_P, [0, 1, 2, 3], [6.5, 2.5, 12, 13])
+
+
+def test_least_servers_first_trace():
+    # s = 4; j0 (need 3, t=0, w=5), j1 (2, t=1, w=2), j2 (1, t=2, w=1).
+    # t1 order j1 (2), j0 (3): j1 served (ends 3), j0 (3 > 2 free) preempted with 4 left.
+    # t2 order j2, j1, j0: j2 served (ends 3); j0 still does not fit.
+    # t3 j1 and j2 leave (ties in arrival order); j0 resumes at 3, ends 7.
+    # (msf on the same jobs keeps j0: it ends 5, j1 waits until then.)
+    trace = ([3, 2, 1], [0.0, 1.0, 2.0], [5.0, 2.0, 1.0])
+    _check("least-servers-first", 4, trace, [0, 1, 2], [7, 3, 3])
+    _check("msf", 4, trace, [0, 5, 2], [5, 7, 3])
 
 
 def test_server_filling_trace_p():
@@ -239,6 +251,8 @@ def _literal_trace(policy, s, needs, arrivals, works):
                 target = first_fit(present, s)
             elif policy == "msf":
                 target = first_fit(sorted(present, key=lambda j: (-needs[j], j)), s)
+            elif policy == "least-servers-first":
+                target = first_fit(sorted(present, key=lambda j: (needs[j], j)), s)
             elif policy == "server-filling":
                 k = 0
                 while k < len(present) and sum(needs[j] for j in present[:k]) < s:

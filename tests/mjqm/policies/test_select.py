@@ -78,6 +78,11 @@ def _ref_msf(need, run, rem, s):
     return _fit_in_order(_by_need(range(n), need), need, [False] * n, s)
 
 
+def _ref_least_servers_first(need, run, rem, s):
+    n = len(need)
+    return _fit_in_order(sorted(range(n), key=lambda i: (need[i], i)), need, [False] * n, s)
+
+
 def _ref_server_filling(need, run, rem, s):
     n, k, total = len(need), 0, 0
     while k < n and total < s:  # the shortest prefix whose needs reach s (or all jobs)
@@ -128,6 +133,7 @@ POLICIES = {
     "window:3": (_ref_window(3), False),
     "preemptive-first-fit": (_ref_preemptive_first_fit, True),
     "msf": (_ref_msf, True),
+    "least-servers-first": (_ref_least_servers_first, True),
     "server-filling": (_ref_server_filling, True),
     "easy-backfilling": (_ref_easy, False),
 }
@@ -243,7 +249,7 @@ def test_cases_exercise_the_definitions(cases):
     """The random cases reach the branches that tell the policies apart: window:1 is FCFS,
     window:3 differs from both FCFS and first fit, and EASY backfills jobs whose service time
     equals the reservation and holds back jobs just above it."""
-    differ = {"window:3 vs fcfs": 0, "window:3 vs first-fit": 0, "msf vs pff": 0}
+    differ = {"window:3 vs fcfs": 0, "window:3 vs first-fit": 0, "msf vs pff": 0, "lsf": 0}
     at_t_r = above_t_r = backfilled = 0
     for s, _, _, a in cases:
         for c in range(CASES):
@@ -255,6 +261,11 @@ def test_cases_exercise_the_definitions(cases):
             differ["window:3 vs first-fit"] += w3 != _ref_first_fit(need, run, rem, s)
             differ["msf vs pff"] += _ref_msf(need, run, rem, s) != _ref_preemptive_first_fit(
                 need, run, rem, s
+            )
+            lsf = _ref_least_servers_first(need, run, rem, s)
+            differ["lsf"] += lsf not in (
+                _ref_msf(need, run, rem, s),
+                _ref_preemptive_first_fit(need, run, rem, s),
             )
             info = {}
             sel = _ref_easy(need, run, rem, s, info)

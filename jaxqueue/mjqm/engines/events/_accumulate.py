@@ -1,0 +1,105 @@
+"""The per-replication sums of the event engine: responses, waits, time integrals and the
+waiting-time histogram (binned as the forward scan bins)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jax import lax
+from jaxtyping import Array
+
+from ..._forward import _histogram
+from ..._workload import Workload
+from ._deques import _onehot
+from ._queues import cls_of, code_of
+
+
+class _Acc(NamedTuple):
+    """Per-replication sums: per class ``(K,)`` response, response^2, wait, wait^2, count;
+    second-half response and count (drift check); time integrals of jobs, idle servers, idle
+    servers while someone waits, and the window length; departures (saturated runs); the
+    waiting-time histogram, ``(K * n_bins,)`` counts (class-major, :func:`_wait_bins`)."""
+
+    resp: Array
+    resp2: Array
+    wait: Array
+    wait2: Array
+    cnt: Array
+    late_resp: Array
+    late_cnt: Array
+    area_jobs: Array
+    area_idle: Array
+    area_hol: Array
+    time: Array
+    done: Array
+    hist: Array
+
+
+def _record_departure(acc: _Acc, info, resp, on) -> _Acc:
+    """Add the response of a departing job where ``on`` and it is a measured one."""
+    c = code_of(info)
+    dt = acc.resp.dtype
+    one = (_onehot(acc.resp.shape[0], cls_of(info)) & ((c > 0) & on)[None]).astype(dt)
+    late = on & (c == 2)
+    return acc._replace(
+        resp=acc.resp + one * resp,
+        resp2=acc.resp2 + one * (resp * resp),
+        cnt=acc.cnt + one,
+        late_resp=acc.late_resp + jnp.where(late, resp, 0),
+        late_cnt=acc.late_cnt + late,
+        done=acc.done + on,
+    )
+
+
+_BINS_PER_OCTAVE = 16  # waiting-time histogram resolution: the forward scan's default
+
+
+def _wait_bins(workload: Workload):
+    """The waiting-time histogram of the forward scan (``_forward._histogram``: bin 0 the atom
+    at 0, then log-spaced bins from the float32 bits of the wait): ``(n_bins, shift, lo_code,
+    edges)``."""
+    return _histogram(workload, None, _BINS_PER_OCTAVE)
+
+
+def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
+    """Add the wait of a job starting for the first time where ``on`` and it is measured (at
+    its start: every measured job starts before the run ends), to the sums and, if it waited,
+    to its class's histogram (``bins``: ``(n_bins, shift, lo_code)``, binned as the forward
+    scan bins; one scatter-add into the ``(K * n_bins, R)`` counts; bin 0, no wait, is the
+    rest of the class's count: ``_result._summarise``)."""
+    dt = acc.wait.dtype
+    measured = (code_of(info) > 0) & on
+    one = (_onehot(acc.wait.shape[0], cls_of(info)) & measured[None]).astype(dt)
+    n_bins, shift, lo_code = bins
+    code = lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
+    b = jnp.where(wait > 0, jnp.clip(code - lo_code + 2, 1, n_bins - 1), 0)
+    R = wait.shape[0]
+    row = cls_of(info) * n_bins + b
+    waited = measured & (wait > 0)
+    idx = jnp.where(waited, row * R + jnp.arange(R, dtype=jnp.int32), acc.hist.size)
+    hist = lax.scatter_add(  # int32 indices, those out of range dropped
+        acc.hist.reshape(-1),
+        idx[:, None],
+        jnp.ones(R, acc.hist.dtype),
+        lax.ScatterDimensionNumbers((), (0,), (0,)),
+        unique_indices=True,
+        mode=lax.GatherScatterMode.FILL_OR_DROP,
+    )
+    return acc._replace(
+        wait=acc.wait + one * wait,
+        wait2=acc.wait2 + one * (wait * wait),
+        hist=hist.reshape(acc.hist.shape),
+    )
+
+
+def _integrate(acc: _Acc, st, dt, inside, someone_waits) -> _Acc:
+    """Time integrals over ``dt`` where ``inside`` the measuring window."""
+    d = jnp.where(inside, dt, 0)
+    idle = st.q.free.astype(dt.dtype)
+    return acc._replace(
+        area_jobs=acc.area_jobs + d * st.count,
+        area_idle=acc.area_idle + d * idle,
+        area_hol=acc.area_hol + d * idle * someone_waits,
+        time=acc.time + d,
+    )

@@ -1,0 +1,119 @@
+"""The event engine's state layout for a policy, derived from the policy's facts.
+
+A policy declares what it does (``preemptive``, its first fit's ``order``, ``backfills``,
+``lookahead``, ``reserves``, ``prefix_servers``: :class:`~jaxqueue.mjqm.policies.Policy`);
+this module alone decides how the engine keeps its jobs (:mod:`._queues`) and which pick
+(:mod:`._picks`) runs it:
+
+* serves within its prefix whose needs reach ``s``: prefix rows, no picks (server-filling);
+* preemptive: one deque per need, the preemptive first fit in its order (arrival:
+  preemptive-first-fit; need: msf, least-servers-first);
+* non-preemptive, no backfilling: one FIFO, its front (fcfs);
+* a reservation: one FIFO with :data:`~._picks.REGISTERS` front registers, the jobs in
+  service sorted by end time (easy-backfilling);
+* a lookahead of ``W``: one FIFO with its first ``W`` entries in registers (``window:W``);
+* else: one deque per need, the oldest fitting front (first-fit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ...policies import Order, Policy
+from . import _picks
+
+__all__ = ["Layout", "layout_of", "needs_of", "first_buffer"]
+
+_PACKED_BUFFER = 1 << 14  # EASY packs a FIFO position (and the capacity) above 16 bits
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How the engine keeps the jobs of one policy (module docstring).
+
+    Attributes:
+        preemptive: picks may preempt (a preempted job goes back to its need's deque).
+        per_need: one deque per distinct need (else one FIFO).
+        registers: entries at the front of the FIFO kept in registers (1: its front).
+        inside: a pick may start a job behind the registers, which the body alone holds.
+        sorted_slots: the jobs in service sorted by end time, then arrival time.
+        rows: the prefix rows (0: slots and picks).
+        max_buffer: the most entries a deque may have.
+        pick: ``pick(q, s, needs, now) -> Pick`` (``None`` with rows).
+        serve_needs: the needs in the first fit's order of the prefix rows.
+    """
+
+    preemptive: bool = False
+    per_need: bool = False
+    registers: int = 1
+    inside: bool = False
+    sorted_slots: bool = False
+    rows: int = 0
+    max_buffer: int = 1 << 24
+    pick: Callable | None = None
+    serve_needs: tuple = ()
+
+    def deques(self, needs: tuple[int, ...]) -> int:
+        return len(needs) if self.per_need else 1
+
+
+def needs_of(workload) -> tuple[int, ...]:
+    """The workload's distinct needs, largest first."""
+    return tuple(sorted({int(a) for a in workload.cores_array[:, 0]}, reverse=True))
+
+
+def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
+    """The layout of ``policy`` on ``s`` servers and the distinct ``needs`` (largest first).
+
+    Raises:
+        NotImplementedError: facts this engine has no layout for.
+    """
+    order = policy.order
+    if policy.prefix_servers:
+        if order is Order.ARRIVAL:
+            raise NotImplementedError(f"{policy.label}: prefix rows need a need order")
+        rows = (s - 1) // min(needs) + 1  # the jobs before the prefix's last need < s
+        return Layout(preemptive=True, rows=rows, serve_needs=order.needs(needs))
+    if policy.preemptive:
+        if not policy.backfills or policy.lookahead is not None or policy.reserves:
+            raise NotImplementedError(f"{policy.label}: no event-engine layout")
+        pick = (
+            _picks.by_arrival
+            if order is Order.ARRIVAL
+            else functools.partial(_picks.by_need, order)
+        )
+        return Layout(preemptive=True, per_need=True, pick=pick)
+    if order is not Order.ARRIVAL:
+        raise NotImplementedError(f"{policy.label}: a non-preemptive policy in need order")
+    if not policy.backfills:
+        return Layout(pick=_picks.front)
+    if policy.reserves:
+        return Layout(
+            registers=_picks.REGISTERS,
+            inside=True,
+            sorted_slots=True,  # the reservation: a cumulative sum over the slots
+            max_buffer=_PACKED_BUFFER,
+            pick=_picks.easy,
+        )
+    if policy.lookahead is not None:
+        W = policy.lookahead
+        return Layout(registers=W, pick=functools.partial(_picks.lookahead, W))
+    return Layout(per_need=True, pick=_picks.fronts_by_arrival)
+
+
+def first_buffer(workload, layout: Layout) -> int:
+    """Deque entries to start with. Most layouts touch one entry of a deque per event, so a
+    round hardly costs more with more entries, while the replications that overflow go on
+    alone, where a round costs its fixed overhead for a handful of them: four times the most
+    jobs in service and 8 more, at least 64. A layout whose pick may pass over its FIFO body
+    (``inside``): twice the most jobs in service and 8 more, at least 16. Rounded up to a
+    power of 2."""
+    most = workload.s // int(np.min(workload.cores_array[:, 0]))
+    if layout.inside:
+        return max(16, 1 << math.ceil(math.log2(2 * (most + 8))))
+    return max(64, 1 << math.ceil(math.log2(4 * (most + 8))))

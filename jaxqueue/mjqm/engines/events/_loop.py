@@ -1,0 +1,203 @@
+"""The event engine's kernel: all replications in one ``lax.while_loop`` of rounds.
+
+The replications advance side by side (the last axis of every array), sharded over devices
+on that axis like the forward scan, each device running the kernel on its own share
+(:func:`_sharded`). Arrivals are drawn from the counter-based inputs of ``_inputs.py`` (job
+``n`` of replication ``r`` is the same job as in the MJSRE simulators), a block of the next
+``_CHUNK`` jobs of every replication per chunk of ``_CHUNK`` rounds (:func:`_draw`).
+
+A round costs the same for every replication of the batch, finished or not, and the loop runs
+until the slowest finishes: once no more than ``1 / _TAIL`` of them are active, they go on in
+a batch of that size. On XLA:CPU a round's cost is its thunks: XLA fuses the per-replication
+decisions of a round into every ``(slots, R)`` update and recomputes them per element, so
+``_queues.settle`` computes them once, and the per-round decisions are kept in int32 and
+cheap (a fusion with much arithmetic is split over two threads, a hand-off each).
+
+float64 runs keep absolute times, as the heapq reference does; float32 runs move the epoch to
+the clock every ``_REBASE`` chunks, so they do not lose digits as the clock grows.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+from ...._sharding import BATCH
+from ..._inputs import (
+    _bits_to_uniform,
+    _jobs_from_rows,
+    n_uniforms,
+    replication_keypairs,
+    threefry2x32,
+)
+from ._accumulate import _wait_bins
+from ._layout import layout_of, needs_of
+from ._queues import rows_sum, settle, settling
+from ._round import _Ctx, _empty, _rebase, _round
+
+_CHUNK = 32  # rounds per check of the loop condition
+_TAIL = 8  # the last 1/_TAIL of the replications to finish run on in a batch that small ...
+_TAIL_MIN = 256  # ... in batches of at least this many replications (per device)
+_REBASE = 16  # chunks between moves of the epoch (float32 only)
+
+
+def _draw(workload, lam, keypairs, dtype):
+    """``draw(n)``: the block of jobs ``n[r] .. n[r] + _CHUNK - 1`` of every replication ``r``
+    from the counter-based inputs, ``(4, _CHUNK, R)``: class, need, service, inter-arrival time
+    (all in ``dtype``; class and need are small integers, exact). A chunk of ``_CHUNK`` rounds
+    takes at most ``_CHUNK`` arrivals, so one block per chunk serves them all. Drawn per round,
+    the cipher and the class choice would be fusions of ``R`` values that XLA:CPU splits over
+    two threads every round; the block is the same arithmetic in large fusions once per chunk,
+    and a round reads its job with one gather (:func:`_job_at`)."""
+
+    k0, k1 = keypairs
+    n_u = n_uniforms(workload)
+
+    def draw(n):
+        x0 = (n[None] + jnp.arange(_CHUNK, dtype=n.dtype)[:, None]).astype(jnp.uint32)
+        words = [threefry2x32(k0, k1, x0, jnp.full_like(x0, c)) for c in range((n_u + 1) // 2)]
+        # the cipher words materialised once (settle): XLA fused the cipher into each of the
+        # four fields and computed it four times
+        bits = settle(*([w[0] for w in words] + [w[1] for w in words])[:n_u])
+        rows = [_bits_to_uniform(b, dtype) for b in bits]
+        job = _jobs_from_rows(workload, lam, rows, dtype=dtype)
+        return job.cls.astype(jnp.int32), job.alpha[..., 0].astype(jnp.int32), job.sigma, job.tau
+
+    return draw
+
+
+def _job_at(block, k):
+    """Job ``k[r]`` of the block (:func:`_draw`) of every replication ``r``: ``(class, need,
+    service, inter-arrival time)``, one gather per field."""
+    J, R = block[0].shape
+    idx = k * R + jnp.arange(R, dtype=jnp.int32)  # (fused into each gather: two operations)
+    return tuple(x.reshape(-1).at[idx].get(mode="promise_in_bounds") for x in block)
+
+
+def _run(
+    policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init=None
+):
+    """:func:`_kernel` with the waiting-time histogram layout of ``workload`` (computed outside
+    the trace, where the workload's arrays are concrete). ``reps`` split over several devices
+    (``_sharding.shard_batch``): each device runs the kernel on its own replications
+    (:func:`_sharded`), with ``init`` if given (split likewise)."""
+    bins = _wait_bins(workload)[:3]
+    sharding = getattr(reps, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    if mesh is not None and mesh.size > 1:
+        args = (lam, key, reps, warmup, n_jobs, max_events)
+        return _sharded(policy, workload, *args, B, saturated, dtype, bins, mesh, init)
+    args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
+    return _kernel(policy, workload, *args, bins=bins)
+
+
+@eqx.filter_jit
+def _sharded(
+    policy,
+    workload,
+    lam,
+    key,
+    reps,
+    warmup,
+    n_jobs,
+    max_events,
+    B,
+    saturated,
+    dtype,
+    bins,
+    mesh,
+    init=None,
+):
+    """:func:`_kernel` on each device's share of ``reps`` (and of ``init``, a state of those
+    replications), independently (``shard_map``): under automatic partitioning the kernel's
+    loops would synchronise the devices at every loop of :func:`._queues.settle`. The
+    deque bodies pass split on their replication axis (``(D Q, R, 3)``) and come back flat,
+    as from one device."""
+    n = mesh.shape[BATCH]
+    R = reps.shape[0]
+    by_rep = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1, R // n, 3)))  # noqa: E731
+    flat = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))  # noqa: E731
+
+    def local(lam, key, reps, warmup, n_jobs, max_events, *init):
+        init = flat(init[0]) if init else None
+        args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
+        return by_rep(_kernel(policy, workload, *args, bins=bins))
+
+    scalars = (lam, key, reps[: R // n], warmup, n_jobs, max_events)
+    shapes = jax.eval_shape(local, *scalars)
+    specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), shapes)
+    specs = specs._replace(q=specs.q._replace(body=P(None, BATCH, None)))
+    args, in_specs = (
+        (lam, key, reps, warmup, n_jobs, max_events),
+        (P(), P(), P(BATCH), P(), P(), P()),
+    )
+    if init is not None:  # the local state's shapes are those of the output
+        body = init.q.body.reshape(-1, R, 3)
+        args, in_specs = (*args, init._replace(q=init.q._replace(body=body))), (*in_specs, specs)
+    f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=specs, check_vma=False)
+    return flat(f(*args))
+
+
+@eqx.filter_jit
+def _kernel(
+    policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init, bins
+):
+    """Every replication of ``reps`` until its measured jobs have left (or an arrival or a pick
+    finds its deque full, or ``max_events``), all replications side by side (the last axis of
+    every array), from ``init`` (default: empty), with deques of ``B`` entries.
+    ``saturated``: the queue is topped up to ``B`` jobs at once (no arrival process), for the
+    throughput of the saturated system."""
+    s, K = workload.s, workload.n_classes
+    needs = needs_of(workload)
+    layout = layout_of(policy, s, needs)
+    target = n_jobs - warmup
+    n_bins = bins[0]
+    ctx = _Ctx(layout, s, needs, saturated, B, warmup, n_jobs, bins)
+
+    def active(st):
+        done = st.acc.done >= n_jobs if saturated else rows_sum(st.acc.cnt) >= target
+        return ~done & ~st.overflow & (st.events < max_events)
+
+    def run(st, k, reps, stop: int):
+        """Chunks of rounds from ``st`` (chunk number ``k``: the epoch moves on schedule)
+        until at most ``stop`` replications are active."""
+        draw = _draw(workload, lam, replication_keypairs(key, reps), dtype)
+
+        def chunk(carry):
+            st, k = carry
+            block, first = draw(st.n_next), st.n_next
+
+            def one(_, st):
+                return _round(ctx, st, active(st), _job_at(block, st.n_next - first))
+
+            st = lax.fori_loop(0, _CHUNK, one, st)
+            if jnp.dtype(dtype).itemsize < 8:  # float64 keeps absolute times (heapq reference)
+                st = lax.cond(k % _REBASE == _REBASE - 1, _rebase, lambda st: st, st)
+            return st, k + 1
+
+        go_on = lambda c: jnp.sum(active(c[0]).astype(jnp.int32)) > stop  # noqa: E731
+        return lax.while_loop(go_on, chunk, (st, k))
+
+    if init is None:
+        M = layout.rows or s // min(needs)
+        D, F = layout.deques(needs), layout.registers
+        init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, layout.rows > 0)
+    R = reps.shape[0]
+    T = R // _TAIL if R >= _TAIL_MIN else 0
+    with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
+        st, k = run(init, jnp.int32(0), reps, T)
+        if not T:
+            return st
+        # the last T replications to finish (and finished ones) on their own: rounds of T
+        idx = jnp.argsort(~active(st), stable=True)[:T]
+        body = st.q.body.reshape(-1, R, 3)
+        rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
+        sub = jax.tree.map(lambda x: x[..., idx], rest(st))
+        sub = run(sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1))), k, reps[idx], 0)
+        sub = sub[0]
+        st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
+        body = body.at[:, idx].set(sub.q.body.reshape(-1, T, 3))
+        return st._replace(q=st.q._replace(body=body.reshape(-1)))

@@ -1,0 +1,241 @@
+"""The job lists of the event engine: the jobs in service in slots, the waiting ones in deques.
+
+The engine does not keep every job in one arrival-ordered buffer (a departure would shift it,
+and a policy would scan it at every event). Per replication it keeps
+
+* the jobs in service in ``M = s // min(need)`` slots: absolute end time ``s_end`` (``inf``:
+  empty), arrival time ``s_arr`` and a packed ``s_info`` (need 0: empty); unordered, or
+  (``Layout.sorted_slots``) sorted by end time, then arrival time, the empty slots last;
+* the waiting jobs in ``D`` ring-buffer deques of ``Q`` entries, each in arrival order: one
+  FIFO, or one per distinct need (a preempted job goes back to the front of its need's
+  deque: it is older than every waiting job of that need). The front of every deque is also
+  kept in registers (``f_*``), or the first ``F`` entries of a single FIFO
+  (``Layout.registers``), so a pick reads no deque memory;
+* for a policy that serves only within a bounded arrival-order prefix (``Layout.rows``),
+  that prefix in ``W`` unordered rows (``s_*``, in service or not, with the first wait
+  ``s_wait`` and the place in the arrival order: ``s_before``, the needs of the jobs ahead,
+  ``s_rank``, 1 + those of the same need ahead) and the rest in one FIFO.
+
+All arrays carry the replications on their last axis. Times are relative to an epoch that the
+engine moves to the clock every few rounds (float32 runs keep their digits); ``f_rem`` and the
+deques hold remaining work. This module also holds the reductions over the slots, written as
+trees of elementwise operations, and :func:`settle`, which materialises a round's
+per-replication decisions once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jaxtyping import Array, Float, Int
+
+__all__ = [
+    "Queues",
+    "pack",
+    "need_of",
+    "cls_of",
+    "code_of",
+    "started_of",
+    "settle",
+    "settling",
+    "rows_min",
+    "rows_max",
+    "rows_sum",
+    "rows_any",
+    "rows_first",
+]
+
+_CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT, _RUN_SHIFT = 16, 26, 28, 29
+
+
+def pack(need, cls, code, started):
+    """One int32 per job: need (bits 0-15), class (16-25), measuring code (26-27), started
+    (28): one field to move instead of four."""
+    return (
+        need.astype(jnp.int32)
+        | (cls.astype(jnp.int32) << _CLS_SHIFT)
+        | (code.astype(jnp.int32) << _CODE_SHIFT)
+        | (started.astype(jnp.int32) << _STARTED_SHIFT)
+    )
+
+
+def need_of(info):
+    return info & 0xFFFF
+
+
+def cls_of(info):
+    return (info >> _CLS_SHIFT) & 0x3FF
+
+
+def code_of(info):
+    return (info >> _CODE_SHIFT) & 3
+
+
+def started_of(info):
+    return ((info >> _STARTED_SHIFT) & 1).astype(bool)
+
+
+def set_started(info):
+    return info | (1 << _STARTED_SHIFT)
+
+
+def running_of(info):
+    """In service (the prefix rows: bit 29 of the packed info)."""
+    return ((info >> _RUN_SHIFT) & 1).astype(bool)
+
+
+def with_running(info, run):
+    return (info & ~(1 << _RUN_SHIFT)) | (run.astype(jnp.int32) << _RUN_SHIFT)
+
+
+_UNIT: list = []  # the traced 1 of the engine run being traced (settle)
+
+
+@contextlib.contextmanager
+def settling(one):
+    """Within it, :func:`settle` materialises its values, with ``one``: an int32 scalar that
+    is 1 at run time but not a constant to XLA (the engine passes ``min(n_jobs, 1)``)."""
+    _UNIT.append(one)
+    try:
+        yield
+    finally:
+        _UNIT.pop()
+
+
+def settle(*xs):
+    """``xs`` computed once, before their consumers. XLA fuses a round's per-replication
+    decisions (``(R,)`` masks, indices, values: tens of operations each) into every
+    ``(slots, R)`` update that uses them and recomputes them for each element. An optimisation
+    barrier is removed before fusion and a reduce of two copies is simplified away; a
+    ``while_loop`` that runs once (its trip count ``one`` unknown to XLA) hands on materialised
+    buffers for the price of one loop. Exact: the loop multiplies by 1. Outside
+    :func:`settling`, the identity."""
+    if not _UNIT:
+        return xs
+    one = _UNIT[-1]
+
+    def once(c):
+        k, xs = c
+        return k + 1, jax.tree.map(lambda x: _times(x, one), xs)
+
+    return lax.while_loop(lambda c: c[0] < one, once, (jnp.int32(0), xs))[1]
+
+
+def _times(x, one):
+    """``x`` times the traced 1 (for booleans: and with ``one > 0``; for floats a select on
+    ``one > 0``: a float multiply flushes subnormals to zero on XLA:CPU, and the packed job
+    info of a float32 deque body, bitcast, is subnormal for unmeasured jobs)."""
+    if x.dtype == jnp.bool_:
+        return x & (one > 0)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return jnp.where(one > 0, x, jnp.zeros((), x.dtype))
+    return x * one.astype(x.dtype)
+
+
+def _rows(op, x, axis, settled):
+    """Reduce ``axis`` (static, short) of ``x`` with the elementwise ``op``, as a balanced tree
+    of row operations: one fused elementwise pass (XLA:CPU's own reduce over a short leading
+    axis is slower, and is split over threads, which waits on a busy core). Exact for min,
+    max and integer sums (the order does not matter). An elementwise tree is fused into each
+    consumer and recomputed for every element it feeds: ``settled`` (default: more than 8
+    rows) materialises the result first (:func:`settle`)."""
+    rows = [lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis])]
+    while len(rows) > 1:
+        pairs = [op(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
+        rows = pairs + rows[len(pairs) * 2 :]
+    if settled is None:
+        settled = x.shape[axis] > 8
+    return settle(rows[0])[0] if settled else rows[0]
+
+
+def rows_min(x, axis=0, settled=None):
+    return _rows(jnp.minimum, x, axis, settled)
+
+
+def rows_sum(x, axis=0, settled=None):
+    return _rows(jnp.add, x, axis, settled)
+
+
+def rows_max(x, axis=0, settled=None):
+    return _rows(jnp.maximum, x, axis, settled)
+
+
+def rows_any(x, axis=0, settled=None):
+    return _rows(jnp.logical_or, x, axis, settled)
+
+
+def rows_first(keys, values):
+    """Per replication, ``values`` (arrays over ``(slots, R)``) at the slot with the smallest
+    ``keys`` (compared in order: lexicographic; the lowest slot on ties), from one tree of
+    comparisons over the slots, materialised once (:func:`settle`)."""
+    rows = [
+        tuple(lax.index_in_dim(x, i, 0, keepdims=False) for x in (*keys, *values))
+        for i in range(keys[0].shape[0])
+    ]
+    nk = len(keys)
+
+    def better(a, b):  # b strictly before a
+        lt, eq = b[0] < a[0], b[0] == a[0]
+        for x, y in zip(a[1:nk], b[1:nk], strict=True):
+            lt, eq = lt | (eq & (y < x)), eq & (y == x)
+        return tuple(jnp.where(lt, y, x) for x, y in zip(a, b, strict=True))
+
+    while len(rows) > 1:
+        pairs = [better(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
+        rows = pairs + rows[len(pairs) * 2 :]
+    return settle(*rows[0][nk:])
+
+
+def encode(info, dtype):
+    """The packed int32 as a float of the deque body (exact: the value in float64, the bits in
+    float32)."""
+    if jnp.dtype(dtype).itemsize == 8:
+        return info.astype(dtype)
+    return lax.bitcast_convert_type(info, dtype)
+
+
+def decode(x):
+    if x.dtype.itemsize == 8:
+        return x.astype(jnp.int32)
+    return lax.bitcast_convert_type(x, jnp.int32)
+
+
+class Queues(NamedTuple):
+    """The jobs of all replications (module docstring); ``body``: the deques,
+    ``(D, Q, R, 3)`` (arrival, remaining work, encoded info side by side: a front refill reads
+    one cache line per replication) flattened; ``free`` servers; ``busy``: jobs in service
+    per per-need deque. With prefix rows (``Layout.rows``), ``s_*`` are those rows (``s_end``:
+    the end time of a job in service, else its remaining work), with ``s_wait``, ``s_before``,
+    ``s_rank`` (module docstring; else they have no rows)."""
+
+    s_end: Float[Array, "M R"]
+    s_arr: Float[Array, "M R"]
+    s_info: Int[Array, "M R"]
+    f_arr: Float[Array, "D R"]
+    f_rem: Float[Array, "D R"]
+    f_info: Int[Array, "D R"]
+    body: Float[Array, " DQ3R"]
+    head: Int[Array, "D R"]
+    size: Int[Array, "D R"]
+    busy: Int[Array, "D R"]
+    free: Int[Array, " R"]
+    s_wait: Float[Array, "W R"]
+    s_before: Int[Array, "W R"]
+    s_rank: Int[Array, "W R"]
+
+    @property
+    def capacity(self) -> int:
+        return self.body.shape[0] // (3 * self.head.size)
+
+    def deque(self, d: int):
+        """``(arr, rem, info, position from the front)`` of every entry of deque ``d``
+        (static), ``(Q, R)`` each (position ``>= size``: empty)."""
+        D, R = self.head.shape
+        b = self.body.reshape(D, self.capacity, R, 3)[d]
+        pos = jnp.arange(self.capacity, dtype=jnp.int32)[:, None] - self.head[d][None]
+        pos = jnp.where(pos < 0, pos + self.capacity, pos)  # (a remainder: 8 operations)
+        return b[..., 0], b[..., 1], decode(b[..., 2]), pos

@@ -1,0 +1,339 @@
+"""One round of the event engine: the next event of every replication and the policy's pick.
+
+A round of a replication is its next event (an arrival or a completion, whichever comes first;
+skipped while a pick is pending) followed by one pick of the policy (:mod:`._picks`: start a
+waiting job or preempt one in service) at the new instant; picks repeat, one per round, until
+the policy names none. An event touches one slot and one deque entry, so a round costs the
+same whatever the queue length. With prefix rows (``Layout.rows``) there are no picks: the
+event is followed by the choice of the rows in service (:func:`_event_rows`), so a job costs
+two rounds, its arrival and its completion.
+
+An arrival (or a preemption) that finds its deque full stops its replication before the event
+(``overflow``); the driver goes on with a larger deque.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from ._accumulate import _Acc, _integrate, _record_departure, _record_wait
+from ._deques import _deque_of, _occupy, _onehot, _push, _refill, _take, _vacate
+from ._layout import Layout
+from ._picks import serve_prefix
+from ._queues import (
+    Queues,
+    need_of,
+    pack,
+    rows_any,
+    rows_first,
+    rows_min,
+    rows_sum,
+    running_of,
+    set_started,
+    settle,
+    started_of,
+    with_running,
+)
+
+
+class _State(NamedTuple):
+    """All replications (the last axis of every array)."""
+
+    q: Queues
+    now: Array  # clock, relative to the epoch of the arrival and end times
+    to_arrival: Array  # time until the next arrival
+    n_next: Array  # index of the next arriving job
+    count: Array  # jobs in the system
+    pending: Array  # a pick was made at this instant: pick again before the next event
+    acc: _Acc
+    overflow: Array  # an arrival or a pick found its deque full: stopped before it
+    events: Array  # arrivals and completions so far
+
+
+def _empty(
+    s: int,
+    M: int,
+    D: int,
+    Q: int,
+    R: int,
+    K: int,
+    n_bins: int,
+    dt,
+    F: int = 1,
+    rows=False,
+) -> _State:
+    """``R`` empty replications of ``s`` servers: ``M`` service slots (with ``rows``, the
+    prefix rows), ``D`` deques of ``Q`` entries (``F`` front registers: one per
+    deque, or the first ``F`` entries of a single FIFO); ``K`` classes, ``n_bins``
+    waiting-time bins per class."""
+    f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
+    i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
+    q = Queues(
+        s_end=jnp.full((M, R), jnp.inf, dt),
+        s_arr=f(M),
+        s_info=i(M),
+        f_arr=f(max(D, F)),
+        f_rem=f(max(D, F)),
+        f_info=i(max(D, F)),
+        body=jnp.zeros(D * Q * R * 3, dt),
+        head=i(D),
+        size=i(D),
+        busy=i(D),
+        free=jnp.full(R, s, jnp.int32),
+        s_wait=f(M if rows else 0),
+        s_before=i(M if rows else 0),
+        s_rank=i(M if rows else 0),
+    )
+    acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
+    return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
+
+
+class _Ctx(NamedTuple):
+    """Static facts of a run: the policy's layout, servers, distinct needs (largest first),
+    whether the system is saturated, the buffer, and the measured jobs ``warmup .. n_jobs -
+    1``."""
+
+    layout: Layout
+    s: int
+    needs: tuple
+    saturated: bool
+    B: int
+    warmup: Array
+    n_jobs: Array
+    bins: tuple  # (n_bins, shift, lo_code) of the waiting-time histogram
+
+
+def _clock(ctx: _Ctx, st: _State):
+    """Time until the next arrival and whether the state is inside the measuring window."""
+    if ctx.saturated:  # topped up at once; measured over the departures warmup .. n_jobs
+        to_arrival = jnp.where(st.count >= ctx.B, jnp.inf, 0.0).astype(st.now.dtype)
+        return to_arrival, st.acc.done >= ctx.warmup
+    # measured over the arrivals of the jobs warmup .. n_jobs - 1
+    return st.to_arrival, (st.n_next > ctx.warmup) & (st.n_next <= ctx.n_jobs)
+
+
+def _arrival_info(ctx: _Ctx, st: _State, need, cls):
+    """The packed info of job ``n_next``: measured (code 1, 2 in the second half) or not."""
+    n = st.n_next
+    mid = (ctx.warmup + ctx.n_jobs) // 2
+    code = jnp.where((n >= ctx.warmup) & (n < ctx.n_jobs), 1 + (n >= mid), 0)
+    return pack(need, cls, code, jnp.zeros_like(need, bool))
+
+
+def _advance(ctx: _Ctx, st: _State, q, acc, now, to_arrival, leaves, arrives, on, tau):
+    """The state after the event: clock, next arrival, counts."""
+    gap = jnp.zeros_like(now) if ctx.saturated else tau
+    dt = now - st.now
+    return st._replace(
+        q=q,
+        now=now,
+        to_arrival=jnp.where(leaves, to_arrival - dt, jnp.where(arrives, gap, st.to_arrival)),
+        n_next=st.n_next + arrives,
+        count=st.count + arrives - leaves,
+        acc=acc,
+        events=st.events + on,
+    )
+
+
+def _event(ctx: _Ctx, st: _State, on, job):
+    """The next arrival or completion of every replication where ``on`` (``job``: job
+    ``n_next``, the next to arrive, as ``(class, need, service, inter-arrival time)``). Returns
+    the state and where an arrival found its deque full (``blocked``: nothing happens,
+    overflow)."""
+    q, (cls, need, sigma, tau) = st.q, job
+    # the oldest of the jobs ending first: its end, arrival, slot and info
+    if ctx.layout.sorted_slots:  # the first row
+        end, arr_j, info_j = q.s_end[0], q.s_arr[0], q.s_info[0]
+        j = jnp.zeros_like(info_j)
+    else:
+        ids = jnp.broadcast_to(
+            jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None], q.s_info.shape
+        )
+        end, arr_j, j, info_j = rows_first((q.s_end, q.s_arr), (q.s_end, q.s_arr, ids, q.s_info))
+    to_arrival, inside = _clock(ctx, st)
+    d_new = _deque_of(need, ctx.needs) if ctx.layout.per_need else jnp.zeros_like(need)
+    arrival_next = st.now + to_arrival < end
+    full = rows_sum(jnp.where(_onehot(q.head.shape[0], d_new), q.size, 0)) >= q.capacity
+    blocked = on & arrival_next & full
+    on = on & ~blocked
+    leaves, arrives = on & ~arrival_next, on & arrival_next
+    now = jnp.where(leaves, end, jnp.where(arrives, st.now + to_arrival, st.now))
+    d_j = _deque_of(need_of(info_j), ctx.needs)  # the per-need deque of the leaving job
+    on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j = settle(
+        on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j
+    )
+    acc = _integrate(st.acc, st, now - st.now, inside, rows_any(q.size > 0))
+    # a completion: its slot empties
+    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    need_j = jnp.where(leaves, need_of(info_j), 0)
+    q = _vacate(q, j, leaves, ctx.layout.sorted_slots)
+    q = q._replace(free=q.free + need_j)
+    if ctx.layout.per_need:  # (no pick on one FIFO reads the counts)
+        q = q._replace(busy=q.busy - (_onehot(q.head.shape[0], d_j) & leaves[None]))
+    # an arrival: job n_next at the back of its deque
+    info = _arrival_info(ctx, st, need, cls)
+    q = _push(q, d_new, (now, sigma, info), arrives, apart=ctx.layout.inside)
+    return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
+
+
+def _event_rows(ctx: _Ctx, st: _State, on, job):
+    """:func:`_event` and the policy's choice of the jobs in service with prefix rows
+    (``Layout.rows``, :func:`~._picks.serve_prefix`): the first ``W`` jobs in the system sit
+    in ``W`` unordered rows (``s_end``: absolute end time in service, else the remaining work;
+    ``s_before``: the needs of the jobs ahead of it in arrival order, ``s_rank``: 1 + the jobs
+    of its need ahead of it, both kept up to date as jobs leave, so no pass orders the rows),
+    the rest in one FIFO. A completion empties its row and the front of the FIFO takes it; an
+    arrival takes an empty row, or waits in the FIFO. Then the policy chooses the rows in
+    service afresh (preempt-resume) and the wait of a job is kept in its row until it
+    leaves."""
+    q, (cls, need, sigma, tau) = st.q, job
+    W = q.s_end.shape[0]
+    rows = jnp.arange(W, dtype=jnp.int32)[:, None]
+    ids = jnp.broadcast_to(rows, q.s_info.shape)
+    run, need_rows = running_of(q.s_info), need_of(q.s_info)
+    ends = jnp.where(run, q.s_end, jnp.inf)
+    # the oldest of the jobs ending first (``s_before`` orders the rows by arrival)
+    end, j, arr_j, info_j, wait_j, before_j = rows_first(
+        (ends, q.s_before), (ends, ids, q.s_arr, q.s_info, q.s_wait, q.s_before)
+    )
+    to_arrival, inside = _clock(ctx, st)
+    in_window = st.count < W  # then the FIFO is empty
+    arrival_next = st.now + to_arrival < end
+    blocked = on & arrival_next & ~in_window & (q.size[0] >= q.capacity)
+    on = on & ~blocked
+    leaves, arrives = on & ~arrival_next, on & arrival_next
+    now = jnp.where(leaves, end, jnp.where(arrives, st.now + to_arrival, st.now))
+    info = _arrival_info(ctx, st, need, cls)
+    # the job that takes a row: the front of the FIFO on a completion, else the arrival
+    refill = leaves & (q.size[0] > 0)
+    put = refill | (arrives & in_window)
+    slot = jnp.where(leaves, j, rows_min(jnp.where(need_rows == 0, rows, W), settled=False))
+    item = tuple(
+        jnp.where(leaves, x[0], y)
+        for x, y in zip((q.f_arr, q.f_rem, q.f_info), (now, sigma, info), strict=True)
+    )
+    need_j = jnp.where(leaves, need_of(info_j), 0)
+    v = need_of(item[2])
+    ahead = rows_sum(need_rows, settled=False) - need_j
+    same = rows_sum((need_rows == v).astype(jnp.int32), settled=False) - (need_j == v)
+    decided = (on, leaves, arrives, refill, put, now, slot, item, ahead, same)
+    leaving = (info_j, arr_j, wait_j, before_j, need_j)
+    decided, leaving = settle(decided, leaving)
+    on, leaves, arrives, refill, put, now, slot, item, ahead, same = decided
+    info_j, arr_j, wait_j, before_j, need_j = leaving
+    someone_waits = st.count > rows_sum(run.astype(jnp.int32), settled=False)
+    acc = _integrate(st.acc, st, now - st.now, inside, someone_waits)
+    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    acc = _record_wait(acc, info_j, wait_j, leaves, ctx.bins)
+    # the rows: the leaving job's row empties, the jobs behind it move up in the order
+    later = leaves[None] & (q.s_before > before_j[None])
+    hit = (rows == slot[None]) & put[None]
+    gone = (rows == j[None]) & leaves[None]
+    before = jnp.where(hit, ahead[None], jnp.where(later, q.s_before - need_j[None], q.s_before))
+    rank = q.s_rank - (later & (need_rows == need_j[None]))
+    rank = jnp.where(hit, same[None] + 1, rank)
+    s_info = jnp.where(hit, item[2][None], jnp.where(gone, 0, q.s_info))
+    s_end = jnp.where(hit, item[1][None], q.s_end)
+    s_arr = jnp.where(hit, item[0][None], q.s_arr)
+    # the FIFO: the arrival at its back, or its front into the row
+    q = _push(q, jnp.zeros_like(slot), (now, sigma, info), arrives & ~in_window)
+    q, _ = _take(q, jnp.zeros_like(slot), jnp.zeros_like(slot), refill, False)
+    q = _refill(q, jnp.zeros_like(slot), refill)
+    # the policy's choice: starts (end = now + remaining work), preemptions (the reverse)
+    need_rows = need_of(s_info)
+    new = serve_prefix(ctx.layout.serve_needs, need_rows, before, rank, ctx.s)
+    (new,) = settle(new)
+    old = running_of(s_info)
+    start, stop = new & ~old, old & ~new
+    first = start & ~started_of(s_info)
+    q = q._replace(
+        s_end=jnp.where(start, now[None] + s_end, jnp.where(stop, s_end - now[None], s_end)),
+        s_arr=s_arr,
+        s_info=with_running(jnp.where(start, set_started(s_info), s_info), new),
+        s_wait=jnp.where(first, now[None] - s_arr, q.s_wait),
+        s_before=before,
+        s_rank=rank,
+        free=ctx.s - rows_sum(jnp.where(new, need_rows, 0), settled=False),
+    )
+    return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
+
+
+def _apply(ctx: _Ctx, st: _State, pk, on):
+    """Apply the policy's pick where ``on``; returns the state and where the pick found its
+    deque full (then nothing happens: overflow; the pick is made again on resuming)."""
+    q, needs, M = st.q, ctx.needs, st.q.s_end.shape[0]
+    pk, on = settle(pk, on)
+    start, preempt = on & (pk.kind == 1), on & (pk.kind == 2)
+    D = q.head.shape[0]
+    full = jnp.zeros_like(on)
+    if ctx.layout.preemptive:  # slot i back to the front of its need's deque
+        hit = _onehot(M, pk.i)
+        at = lambda x: rows_sum(jnp.where(hit, x, jnp.zeros((), x.dtype)))  # noqa: E731
+        info_i = at(q.s_info)
+        d_pre = _deque_of(need_of(info_i), needs)
+        full = preempt & (rows_sum(jnp.where(_onehot(D, d_pre), q.size, 0)) >= q.capacity)
+        preempt = preempt & ~full
+        item = (at(q.s_arr), at(q.s_end) - st.now, info_i)
+        start, preempt, item, d_pre = settle(start, preempt, item, d_pre)
+        q = _vacate(q, pk.i, preempt, ctx.layout.sorted_slots)
+        q = q._replace(
+            free=q.free + jnp.where(preempt, need_of(info_i), 0),
+            busy=q.busy - (_onehot(D, d_pre) & preempt[None]),
+        )
+        q = _push(q, d_pre, item, preempt, front=True)  # older than its deque's jobs
+    # start: into service (there is an empty slot: the job fits)
+    q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.layout.inside)
+    q = _refill(q, pk.d, start, ctx.layout.inside)
+    if ctx.layout.sorted_slots:  # its row: after the jobs ending before it (or with it and
+        # arrived first; a sum over the rows, settled after the values it compares)
+        start, a, end, info = settle(start, a, st.now + r, info)
+        before = (q.s_end < end[None]) | ((q.s_end == end[None]) & (q.s_arr < a[None]))
+        slot = rows_sum(before.astype(jnp.int32))
+    else:  # the first empty slot
+        empty = jnp.where(q.s_info == 0, jnp.arange(M, dtype=jnp.int32)[:, None], M)
+        slot = rows_min(empty, settled=False)
+        slot, start, a, end, info = settle(slot, start, a, st.now + r, info)
+    first = start & ~started_of(info)
+    q = _occupy(q, slot, (end, a, set_started(info)), start, ctx.layout.sorted_slots)
+    q = q._replace(free=q.free - jnp.where(start, need_of(info), 0))
+    if ctx.layout.per_need:
+        q = q._replace(busy=q.busy + (_onehot(D, pk.d) & start[None]))
+    acc = _record_wait(st.acc, info, st.now - a, first, ctx.bins)
+    return st._replace(q=q, acc=acc), full
+
+
+def _round(ctx: _Ctx, st: _State, active, job) -> _State:
+    """One round of every ``active`` replication: its next event unless a pick is pending,
+    then the policy's next pick at the new instant. ``job``: job ``n_next`` of every
+    replication (:func:`_job_at`)."""
+    old = st
+    if ctx.layout.rows:  # the policy chooses the set in service at the event
+        st, blocked = _event_rows(ctx, st, active, job)
+        st = st._replace(overflow=st.overflow | blocked)
+        return jax.tree.map(lambda x, y: x.astype(y.dtype), st, old)
+    st, blocked = _event(ctx, st, active & ~st.pending, job)
+    go = active & ~blocked
+    pk = ctx.layout.pick(st.q, ctx.s, ctx.needs, st.now)
+    st, full = _apply(ctx, st, pk, go)
+    picked = go & (pk.kind > 0)
+    pending = jnp.where(go, (picked & pk.more) | full, st.pending)
+    st = st._replace(pending=pending, overflow=st.overflow | blocked | full)
+    return jax.tree.map(lambda x, y: x.astype(y.dtype), st, old)  # sums of int32 are int64
+
+
+def _rebase(st: _State) -> _State:
+    """Arrival and end times relative to the clock (the epoch moves to now; the prefix rows
+    not in service hold remaining work, not an end time)."""
+    q, now = st.q, st.now
+    D, R = q.head.shape
+    b = q.body.reshape(D, q.capacity, R, 3)
+    b = b.at[..., 0].add(-now)
+    shift = now if q.s_wait.shape[0] == 0 else jnp.where(running_of(q.s_info), now, 0)
+    q = q._replace(
+        s_end=q.s_end - shift, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)
+    )
+    return st._replace(q=q, now=jnp.zeros_like(now))

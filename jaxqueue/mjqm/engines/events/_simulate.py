@@ -1,0 +1,250 @@
+"""The event engine's entry points: :func:`simulate` (an event simulation of the MJQM under a
+job-list policy, with the host-side loop that grows the deques of the replications that
+overflow) and :func:`saturated_throughput` (the departure rate of the saturated system).
+
+Measured: the jobs ``warmup .. n_jobs - 1`` of each replication, until every one of them has
+left (arrivals go on meanwhile); time averages over the arrivals of those jobs. An arrival (or
+a preemption) that finds its deque full is an overflow (never used silently): the replications
+that overflowed go on from there with twice the entries, up to ``max_buffer``, and beyond it
+the status is ``overflow``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import PRNGKeyArray
+
+from ...._sharding import batch_devices, batch_mesh, shard_batch, to_host
+from ..._forward import _ratio_ci
+from ..._workload import Workload
+from ...policies import Policy, parse_policy
+from ._accumulate import _wait_bins
+from ._layout import first_buffer, layout_of, needs_of
+from ._loop import _run
+from ._result import PolicyResult, _summarise
+from ._round import _State
+
+__all__ = ["simulate", "simulate_policy", "saturated_throughput", "policy_limit", "check_workload"]
+
+
+def check_workload(workload: Workload) -> None:
+    """Refuse a workload the job-list policies are not defined for (``ValueError``)."""
+    if workload.n_types != 1 or workload.specific is not None:
+        raise ValueError(
+            "simulate_policy: policies are defined for one pool of identical servers (no "
+            "resource vectors, no specific servers)"
+        )
+
+
+def _float(dtype):
+    return jnp.dtype(dtype or (jnp.float64 if jax.config.jax_enable_x64 else jnp.float32))
+
+
+def simulate(
+    workload: Workload,
+    lam: float,
+    policy: str | Policy = "fcfs",
+    *,
+    key: PRNGKeyArray,
+    n_jobs: int = 20_000,
+    n_replications: int = 64,
+    warmup: int | None = None,
+    buffer: int | None = None,
+    max_buffer: int = 4096,
+    level: float = 0.95,
+    dtype=None,
+    override: bool = False,
+    progress=None,
+    devices=None,
+    limit: tuple | None = None,
+    throw: bool = False,
+) -> PolicyResult:
+    """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
+    independent queues started empty (the engine's state layout: ``_layout.layout_of``).
+
+    Args:
+        workload: one pool of ``s`` identical servers (any service and arrival laws).
+        lam: arrival rate; refused at or beyond the policy's known stability limit
+            (:func:`policy_limit`) unless ``override``.
+        policy: a name of :data:`~jaxqueue.mjqm.policies.POLICIES` (``"window:4"``) or a
+            policy object.
+        key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
+        n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
+        buffer: entries per job deque to start with (default ``_layout.first_buffer``); the
+            replications that overflow go on with twice the entries, up to ``max_buffer``
+            (and the layout's own ``max_buffer``: 2^14 for easy-backfilling, whose pick packs
+            a FIFO position into 16 bits of an int32).
+        level: confidence level. dtype: float dtype (default float64 under x64).
+        progress: optional ``callable(str)`` told of each run once the arguments are checked.
+        devices: devices to shard the replications over (default ``jax.devices()``; the
+            largest count dividing the replications run is used; results do not depend on it).
+        limit: ``(method, lambda_c, (low, high))``, the policy's :func:`policy_limit` if
+            already known (a sweep computes it once).
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
+            (default: return the result with its status).
+
+    Returns:
+        :class:`PolicyResult`.
+
+    Raises:
+        ValueError: a bad argument, a workload with several resource types or specific
+            servers, or (without ``override``) ``lam`` at or beyond a known limit.
+        EstimateError: with ``throw``, a status other than ``ok``.
+    """
+    pol = parse_policy(policy)
+    check_workload(workload)
+    warmup = n_jobs // 5 if warmup is None else int(warmup)
+    if not (lam > 0 and math.isfinite(lam)):
+        raise ValueError(f"simulate_policy: lam must be positive and finite, got {lam!r}")
+    if n_replications < 2:
+        raise ValueError(f"simulate_policy: n_replications must be >= 2, got {n_replications}")
+    if not 0 <= warmup < n_jobs - 1:
+        raise ValueError(f"simulate_policy: need 0 <= warmup < n_jobs - 1, got {warmup}, {n_jobs}")
+    if limit is None:
+        limit = policy_limit(workload, pol, key=jax.random.fold_in(key, 0x5AB1E))
+    if limit[1] is not None and lam >= limit[1] and not override:
+        raise ValueError(
+            f"simulate_policy: lam = {lam:.6g} is at or beyond the stability limit of "
+            f"{pol.label} ({limit[0]}: lambda_c = {limit[1]:.6g}); the queue grows without bound"
+        )
+    sizes, dt = (n_replications, warmup, n_jobs), _float(dtype)
+    runs = _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices, progress)
+    acc, overflow, capped, B = runs
+    probs = np.asarray(workload.probs)
+    edges = _wait_bins(workload)[3]
+    rest = (n_jobs, warmup, level, limit, edges)
+    res = _summarise(pol.label, lam, probs, acc, overflow, capped, B, *rest)
+    return res.raise_for_status() if throw else res
+
+
+def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, progress=None):
+    """The kernel over every replication. Those whose buffer fills go on from where they
+    stopped with twice the slots (an arrival that finds the buffer full stops its replication
+    before the event), so the result is that of a run with the larger buffer from the start.
+    Returns the per-replication sums, whether any still overflowed at ``max_buffer``, whether
+    any hit the event cap, and the last buffer size. ``sizes``: ``(replications, warmup,
+    jobs)``."""
+    n_replications, warmup, n_jobs = sizes
+    layout = layout_of(pol, workload.s, needs_of(workload))
+    max_buffer = min(max_buffer, layout.max_buffer)
+    B = min(buffer or first_buffer(workload, layout), max_buffer)
+    args = (jnp.asarray(lam, dt), key)
+    todo = np.arange(n_replications)
+    mesh = batch_mesh(batch_devices(n_replications, devices))
+    (reps,) = shard_batch(mesh, jnp.asarray(todo, jnp.int32))
+    init, acc = None, None
+    overflow, capped = np.zeros(n_replications, bool), np.zeros(n_replications, bool)
+    while True:
+        if progress is not None:
+            progress(f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots")
+        max_events = 4 * n_jobs + 64 * B
+        out = _run(
+            pol,
+            workload,
+            *args,
+            reps,
+            jnp.int32(warmup),
+            jnp.int32(n_jobs),
+            jnp.int32(max_events),
+            B,
+            False,
+            dt,
+            init,
+        )
+        st = jax.tree.map(to_host, out)
+        part = st.acc
+        acc = part if acc is None else jax.tree.map(functools.partial(_merge, rows=todo), acc, part)
+        overflow[todo], capped[todo] = st.overflow, st.events >= max_events
+        if not st.overflow.any() or 2 * B > max_buffer:
+            return acc, bool(overflow.any()), bool(capped.any()), B
+        # go on with the replications that filled their buffer, twice the slots
+        over = st.overflow
+        todo, B = todo[over], 2 * B
+        mesh = batch_mesh(batch_devices(len(todo), devices))
+        (reps,) = shard_batch(mesh, jnp.asarray(todo, jnp.int32))
+        init = _grow(_select(st, over), B)
+
+
+def _select(st: _State, rows) -> _State:
+    """The replications ``rows`` (a mask) of a state on the host."""
+    D, R = st.q.head.shape
+    body = np.asarray(st.q.body).reshape(D, -1, R, 3)[:, :, rows].reshape(-1)
+    st = st._replace(q=st.q._replace(body=np.zeros((1, R))))
+    st = jax.tree.map(lambda x: np.asarray(x)[..., rows], st)
+    return st._replace(q=st.q._replace(body=body))
+
+
+def _grow(st: _State, B: int) -> _State:
+    """The state with deques of ``B`` entries (each laid out from its front, the new entries
+    empty) and the overflow flags cleared."""
+    q = st.q
+    D, R = q.head.shape
+    Q = q.capacity
+    body = np.asarray(q.body).reshape(D, Q, R, 3)
+    ring = (np.asarray(q.head)[:, None, :] + np.arange(Q)[None, :, None]) % Q  # (D, Q, R)
+    body = np.take_along_axis(body, ring[..., None], axis=1)
+    body = np.concatenate([body, np.zeros((D, B - Q, R, 3), body.dtype)], axis=1)
+    q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head))
+    return st._replace(q=q, overflow=np.zeros_like(st.overflow))
+
+
+def _merge(full, part, *, rows):
+    """Write the replications ``rows`` (the last axis) of ``part`` into ``full``."""
+    out = np.array(full, copy=True)
+    out[..., rows] = part
+    return out
+
+
+def saturated_throughput(
+    workload: Workload,
+    policy: str | Policy,
+    *,
+    key: PRNGKeyArray,
+    n_jobs: int = 20_000,
+    n_replications: int = 32,
+    buffer: int | None = None,
+    level: float = 0.95,
+    dtype=None,
+) -> tuple[float, tuple[float, float]]:
+    """Departure rate of the saturated system (``buffer`` jobs always present, topped up at
+    every completion) with its interval over replications: the stability limit of policies
+    whose service depends only on the jobs in service and the first ``W`` waiting ones (fcfs:
+    ``lambda_c``; ``window:W``). ``buffer`` at least the most jobs in service plus ``W``
+    (the default, rounded up to a power of 2)."""
+    pol = parse_policy(policy)
+    check_workload(workload)
+    dt = _float(dtype)
+    W = pol.lookahead or 1
+    need = workload.s // int(np.min(workload.cores_array[:, 0])) + W  # in service + window
+    B = buffer or max(8, 1 << math.ceil(math.log2(need)))
+    if B < need:
+        raise ValueError(
+            f"saturated_throughput: buffer {B} < {need} (most jobs in service + W): the "
+            "queue behind the window would run dry"
+        )
+    warmup = n_jobs // 5
+    reps = jnp.arange(n_replications, dtype=jnp.int32)
+    args = (jnp.asarray(1.0, dt), key, reps, jnp.int32(warmup), jnp.int32(n_jobs))
+    st = _run(pol, workload, *args, jnp.int32(4 * n_jobs + 64 * B), B, True, dt)
+    done = np.full(n_replications, float(n_jobs - warmup))
+    m, ci = _ratio_ci(done, np.asarray(st.acc.time), level)
+    return float(m), (float(ci[0]), float(ci[1]))
+
+
+def policy_limit(workload: Workload, policy: str | Policy, *, key: PRNGKeyArray):
+    """``(method, lambda_c, (low, high))`` of ``policy`` on ``workload``: the saturated
+    throughput where the policy says its limit is one (``saturation_limit``), else the
+    policy's own ``stability_limit`` (``("unknown", None, None)`` where no method is known)."""
+    pol = parse_policy(policy)
+    if pol.saturation_limit:
+        return ("saturated", *saturated_throughput(workload, pol, key=key))
+    return pol.stability_limit(workload, key=key)
+
+
+#: The former name of :func:`simulate` (policy ``"fcfs"`` by default, as there).
+simulate_policy = simulate

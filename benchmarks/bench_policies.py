@@ -33,6 +33,7 @@ POLICIES = (
     "window:4",
     "preemptive-first-fit",
     "msf",
+    "least-servers-first",
     "server-filling",
     "easy-backfilling",
 )
@@ -195,7 +196,7 @@ def run(fast: bool = False) -> str:
         "written as one row) whose fronts are kept in registers; a round is one event (arrival "
         "or completion) plus one policy *pick* (start or preempt). server-filling serves only "
         "among its first W = (s - 1) // min(need) + 1 jobs: it keeps them in W rows (the "
-        "`window` layout) and chooses those in service at every event, no picks, two rounds "
+        "prefix rows) and chooses those in service at every event, no picks, two rounds "
         "per job. What a round costs on XLA:CPU (profiled per thunk with "
         "`XLA_FLAGS=--xla_cpu_enable_xprof_traceme=true` and `jax.profiler`, thunks counted in "
         "HLO dumps): the number of thunks (the instructions of a round's loop body and of the "
@@ -206,7 +207,8 @@ def run(fast: bool = False) -> str:
         "that XLA:CPU splits over two threads (more "
         "arithmetic than memory traffic, or more than 512 KB touched), a thread hand-off of "
         "10-40 us each: fcfs 3 per round, easy-backfilling 9. The per-replication decisions are"
-        " computed once (`_queues.settle`: XLA would fuse them into every `(slots, R)` update "
+        " computed once (`engines/events/_queues.settle`: XLA would fuse them into every "
+        "`(slots, R)` update "
         "and recompute them per element), reductions over the slots are trees of elementwise "
         "operations, jobs are drawn in blocks of 32 per replication, indices are int32. The "
         "replications over two host devices run the kernel independently per device "

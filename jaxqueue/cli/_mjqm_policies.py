@@ -94,7 +94,7 @@ def _compare(args: argparse.Namespace) -> int:
     import jax
 
     from ..mjqm import lambda_c_estimate
-    from ..mjqm.engines.events import check_workload
+    from ..mjqm.engines.events import check_workload  # (jax: not at CLI start-up)
     from ..mjqm.policies import parse_policy
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -147,7 +147,7 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args) -> dict:
     (``unstable`` without a run beyond a known limit)."""
     import jax
 
-    from ..mjqm.engines.events import policy_limit, simulate
+    from ..mjqm.engines.events import policy_limit, simulate  # (jax: not at CLI start-up)
 
     limit = policy_limit(wl, pol, key=jax.random.fold_in(key, 0x5AB1E))
     rows = []

@@ -26,6 +26,7 @@ per-replication decisions once.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from typing import NamedTuple
 
 import jax
@@ -92,18 +93,19 @@ def with_running(info, run):
     return (info & ~(1 << _RUN_SHIFT)) | (run.astype(jnp.int32) << _RUN_SHIFT)
 
 
-_UNIT: list = []  # the traced 1 of the engine run being traced (settle)
+# the traced 1 of the engine run being traced (settle), scoped to the trace by `settling`
+_UNIT: contextvars.ContextVar = contextvars.ContextVar("settle_unit", default=None)
 
 
 @contextlib.contextmanager
 def settling(one):
     """Within it, :func:`settle` materialises its values, with ``one``: an int32 scalar that
     is 1 at run time but not a constant to XLA (the engine passes ``min(n_jobs, 1)``)."""
-    _UNIT.append(one)
+    token = _UNIT.set(one)
     try:
         yield
     finally:
-        _UNIT.pop()
+        _UNIT.reset(token)
 
 
 def settle(*xs):
@@ -114,9 +116,9 @@ def settle(*xs):
     ``while_loop`` that runs once (its trip count ``one`` unknown to XLA) hands on materialised
     buffers for the price of one loop. Exact: the loop multiplies by 1. Outside
     :func:`settling`, the identity."""
-    if not _UNIT:
+    one = _UNIT.get()
+    if one is None:
         return xs
-    one = _UNIT[-1]
 
     def once(c):
         k, xs = c

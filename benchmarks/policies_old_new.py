@@ -9,13 +9,20 @@ the engine's ``_runs`` (``engines/events/_simulate.py``; ``_events.py`` before i
 1024 replications x 2000 jobs, all policies) and prints, per policy, jobs per second of wall
 time and per CPU-second of each engine (the latter is less sensitive to other processes on a
 shared machine) and whether the per-replication sums are bit for bit the same.
+
+``python -m benchmarks.policies_old_new OLD_REV --hlo [POLICY ...]`` instead lowers the old
+and the new kernel of each policy (16 replications of five-class-exp) and says whether their
+StableHLO text, source locations left out, is the same: the same compiled work, whatever the
+load of the machine.
 """
 
 from __future__ import annotations
 
 import atexit
+import difflib
 import importlib
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -52,8 +59,46 @@ def _engine(package: str):
         return importlib.import_module(f"{package}._events")
 
 
+def _lowered(package: str, policy, wl) -> str:
+    """The StableHLO text of the kernel of ``package`` for ``policy``, locations stripped."""
+    try:
+        loop = importlib.import_module(f"{package}.engines.events._loop")
+        bins = importlib.import_module(f"{package}.engines.events._accumulate")._wait_bins(wl)
+    except ModuleNotFoundError:
+        loop = importlib.import_module(f"{package}._events")
+        bins = loop._wait_bins(wl)
+    f64, i32 = jnp.float64, jnp.int32
+    args = (jnp.asarray(0.9, f64), jax.random.key(0), jnp.arange(16, dtype=i32), i32(60))
+    args = (*args, i32(300), i32(2000), 64, False, jnp.dtype(f64), None)
+    text = loop._kernel.lower(policy, wl, *args, bins=bins[:3]).as_text()
+    text = re.sub(r"#loc[0-9]* = [^\n]*\n", "", text)
+    return re.sub(r" loc\([^\n]*?\)\)?", "", text)
+
+
+def compare_hlo(rev: str, policies) -> None:
+    """Print per policy whether the old and new kernels lower to the same StableHLO."""
+    import jaxqueue.mjqm.policies as new_pol
+    from jaxqueue import scenarios
+
+    _, old_pol = _old_package(rev)
+    wl = scenarios.get("five-class-exp")
+    for policy in policies:
+        try:
+            old = _lowered("jaxqueue.mjqm_old", old_pol.parse_policy(policy), wl)
+        except ValueError:
+            print(f"{policy:22s} new only (the old revision does not know it)", flush=True)
+            continue
+        new = _lowered("jaxqueue.mjqm", new_pol.parse_policy(policy), wl)
+        print(f"{policy:22s} HLO {'identical' if old == new else 'DIFFERS'}", flush=True)
+        if old != new:
+            diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
+            print("\n".join(list(diff)[:20]))
+
+
 def main(argv: list[str]) -> None:
     jax.config.update("jax_enable_x64", True)
+    if argv[1:2] == ["--hlo"]:
+        return compare_hlo(argv[0], argv[2:] or POLICIES)
     import jaxqueue.mjqm.policies as new_pol
     from jaxqueue import scenarios
 

@@ -8,8 +8,8 @@ References, none of them from the package's solver:
 * closed forms: Erlang C (M/M/c), M/M/1 (jobs asking for all servers), Pollaczek-Khinchine
   (all classes ask for all servers: an M/G/1 with hyperexponential service), eq. (8) for
   one-or-all workloads (``lambda_c_closed_form``);
-* :func:`saturated_lambda_c` below: the departure rate of the saturated queue (the queue never
-  empties, the classes of the jobs reaching the head are i.i.d.), written here from scratch;
+* the departure rate of the saturated queue (the queue never empties, the classes of the jobs
+  reaching the head are i.i.d.), the saturated chain of ``tests/references/mjqm_ctmc.py``;
 * Little's law and the busy-server identity; central finite differences for the gradients.
 
 The explicit queue has ``K^q`` orderings of ``q`` waiting jobs, so the brute force only reaches
@@ -30,7 +30,7 @@ import pytest
 from jaxqueue import scenarios
 from jaxqueue.dist import Deterministic, Erlang, Exponential, HyperExponential
 from jaxqueue.mjqm import Workload, exact, exact_lambda_c, lambda_c_closed_form
-from tests.references.mjqm_ctmc import erlang_c, service_vectors, solve_mjqm
+from tests.references.mjqm_ctmc import erlang_c, fcfs_saturated_throughput, solve_mjqm
 
 FIELDS = (
     "wait_mean",
@@ -54,45 +54,8 @@ def workload(s, cores, probs, means, **kw) -> Workload:
 
 # ----------------------------------------------------------------- the saturated queue
 def saturated_lambda_c(s, cores, probs, means) -> float:
-    """Departure rate of the saturated FCFS MJQM: an infinite queue of i.i.d. classes.
-
-    State ``(n, h)``: ``n`` jobs in service per class and ``h`` the class of the blocked head
-    (``a . n + a_h > s``). A class-``j`` departure (rate ``n_j mu_j``) frees ``a_j`` servers;
-    then, while the head fits, it enters service and the next job (class ``k`` w.p. ``p_k``)
-    becomes the head. ``lambda_c = sum_x phi(x) sum_j n_j mu_j`` for ``phi`` stationary.
-    """
-    a = np.asarray(cores)
-    p = np.asarray(probs, float)
-    mu = 1.0 / np.asarray(means, float)
-    K = len(a)
-    states = [
-        (tuple(int(x) for x in n), h)
-        for n in service_vectors(s, a)
-        for h in range(K)
-        if int(n @ a) + a[h] > s
-    ]
-    index = {x: i for i, x in enumerate(states)}
-    Q = np.zeros((len(states), len(states)))
-
-    def cascade(i, n, h, prob):
-        if sum(x * y for x, y in zip(n, a, strict=True)) + a[h] > s:
-            Q[i, index[(n, h)]] += prob
-            return
-        n = tuple(x + (c == h) for c, x in enumerate(n))
-        for k in range(K):
-            cascade(i, n, k, prob * p[k])
-
-    for i, (n, h) in enumerate(states):
-        for j in range(K):
-            if n[j]:
-                cascade(i, tuple(x - (c == j) for c, x in enumerate(n)), h, n[j] * mu[j])
-    np.fill_diagonal(Q, Q.diagonal() - Q.sum(1))
-    A = np.vstack([Q.T, np.ones(len(states))])
-    b = np.zeros(len(states) + 1)
-    b[-1] = 1.0
-    phi = np.linalg.lstsq(A, b, rcond=None)[0]
-    dep = np.array([sum(n[j] * mu[j] for j in range(K)) for n, _ in states])
-    return float(phi @ dep)
+    """``lambda_c``: the throughput of the saturated FCFS queue (the reference CTMC's)."""
+    return fcfs_saturated_throughput(s, cores, probs, [1.0 / m for m in means])
 
 
 # ------------------------------------------------------------------ brute force alone

@@ -1,7 +1,7 @@
 """The event engine and its policies against independent references: the plain-Python heapq
 simulator (``mjqm_policy_events.py``, job by job on the same inputs), the MJSRE forward scan
 (fcfs), the exact QBD (fcfs), and a truncated CTMC over the ordered queue contents
-(``mjqm_policy_ctmc.py``)."""
+(``mjqm_ctmc.py``)."""
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +14,7 @@ from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy
 from jaxqueue.mjqm.engines.events import _layout, _loop
 from jaxqueue.mjqm.engines.events._loop import _run
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
-from tests.references import mjqm_policy_ctmc, mjqm_policy_events
+from tests.references import mjqm_ctmc, mjqm_policy_events
 
 ALL = (
     "fcfs",
@@ -243,7 +243,7 @@ def _ctmc_workload():
 def test_policy_against_the_truncated_ctmc(policy):
     """Mean response time against the CTMC over the ordered queue contents, within 4
     standard errors (fast version; the slow one asks 1e-3 relative)."""
-    ref = mjqm_policy_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
+    ref = mjqm_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
     assert ref["p_full"] < 1e-6
     res = simulate_policy(
         _ctmc_workload(), CTMC_LAM, policy, key=jax.random.key(7), n_jobs=5_000, n_replications=64
@@ -258,7 +258,7 @@ def test_policy_against_the_truncated_ctmc(policy):
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", [p for p in ALL if p != "easy-backfilling"])
 def test_policy_against_the_truncated_ctmc_to_1e3(policy):
-    ref = mjqm_policy_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
+    ref = mjqm_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
     res = simulate_policy(
         _ctmc_workload(),
         CTMC_LAM,
@@ -276,7 +276,7 @@ def test_saturated_throughput_is_lambda_c_for_fcfs_and_window_one():
     from jaxqueue.mjqm.engines.events import saturated_throughput
 
     wl = _ctmc_workload()
-    exact_limit = mjqm_policy_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
+    exact_limit = mjqm_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
     for pol in ("fcfs", "window:1"):
         m, (lo, hi) = saturated_throughput(wl, pol, key=jax.random.key(4), n_jobs=20_000)
         assert lo <= exact_limit <= hi
@@ -299,7 +299,7 @@ def test_server_filling_limit_is_lambda_ideal_when_needs_divide_s():
 
 def test_overload_is_refused_or_flagged():
     wl = _ctmc_workload()
-    lim = mjqm_policy_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
+    lim = mjqm_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
     with pytest.raises(ValueError, match="stability limit"):
         simulate_policy(wl, 1.05 * lim, "fcfs", key=jax.random.key(0), n_jobs=2000)
     res = simulate_policy(
@@ -376,7 +376,7 @@ def test_cli_simulate_policy_json(path, capsys):
     status, out, _ = _cli(argv + ["--policy", "first-fit"], capsys)
     assert status == 0
     res = json.loads(out)
-    ref = mjqm_policy_ctmc.ctmc_policy("first-fit", lam=0.5, max_jobs=16, **CTMC_CASE)
+    ref = mjqm_ctmc.ctmc_policy("first-fit", lam=0.5, max_jobs=16, **CTMC_CASE)
     assert res["policy"] == "first-fit" and res["status"] == "ok"
     lo, hi = res["response_mean_ci"]
     assert lo < res["response_mean"] < hi

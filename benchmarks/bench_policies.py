@@ -1,5 +1,5 @@
 """Issue 17: the event engine per scheduling policy against the plain-Python heapq simulator
-(``tests/references/mjqm_policy_events.py``) in the same run.
+(``tests/references/mjqm_events.py``) in the same run.
 
 Five-class exponential scenario at half the FCFS stability limit; 1024 replications, the
 compiled kernel timed apart from compilation (one device, and the replications sharded over two
@@ -89,7 +89,7 @@ def _heapq(policy: str, lam: float, n_jobs: int, repeat: int = 3) -> tuple[float
 
 
 def _heapq_once(policy: str, lam: float, n_jobs: int) -> tuple[float, float]:
-    from tests.references import mjqm_policy_events as ref
+    from tests.references import mjqm_events as ref
 
     wl = scenarios.get("five-class-exp")
     needs = [int(a) for a in wl.cores_array[:, 0]]
@@ -171,7 +171,7 @@ def run(fast: bool = False) -> str:
         "",
         f"`five-class-exp` at lam = {lam:.6f} (half the FCFS lambda_c), float64, {REPS} "
         f"replications x {n_jobs} jobs (warm-up {n_jobs // 5}) per policy; the heapq simulator "
-        f"(`tests/references/mjqm_policy_events.py`, plain Python, one process) on {n_ref} jobs. "
+        f"(`tests/references/mjqm_events.py`, plain Python, one process) on {n_ref} jobs. "
         "Jobs/s: "
         "jobs simulated (warm-up included) over the run time of the compiled kernel; the "
         "two-device column shards the replications over two host devices "

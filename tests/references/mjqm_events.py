@@ -1,25 +1,581 @@
-"""An event-driven (heapq) simulator of the FCFS multiserver-job queue, independent of the MJSRE.
+"""The event simulator of the multiserver-job queue (MJQM): one heapq engine, every policy.
 
-Written from the model description (``papers/mjsre.md`` Section 4.1) only: ``s`` identical
-servers, one FCFS waiting line; job ``n`` arrives at ``t_n`` and needs ``alpha_n`` servers at
-once for ``sigma_n``; at every departure (and arrival) the scheduler starts jobs from the head of
-the line while the head fits in the free servers (head-of-line blocking). No workload vector,
-no recurrence. Idle servers are integrated over time: *HOL idle* while the line is non-empty,
-*free idle* while it is empty.
+This is a test reference: it shares no code with ``jaxqueue``; the engine uses only the
+standard library (numpy only for the arrays in and out of :func:`event_simulate`).
+Model: one pool of ``s`` identical servers; job ``j`` has a class, a ``need`` (servers
+occupied while in service, ``1 <= need <= s``), a ``work`` (service time at rate 1) and an
+arrival time. Preempt-resume: a job taken out of service keeps its remaining work. At every
+arrival and at every completion the policy chooses the set of jobs in service (sum of needs
+``<= s``).
 
-Used by the forward (``test_mjqm_forward*.py``) and backward (``test_mjqm_backward*.py``) tests.
+Policies (jobs are kept in arrival order):
+
+``fcfs``
+    non-preemptive; waiting jobs start in arrival order while the earliest waiting job fits;
+    the first one that does not fit blocks all behind it.
+``first-fit``
+    non-preemptive; scan the waiting jobs in arrival order and start each one that fits in the
+    (decreasing) free servers.
+``window:W``
+    non-preemptive; repeat until nothing changes: among the first ``W`` jobs of the current
+    waiting list start the earliest one that fits (``window:1`` is fcfs, ``window:inf`` is
+    first-fit).
+``preemptive-first-fit``
+    preemptive; from scratch at every event: scan all jobs in the system in arrival order,
+    starting from ``s`` free servers, and serve each one that fits in what is left.
+``msf``
+    preemptive (most servers first); from scratch at every event: order all jobs by need,
+    largest first (arrival order within equal needs) and serve them first-fit in that order.
+``least-servers-first``
+    preemptive; from scratch at every event: order all jobs by need, smallest first (arrival
+    order within equal needs) and serve them first-fit in that order.
+``server-filling``
+    preemptive; from scratch at every event: take the shortest arrival-order prefix whose needs
+    sum to at least ``s`` (all jobs if the total is below ``s``); serve that prefix ordered by
+    need, largest first (arrival order within equal needs), first-fit.
+``easy-backfilling``
+    non-preemptive, clairvoyant. (1) start waiting jobs in arrival order while they fit (as
+    fcfs); (2) if a job still waits, the earliest waiting one is the head and its reservation
+    time ``t_r`` is the earliest time ``>= now`` at which ``free now + needs of running jobs with
+    remaining work <= t_r - now`` reaches the head's need; (3) each later waiting job, in arrival
+    order, starts now if it fits in the currently free servers and ``work <= t_r - now``.
+
+Events are handled one at a time in time order. Exact ties: completions before arrivals,
+completions in arrival order of the jobs, arrivals in input order; the policy is applied after
+every single event. One tie case needs a rule of its own (it only happens with exactly equal
+times): a preemptive policy may take a job out of service at the very instant its remaining
+work reaches 0 (another completion at the same instant changed the served set). Such a job has
+received all its work, so it departs at that instant; this reference processes it as a
+completion right after the policy application that preempted it (earliest arrival first if
+several), and applies the policy again after it.
+
+API: :func:`run_trace` (explicit job list: start and departure times), :func:`simulate`
+(Poisson arrivals, steady-state statistics) and the samplers :func:`exp_work`,
+:func:`hyperexp_work`, :func:`det_work`; for the MJSRE tests, :func:`event_simulate` (a job
+sequence as the arrays of ``papers/mjsre.md`` Section 4.1: waits and the time-average idle and
+head-of-line-idle servers) with the numpy job streams :func:`random_jobs`,
+:func:`exp_sampler`, :func:`bpareto_sampler`.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
+import math
+import random
+from collections.abc import Callable, Sequence
+from itertools import islice
 
 import numpy as np
 
+__all__ = [
+    "POLICIES",
+    "bpareto_sampler",
+    "det_work",
+    "event_simulate",
+    "exp_sampler",
+    "exp_work",
+    "hyperexp_work",
+    "random_jobs",
+    "run_trace",
+    "simulate",
+]
 
-def event_simulate(s, alpha, sigma, tau, *, warmup=0):
-    """Simulate the FCFS MJQM on the given job sequence.
+#: Names accepted by :func:`run_trace` and :func:`simulate` (plus ``"window:W"``, W >= 1).
+POLICIES = (
+    "fcfs",
+    "first-fit",
+    "preemptive-first-fit",
+    "msf",
+    "least-servers-first",
+    "server-filling",
+    "easy-backfilling",
+)
+_PREEMPTIVE = ("preemptive-first-fit", "msf", "least-servers-first", "server-filling")
+
+_INF = math.inf
+
+
+class _Job:
+    __slots__ = ("idx", "cls", "need", "work", "arrival", "rem", "end", "first_start", "departure")
+
+    def __init__(self, idx: int, cls: int, need: int, work: float, arrival: float):
+        self.idx = idx  # arrival rank: arrival order is idx order
+        self.cls = cls
+        self.need = need
+        self.work = work
+        self.arrival = arrival
+        self.rem = work  # remaining work while not in service
+        self.end: float | None = None  # completion time while in service, else None
+        self.first_start: float | None = None
+        self.departure: float | None = None
+
+
+def _parse_policy(policy: str) -> tuple[str, int | None]:
+    if policy in POLICIES:
+        return policy, None
+    if isinstance(policy, str) and policy.startswith("window:"):
+        try:
+            w = int(policy[len("window:") :])
+        except ValueError:
+            w = 0
+        if w >= 1:
+            return "window", w
+    raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES} or 'window:W'")
+
+
+def _earliest_fit_in_arrival_order(groups: dict[int, dict[int, _Job]], free: int) -> list[_Job]:
+    """Jobs taken by the first-fit scan, in arrival order, of the union of ``groups``.
+
+    ``groups`` maps a need to the jobs with that need (a dict in arrival order). The literal
+    rule "scan all jobs in arrival order and take each one whose need fits in what is left" is
+    computed as "repeatedly take the earliest job whose need fits in what is left": they pick the
+    same jobs because the free count only decreases, so every job skipped by the scan before the
+    last pick still does not fit. Within one need group only the earliest untaken job can be the
+    pick, so the search looks at one head per distinct need (cheap when the queue is long).
+    """
+    heads: dict[int, _Job] = {}
+    iters = {}
+    for need, group in groups.items():
+        if group and need <= free:
+            it = iter(group.values())
+            iters[need] = it
+            heads[need] = next(it)
+    chosen: list[_Job] = []
+    while heads:
+        best = None
+        for need, job in heads.items():
+            if need <= free and (best is None or job.idx < best.idx):
+                best = job
+        if best is None:
+            break
+        chosen.append(best)
+        free -= best.need
+        nxt = next(iters[best.need], None)
+        if nxt is None:
+            del heads[best.need]
+        else:
+            heads[best.need] = nxt
+    return chosen
+
+
+class _Engine:
+    """State of the pool: jobs present, jobs in service, and the policy rule."""
+
+    def __init__(self, policy: str, s: int, on_depart: Callable[[_Job], None] | None = None):
+        self.kind, self.window = _parse_policy(policy)
+        self.preemptive = self.kind in _PREEMPTIVE
+        self.s = int(s)
+        self.busy = 0  # servers in use
+        self.system: dict[int, _Job] = {}  # every job present, arrival order
+        self.by_need: dict[int, dict[int, _Job]] = {}  # same jobs grouped by need
+        self.needs_desc: list[int] = []  # distinct needs seen, largest first
+        # Non-preemptive policies only: the waiting jobs (a job leaves these once, on start).
+        self.waiting: dict[int, _Job] = {}
+        self.waiting_by_need: dict[int, dict[int, _Job]] = {}
+        self.running: dict[int, _Job] = {}
+        self._heap: list[tuple[float, int]] = []  # (end, idx), stale entries skipped lazily
+        self._on_depart = on_depart
+        if not self.preemptive:  # the rule's method, looked up once
+            self._apply_nonpreemptive = getattr(self, "_apply_" + self.kind.replace("-", "_"))
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    @property
+    def n_system(self) -> int:
+        return len(self.system)
+
+    @property
+    def free(self) -> int:
+        return self.s - self.busy
+
+    def next_completion(self) -> float:
+        heap = self._heap
+        while heap:
+            end, idx = heap[0]
+            job = self.running.get(idx)
+            if job is not None and job.end == end:
+                return end
+            heapq.heappop(heap)
+        return _INF
+
+    def arrive(self, job: _Job) -> None:
+        self.system[job.idx] = job
+        if job.need not in self.by_need:
+            self.by_need[job.need] = {}
+            self.waiting_by_need[job.need] = {}
+            self.needs_desc = sorted(self.by_need, reverse=True)
+        self.by_need[job.need][job.idx] = job
+        if not self.preemptive:
+            self.waiting[job.idx] = job
+            self.waiting_by_need[job.need][job.idx] = job
+
+    def complete_next(self, now: float) -> None:
+        """Depart the in-service job completing at ``now`` (earliest arrival among ties)."""
+        end, idx = heapq.heappop(self._heap)
+        job = self.running[idx]
+        assert job.end == end == now
+        del self.running[idx]
+        self.busy -= job.need
+        job.end = None
+        job.rem = 0.0
+        self._depart(job, now)
+
+    def _depart(self, job: _Job, now: float) -> None:
+        del self.system[job.idx]
+        del self.by_need[job.need][job.idx]
+        job.departure = now
+        if self._on_depart is not None:
+            self._on_depart(job)
+
+    def _start(self, job: _Job, now: float) -> None:
+        assert job.need <= self.s - self.busy
+        self.running[job.idx] = job
+        self.busy += job.need
+        if job.first_start is None:
+            job.first_start = now
+        job.end = now + job.rem
+        heapq.heappush(self._heap, (job.end, job.idx))
+        if not self.preemptive:
+            del self.waiting[job.idx]
+            del self.waiting_by_need[job.need][job.idx]
+
+    def _preempt(self, job: _Job, now: float) -> None:
+        del self.running[job.idx]
+        self.busy -= job.need
+        job.rem = job.end - now
+        job.end = None
+
+    # -- policies ---------------------------------------------------------------------------
+    def apply(self, now: float) -> None:
+        """Apply the policy at ``now`` (after one event)."""
+        if not self.preemptive:
+            self._apply_nonpreemptive(now)
+            return
+        finished: list[_Job] = []  # preempted at the instant their remaining work hit 0
+        while True:
+            target = self._preemptive_target()
+            assert sum(j.need for j in target) <= self.s
+            keep = {j.idx for j in target}
+            for job in list(self.running.values()):
+                if job.idx not in keep:
+                    self._preempt(job, now)
+                    if job.rem <= 0.0:  # exact tie: it received all its work at `now`
+                        finished.append(job)
+            for job in target:
+                if job.idx not in self.running:
+                    self._start(job, now)  # a finished job served again completes at `now`
+            finished = [j for j in finished if j.idx not in self.running]
+            if not finished:
+                return
+            # Depart the earliest such job, then apply the policy again.
+            job = min(finished, key=lambda j: j.idx)
+            finished.remove(job)
+            job.rem = 0.0
+            self._depart(job, now)
+
+    def _apply_fcfs(self, now: float) -> None:
+        while self.waiting:
+            head = next(iter(self.waiting.values()))
+            if head.need > self.free:
+                break
+            self._start(head, now)
+
+    def _apply_first_fit(self, now: float) -> None:
+        for job in _earliest_fit_in_arrival_order(self.waiting_by_need, self.free):
+            self._start(job, now)
+
+    def _apply_window(self, now: float) -> None:
+        while True:
+            pick = None
+            for job in islice(self.waiting.values(), self.window):
+                if job.need <= self.free:
+                    pick = job
+                    break
+            if pick is None:
+                return
+            self._start(pick, now)
+
+    def _apply_easy_backfilling(self, now: float) -> None:
+        self._apply_fcfs(now)  # (1)
+        if not self.waiting:
+            return
+        it = iter(self.waiting.values())
+        head = next(it)
+        # (2) reservation: running jobs release their servers at their exact end times.
+        free = self.free
+        t_r = None
+        for job in sorted(self.running.values(), key=lambda j: (j.end, j.idx)):
+            free += job.need
+            if free >= head.need:
+                t_r = job.end
+                break
+        assert t_r is not None and t_r >= now  # head.need <= s, and it did not fit now
+        horizon = t_r - now
+        # (3) backfill later jobs that fit now and end no later than the reservation.
+        backfill = []
+        free = self.free
+        for job in it:
+            if free <= 0:
+                break
+            if job.need <= free and job.work <= horizon:
+                backfill.append(job)
+                free -= job.need
+        for job in backfill:
+            self._start(job, now)
+
+    def _preemptive_target(self) -> list[_Job]:
+        s = self.s
+        if self.kind == "preemptive-first-fit":
+            return _earliest_fit_in_arrival_order(self.by_need, s)
+        if self.kind == "msf":
+            chosen = []
+            free = s
+            for need in self.needs_desc:
+                if need > free:
+                    continue
+                for job in self.by_need[need].values():  # arrival order within a need
+                    if need > free:
+                        break
+                    chosen.append(job)
+                    free -= need
+            return chosen
+        if self.kind == "least-servers-first":
+            chosen = []
+            free = s
+            for need in sorted(self.by_need):  # smallest need first
+                if need > free:  # no larger need fits either
+                    break
+                for job in self.by_need[need].values():  # arrival order within a need
+                    if need > free:
+                        break
+                    chosen.append(job)
+                    free -= need
+            return chosen
+        if self.kind == "server-filling":
+            prefix = []
+            total = 0
+            for job in self.system.values():
+                prefix.append(job)
+                total += job.need
+                if total >= s:
+                    break
+            prefix.sort(key=lambda j: (-j.need, j.idx))
+            chosen = []
+            free = s
+            for job in prefix:
+                if job.need <= free:
+                    chosen.append(job)
+                    free -= job.need
+            return chosen
+        raise AssertionError(self.kind)
+
+
+def _drive(
+    engine: _Engine,
+    next_job: Callable[[], _Job | None],
+    stop: Callable[[], bool] | None = None,
+    observe: Callable[[float, _Engine], None] | None = None,
+) -> None:
+    """Event loop: one event at a time, completions before arrivals at equal times."""
+    pending = next_job()
+    while True:
+        tc = engine.next_completion()
+        ta = pending.arrival if pending is not None else _INF
+        if tc == _INF and ta == _INF:
+            return
+        t = tc if tc <= ta else ta
+        if observe is not None:
+            observe(t, engine)  # state on the interval that ends at t
+        if tc <= ta:
+            engine.complete_next(t)
+        else:
+            engine.arrive(pending)
+            pending = next_job()
+        engine.apply(t)
+        if stop is not None and stop():
+            return
+
+
+def run_trace(
+    policy: str,
+    s: int,
+    needs: Sequence[int],
+    arrivals: Sequence[float],
+    works: Sequence[float],
+) -> tuple[list[float], list[float]]:
+    """Simulate an explicit job list until every job has departed.
+
+    ``needs[j]``, ``arrivals[j]`` (nondecreasing) and ``works[j]`` (positive) describe job ``j``.
+    Returns ``(first_start, departure)``, per job in input order.
+    """
+    n = len(needs)
+    if not (len(arrivals) == n and len(works) == n):
+        raise ValueError("needs, arrivals and works must have the same length")
+    s = int(s)
+    jobs = []
+    prev = -_INF
+    for j in range(n):
+        need, a, w = int(needs[j]), float(arrivals[j]), float(works[j])
+        if need != needs[j] or not 1 <= need <= s:
+            raise ValueError(f"job {j}: need {needs[j]!r} not an integer in [1, {s}]")
+        if not (math.isfinite(a) and a >= prev):
+            raise ValueError(f"job {j}: arrivals must be finite and nondecreasing")
+        if not (math.isfinite(w) and w > 0.0):
+            raise ValueError(f"job {j}: work must be positive and finite")
+        prev = a
+        jobs.append(_Job(j, 0, need, w, a))
+    engine = _Engine(policy, s)
+    feed = iter(jobs)
+    _drive(engine, lambda: next(feed, None))
+    assert not engine.system
+    return [j.first_start for j in jobs], [j.departure for j in jobs]
+
+
+def simulate(
+    policy: str,
+    s: int,
+    needs: Sequence[int],
+    probs: Sequence[float],
+    sample_work: Callable[[random.Random, int], float],
+    lam: float,
+    n_jobs: int,
+    warmup: int,
+    seed: int,
+) -> dict:
+    """Poisson(``lam``) arrivals, class ``k`` w.p. ``probs[k]`` with need ``needs[k]`` and work
+    ``sample_work(rng, k)``.
+
+    Jobs ``0 .. n_jobs-1`` are simulated until all of them have departed; arrivals keep coming
+    (jobs ``n_jobs, n_jobs+1, ...``) meanwhile so the measured jobs see the steady-state system.
+    Jobs ``warmup .. n_jobs-1`` are measured. The time averages ``jobs_mean`` and
+    ``idle_servers_mean`` are taken over ``[arrival of job warmup, arrival of job n_jobs-1]``.
+
+    Random draws, per job in order: interarrival (``rng.expovariate(lam)``), class
+    (``rng.random()`` against the cumulative ``probs``), then ``sample_work(rng, k)``.
+    """
+    s = int(s)
+    n_jobs, warmup = int(n_jobs), int(warmup)
+    if not 0 <= warmup < n_jobs:
+        raise ValueError("need 0 <= warmup < n_jobs")
+    if len(needs) != len(probs) or not needs:
+        raise ValueError("needs and probs must be nonempty and of equal length")
+    if any(int(d) != d or not 1 <= d <= s for d in needs):
+        raise ValueError(f"needs must be integers in [1, {s}]")
+    if any(p < 0 for p in probs) or abs(sum(probs) - 1.0) > 1e-9:
+        raise ValueError("probs must be nonnegative and sum to 1")
+    if not lam > 0:
+        raise ValueError("lam must be positive")
+    n_cls = len(needs)
+    cum = []
+    acc = 0.0
+    for p in probs:
+        acc += p
+        cum.append(acc)
+    rng = random.Random(seed)
+    clock = [0.0]
+
+    def make_job(idx: int) -> _Job:
+        clock[0] += rng.expovariate(lam)
+        u = rng.random()
+        k = next((i for i, c in enumerate(cum) if u < c and probs[i] > 0), None)
+        if k is None:  # u beyond the rounded cumulative sum: last class with positive prob.
+            k = max(i for i in range(n_cls) if probs[i] > 0)
+        w = float(sample_work(rng, k))
+        if not (math.isfinite(w) and w > 0.0):
+            raise ValueError(f"sample_work returned {w!r} for class {k}")
+        return _Job(idx, k, int(needs[k]), w, clock[0])
+
+    measured = [make_job(i) for i in range(n_jobs)]
+    t0, t1 = measured[warmup].arrival, measured[n_jobs - 1].arrival
+    max_extra = 20 * n_jobs + 100_000
+    counter = {"next": 0, "done": 0}
+
+    def next_job() -> _Job | None:
+        i = counter["next"]
+        counter["next"] = i + 1
+        if i < n_jobs:
+            return measured[i]
+        if i - n_jobs > max_extra:
+            raise RuntimeError("measured jobs never all departed (unstable system?)")
+        return make_job(i)
+
+    def on_depart(job: _Job) -> None:
+        if job.idx < n_jobs:
+            counter["done"] += 1
+
+    area = {"t": 0.0, "jobs": 0.0, "idle": 0.0}
+
+    def observe(t: float, eng: _Engine) -> None:
+        a, b = max(area["t"], t0), min(t, t1)
+        if b > a:
+            area["jobs"] += eng.n_system * (b - a)
+            area["idle"] += (eng.s - eng.busy) * (b - a)
+        area["t"] = t
+
+    engine = _Engine(policy, s, on_depart=on_depart)
+    _drive(engine, next_job, stop=lambda: counter["done"] == n_jobs, observe=observe)
+    assert counter["done"] == n_jobs
+
+    def mean(xs: list[float]) -> float:
+        return sum(xs) / len(xs) if xs else math.nan
+
+    resp = [[] for _ in range(n_cls)]
+    wait = [[] for _ in range(n_cls)]
+    for job in measured[warmup:]:
+        resp[job.cls].append(job.departure - job.arrival)
+        wait[job.cls].append(job.first_start - job.arrival)
+    span = t1 - t0
+    return {
+        "response_mean": mean([x for r in resp for x in r]),
+        "response_mean_class": [mean(r) for r in resp],
+        "wait_mean": mean([x for w in wait for x in w]),
+        "wait_mean_class": [mean(w) for w in wait],
+        "jobs_mean": area["jobs"] / span if span > 0 else math.nan,
+        "idle_servers_mean": area["idle"] / span if span > 0 else math.nan,
+        "n": n_jobs - warmup,
+    }
+
+
+# -- work samplers: ``sample_work(rng, k)`` with ``rng`` a ``random.Random`` ----------------------
+def exp_work(means: Sequence[float]) -> Callable[[random.Random, int], float]:
+    """Exponential work with mean ``means[k]`` for class ``k``."""
+    rates = [1.0 / float(m) for m in means]
+    return lambda rng, k: rng.expovariate(rates[k])
+
+
+def hyperexp_work(
+    probs: Sequence[Sequence[float]], means: Sequence[Sequence[float]]
+) -> Callable[[random.Random, int], float]:
+    """Hyperexponential work: class ``k`` picks phase ``i`` w.p. ``probs[k][i]`` (one
+    ``rng.random()`` draw) then draws an exponential of mean ``means[k][i]``."""
+    if len(probs) != len(means) or any(len(p) != len(m) for p, m in zip(probs, means, strict=True)):
+        raise ValueError("probs and means must have the same shape")
+    cums = []
+    for p in probs:
+        acc, c = 0.0, []
+        for x in p:
+            acc += x
+            c.append(acc)
+        cums.append(c)
+    rates = [[1.0 / float(m) for m in row] for row in means]
+
+    def sample(rng: random.Random, k: int) -> float:
+        u = rng.random()
+        c = cums[k]
+        i = next((i for i, x in enumerate(c) if u < x), len(c) - 1)
+        return rng.expovariate(rates[k][i])
+
+    return sample
+
+
+def det_work(values: Sequence[float]) -> Callable[[random.Random, int], float]:
+    """Deterministic work ``values[k]`` for class ``k`` (draws nothing from ``rng``)."""
+    vals = [float(v) for v in values]
+    return lambda rng, k: vals[k]
+
+
+# -- job sequences as arrays (the MJSRE tests) ---------------------------------------------------
+def event_simulate(s, alpha, sigma, tau, *, warmup=0, policy="fcfs"):
+    """Simulate the queue on the given job sequence (FCFS unless ``policy`` says otherwise).
 
     Args:
         s: number of servers.
@@ -29,69 +585,47 @@ def event_simulate(s, alpha, sigma, tau, *, warmup=0):
             (job 0 arrives at time 0 in an empty system).
         warmup: jobs whose statistics are left out; time integrals run over
             ``[t_warmup, t_n]`` with ``t_n = sum(tau)`` (the arrival epoch after the last job).
+        policy: a name of :data:`POLICIES` or ``"window:W"``.
 
     Returns:
-        dict with ``wait`` (``(n,)`` waiting times of all jobs), ``time`` (length of the
-        window), ``idle`` and ``hol_idle`` (time-average idle and HOL-idle servers over the
-        window), ``busy`` (time-average busy servers).
+        dict with ``wait`` (``(n,)`` waiting times of all jobs, to the first start), ``time``
+        (length of the window), ``idle`` and ``hol_idle`` (time-average idle servers, and idle
+        servers while a job waits, over the window), ``busy`` (time-average busy servers).
     """
     alpha = np.asarray(alpha, dtype=int)
     sigma = np.asarray(sigma, dtype=float)
     tau = np.asarray(tau, dtype=float)
     n = alpha.shape[0]
     arrivals = np.concatenate([[0.0], np.cumsum(tau)])  # arrivals[n] = end of the window
-    t_start, t_end = arrivals[warmup], arrivals[n]
-    wait = np.full(n, np.nan)
-    free = s
-    line: deque[int] = deque()
-    departures: list[tuple[float, int]] = []  # (time, servers released)
-    now = 0.0
-    idle_int = 0.0
-    hol_int = 0.0
-    busy_int = 0.0
+    t_start, t_end = float(arrivals[warmup]), float(arrivals[n])
+    rows = zip(alpha.tolist(), sigma.tolist(), arrivals[:n].tolist(), strict=True)
+    jobs = [_Job(k, 0, a, w, t) for k, (a, w, t) in enumerate(rows)]
+    last = idle = hol = busy = 0.0
 
-    def integrate(until):
-        nonlocal now, idle_int, hol_int, busy_int
-        lo, hi = max(now, t_start), min(until, t_end)
+    def observe(t: float, eng: _Engine) -> None:
+        nonlocal last, idle, hol, busy
+        lo = last if last > t_start else t_start
+        hi = t if t < t_end else t_end
         if hi > lo:
             dt = hi - lo
-            idle_int += free * dt
-            busy_int += (s - free) * dt
-            if line:
-                hol_int += free * dt
-        now = until
+            free = eng.s - eng.busy
+            idle += free * dt
+            busy += eng.busy * dt
+            if len(eng.system) > len(eng.running):  # somebody waits
+                hol += free * dt
+        last = t
 
-    def start_jobs():
-        nonlocal free
-        while line and alpha[line[0]] <= free:
-            k = line.popleft()
-            free -= alpha[k]
-            wait[k] = now - arrivals[k]
-            heapq.heappush(departures, (now + sigma[k], int(alpha[k])))
-
-    k = 0
-    while k < n or departures:
-        t_arr = arrivals[k] if k < n else np.inf
-        if departures and departures[0][0] <= t_arr:
-            t_dep, released = heapq.heappop(departures)
-            integrate(t_dep)
-            free += released
-            start_jobs()
-        else:
-            integrate(t_arr)
-            line.append(k)
-            start_jobs()
-            k += 1
-        if k >= n and now >= t_end and not line:
-            break
-    integrate(max(now, t_end))
+    engine = _Engine(policy, s)
+    feed = iter(jobs)
+    _drive(engine, lambda: next(feed, None), observe=observe)
+    observe(max(last, t_end), engine)  # the empty system up to the end of the window
     T = t_end - t_start
     return {
-        "wait": wait,
+        "wait": np.array([job.first_start - job.arrival for job in jobs]),
         "time": T,
-        "idle": idle_int / T,
-        "hol_idle": hol_int / T,
-        "busy": busy_int / T,
+        "idle": idle / T,
+        "hol_idle": hol / T,
+        "busy": busy / T,
     }
 
 

@@ -1,5 +1,5 @@
 """The event engine and its policies against independent references: the plain-Python heapq
-simulator (``mjqm_policy_events.py``, job by job on the same inputs), the MJSRE forward scan
+simulator (``mjqm_events.py``, job by job on the same inputs), the MJSRE forward scan
 (fcfs), the exact QBD (fcfs), and a truncated CTMC over the ordered queue contents
 (``mjqm_ctmc.py``)."""
 
@@ -14,7 +14,7 @@ from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy
 from jaxqueue.mjqm.engines.events import _layout, _loop
 from jaxqueue.mjqm.engines.events._loop import _run
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
-from tests.references import mjqm_ctmc, mjqm_policy_events
+from tests.references import mjqm_ctmc, mjqm_events
 
 ALL = (
     "fcfs",
@@ -78,7 +78,7 @@ def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
     tau = np.asarray(jobs.tau)
     arrivals = np.concatenate([[0.0], np.cumsum(tau[:-1])])
     needs = np.asarray(jobs.alpha)[:, 0].tolist()
-    start, dep = mjqm_policy_events.run_trace(
+    start, dep = mjqm_events.run_trace(
         policy, wl.s, needs, arrivals.tolist(), np.asarray(jobs.sigma).tolist()
     )
     start, dep = np.asarray(start), np.asarray(dep)
@@ -121,7 +121,7 @@ def _reference_waits(wl, lam, policy, key, rep, warmup, n_jobs):
     tau = np.asarray(jobs.tau)
     arrivals = np.concatenate([[0.0], np.cumsum(tau[:-1])])
     needs = np.asarray(jobs.alpha)[:, 0].tolist()
-    start, _ = mjqm_policy_events.run_trace(
+    start, _ = mjqm_events.run_trace(
         policy, wl.s, needs, arrivals.tolist(), np.asarray(jobs.sigma).tolist()
     )
     m = slice(warmup, n_jobs)

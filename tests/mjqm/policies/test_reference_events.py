@@ -1,4 +1,4 @@
-"""Sanity tests of the plain-Python policy reference ``tests/references/mjqm_policy_events.py``.
+"""Sanity tests of the plain-Python policy reference ``tests/references/mjqm_events.py``.
 
 Hand-worked traces per policy, a literal (slow, O(n^2)) re-statement of every policy compared
 on random traces, window:1 = fcfs and window:large = first-fit, M/M/1 and M/M/c (Erlang-C)
@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from tests.references.mjqm_policy_events import (
+from tests.references.mjqm_events import (
     det_work,
     exp_work,
     hyperexp_work,

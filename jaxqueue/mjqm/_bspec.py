@@ -13,8 +13,9 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from .._random import uniform_rows
 from ..dist import Law
-from ._inputs import _jobs_from_rows, _uniform_rows, n_uniforms
+from ._inputs import _jobs_from_rows, n_uniforms
 from ._workload import Workload
 
 __all__ = ["CHUNK", "check_plain", "workload_fields", "chunk_inputs"]
@@ -69,6 +70,6 @@ def chunk_inputs(
     start = -(chunk * CHUNK + CHUNK) + block * length
     jobs = start + jnp.arange(length, dtype=jnp.int32)
     inp = _jobs_from_rows(
-        workload, lam, _uniform_rows(key, rep, jobs, nu, dtype), dtype=dtype, n_extra=n_extra
+        workload, lam, uniform_rows(key, rep, jobs, nu, dtype), dtype=dtype, n_extra=n_extra
     )
     return inp.alpha[..., 0], inp.sigma, inp.tau, inp.extra

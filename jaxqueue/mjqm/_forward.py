@@ -6,7 +6,7 @@ running the O(s) step on all replications at once, and the replication axis spli
 replications). The states are ``(servers, replications)`` arrays, replications minor, and the
 step is written on their rows (a select among the static shifts the class sizes allow, no
 gather or sort; :func:`_fcfs_rows_step`). Each job's inputs are drawn inside the loop from
-counter-based keys (``_inputs.py``), one job ahead (software pipelining, :func:`_fcfs_jobs`).
+counter-based keys (``jaxqueue._random``), one job ahead (software pipelining, :func:`_fcfs_jobs`).
 The warm-up jobs run first without statistics; then the per-job terms (per class: waits,
 squared waits, system times, jobs; inter-arrival times, work and HOL idle time per type) are
 summed in the loop's carry in the state dtype, over at most ``chunk`` jobs, and the block sums
@@ -27,7 +27,7 @@ so ``w`` equals ``s - lam E[alpha sigma]`` in expectation
 event-driven simulator up to the reservations pending at the end of the run (tests).
 
 The means of the waits, system times and number in system use the idle-server identity as a
-control variate (:func:`_ratio_ci`): the measured idle servers minus ``s - lam E[alpha sigma]``
+control variate (``stats.ratio_ci``): the measured idle servers minus ``s - lam E[alpha sigma]``
 has mean 0 and moves against the waits, so the estimate is corrected by the regression of the
 waits on it across replications (measured on ``two-class-256`` at 0.1 ``lambda_c``, 256 x 20000
 jobs: half-width 0.30 without, 0.15 with). Used from ``MIN_CONTROL_REPS`` replications on.
@@ -40,7 +40,6 @@ the first half (``ForwardResult.status``), flagging loads beyond the stability l
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
@@ -49,10 +48,33 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import PRNGKeyArray
 
 from .._jit import jit_per_platform
+from .._random import replication_keypairs
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
-from ..stats import Result, Status, drift, mean_ci, t_quantile
+from ..stats import (
+    Result,
+    Status,
+    control_variate,
+    density_from_hist,
+    effective_samples,
+    hist_bins,
+    identity_z,
+    judge,
+    quantile_from_hist,
+    ratio_ci,
+    stationarity,
+    t_quantile,
+)
+from ._estimators import (
+    IDLE_LEVEL,
+    MIN_CONTROL_REPS,
+    MIN_EFFECTIVE,
+    MIN_REPLICATIONS,
+    RULES,
+    few_replications_reason,
+    wait_histogram,
+)
 from ._guard import check_load
-from ._inputs import draw_jobs_block_reps, draw_jobs_each, pick_by_class, replication_keypairs
+from ._inputs import draw_jobs_block_reps, draw_jobs_each, pick_by_class
 from ._policy import SpecificServers
 from ._workload import Workload
 
@@ -205,7 +227,7 @@ def _fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True
 
     Returns:
         ``(W_next, sums, bins (L, R))``: the block's sums of :func:`_job_terms` (``None``
-        without ``stats``) and the histogram bins of the waits (:func:`_hist_bins`).
+        without ``stats``) and the histogram bins of the waits (:func:`~jaxqueue.stats.hist_bins`).
     """
     kw = dict(sizes=sizes, groups=groups)
 
@@ -218,7 +240,7 @@ def _fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True
             return (W2, w2, nxt), None, None
         held = pick_by_class(cores, c).T  # (T, R) servers held per type
         terms = _job_terms(w, c, sg, t, held, hol, len(cores))
-        return (W2, w2, nxt), terms, _hist_bins(w, c, **hist)
+        return (W2, w2, nxt), terms, hist_bins(w, c, **hist)
 
     def add(sums, *terms):
         for tm in terms:
@@ -281,7 +303,7 @@ def _policy_jobs(policy, W, xs, *, sizes, n_classes, hist, stats=True):
             return (jnp.maximum(X, 0), sums), None
         hol = jnp.stack([h.sum(axis=0) for h in jnp.split(hol, splits, axis=0)])
         sums = jax.tree.map(jnp.add, sums, _job_terms(w, c, sg, t, held, hol, n_classes))
-        return (jnp.maximum(X, 0), sums), _hist_bins(w, c, **hist)
+        return (jnp.maximum(X, 0), sums), hist_bins(w, c, **hist)
 
     sums = _zero_terms(W, sizes, n_classes) if stats else None
     (W, sums), bins = jax.lax.scan(job, (W, sums), xs)
@@ -342,15 +364,6 @@ def _block_stats(W, W2, by_class, other, *, sizes, second):
             jnp.where(second, tail, 0),
         ]
     )
-
-
-def _hist_bins(wait, cls, *, lo_code, n_bins, shift):
-    """Flat histogram bins ``cls * n_bins + b`` of waits: ``b = 0`` the atom at 0, then
-    log-scale bins read from the float32 bit pattern (exponent and the top mantissa bits;
-    :func:`_hist_layout`), clipped to the range (in range by construction)."""
-    code = jax.lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
-    b = jnp.where(wait > 0, jnp.clip(code - lo_code + 2, 1, n_bins - 1), 0)
-    return cls * n_bins + b
 
 
 TILE_CPU = 512
@@ -539,71 +552,6 @@ _run_for = jit_per_platform(_run_sharded, _CPU_OPTIONS, static_argnames=_RUN_STA
 
 
 # ---------------------------------------------------------------------------- host side
-def _linearise(num, den):
-    """Ratio ``r = sum(num) / sum(den)`` over replications (axis 0) and the per-replication
-    delta-method values ``z = r + (num - r den) / mean(den)`` whose mean is ``r``."""
-    num = np.asarray(num, dtype=float)
-    den = np.asarray(den, dtype=float)
-    tot = den.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = num.sum(axis=0) / tot
-        z = r + (num - r * den) / (tot / den.shape[0])
-    return np.where(tot > 0, r, np.nan), np.nan_to_num(z)
-
-
-def _ratio_ci(num, den, level, control=None):
-    """Ratio estimator ``sum(num) / sum(den)`` over replications with a delta-method t
-    interval, corrected for the skewness and kurtosis of the replications
-    (``stats.mean_ci(shape=True)``).
-
-    ``control``: optional ``(R,)`` per-replication values of a control variate with known mean
-    0 (the idle-server identity, :func:`_idle_control`). The estimate is then
-    ``r - beta mean(control)`` with ``beta = cov(z, control) / var(control)`` per column, and
-    the interval that of the residuals ``z - beta control`` (Glasserman, *Monte Carlo Methods
-    in Financial Engineering*, 2003, Section 4.1; ``beta`` estimated from the same
-    replications, a bias of order ``1 / R``)."""
-    r, z = _linearise(num, den)
-    if control is not None:
-        c = np.asarray(control, float).reshape((-1,) + (1,) * (z.ndim - 1))
-        cc = c - c.mean()
-        var = float(np.sum(cc**2))
-        beta = np.sum((z - z.mean(axis=0)) * cc, axis=0) / var if var > 0 else 0.0
-        z = z - beta * c
-    est = mean_ci(z, axis=0, level=level, shape=True)
-    m, lo, hi = (np.asarray(v, float) for v in (est.mean, est.low, est.high))
-    bad = np.isnan(r)
-    m, lo, hi = (np.where(bad, np.nan, v) for v in (m, lo, hi))
-    return m, np.stack([lo, hi], axis=-1)
-
-
-def _idle_control(idle_time, time, expected):
-    """Per replication, the idle-server control variate: the linearised mean number of idle
-    servers minus its stationary value ``s - lam E[alpha sigma]`` (eq. (2) telescoped,
-    :func:`_idle_identity_z`). Its mean is 0 for a stationary run; it is strongly correlated
-    with the waits (a replication that drew more work has fewer idle servers and longer
-    waits), so subtracting it removes much of the replication-to-replication noise."""
-    return _linearise(idle_time, time)[1] - expected
-
-
-def _quantile_from_hist(counts, edges, q):
-    """Quantile ``q`` of a histogram with an atom at 0 (bin 0), interpolated log-linearly."""
-    n = counts.sum()
-    if n == 0:
-        return float("nan")
-    cum = np.cumsum(counts) / n
-    b = int(np.searchsorted(cum, q, side="left"))
-    if b == 0:
-        return 0.0
-    lo, hi = edges[b], edges[b + 1]
-    prev = cum[b - 1]
-    frac = (q - prev) / max(cum[b] - prev, 1e-300)
-    if b == 1:  # (0, lo): linear
-        return float(hi * frac)
-    if not np.isfinite(hi):
-        return float(lo)
-    return float(lo * (hi / lo) ** frac)
-
-
 class ForwardResult(Result):
     """Metrics of a forward MJSRE run (host-side numpy, float64).
 
@@ -652,8 +600,8 @@ class ForwardResult(Result):
     # too short to judge) or unconverged (a class seen in < 2 replications, or fewer than
     # MIN_REPLICATIONS replications)
     wait_growth: float  # mean over replications of (2nd-half mean wait - 1st-half mean wait)
-    idle_z: float = 0.0  # (idle servers - (s - lam E[alpha sigma])) / se (_idle_identity_z)
-    n_eff: float = float("inf")  # effective independent waits per replication (_effective_jobs)
+    idle_z: float = 0.0  # (idle servers - (s - lam E[alpha sigma])) / se (stats.identity_z)
+    n_eff: float = float("inf")  # effective waits per replication (stats.effective_samples)
     rounds: tuple = ()  # (jobs, warm-up, status, seconds) per round of simulate_steady
     start: str = "empty"  # "empty", "init", or "backward" (simulate_steady)
 
@@ -675,16 +623,13 @@ class ForwardResult(Result):
         if not 0.0 < q < 1.0:
             raise ValueError(f"q must lie in (0, 1), got {q}")
         counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
-        return _quantile_from_hist(counts, self.edges, q)
+        return quantile_from_hist(counts, self.edges, q)
 
     def wait_density(self, cls: int | None = None) -> tuple[np.ndarray, np.ndarray, float]:
         """``(bin_centres, density, p0)``: the waiting-time density on the positive bins
         (geometric centres) and the probability of not waiting at all."""
         counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
-        n = max(counts.sum(), 1)
-        lo, hi = self.edges[1:-2], self.edges[2:-1]
-        centres = np.sqrt(np.maximum(lo, hi * 1e-3) * hi)
-        return centres, counts[1:-1] / n / (hi - lo), counts[0] / n
+        return density_from_hist(counts, self.edges)
 
     def as_dict(self) -> dict:
         """The JSON object of ``jaxqueue mjqm simulate --json``."""
@@ -746,19 +691,6 @@ class ForwardResult(Result):
         from .._tables import metrics_frame
 
         return metrics_frame(self.as_dict())
-
-
-def _hist_layout(lo, hi, bins_per_octave):
-    """Waiting-time histogram: bin 0 the atom at 0, bin 1 (0, lo), then the float32 codes
-    ``bits >> shift`` (``bins_per_octave`` bins per octave) from ``lo`` to ``hi``, and an
-    overflow bin. Returns ``(n_bins, shift, lo_code, edges)``."""
-    shift = 23 - int(math.log2(bins_per_octave))
-    lo_code = int(np.array(lo, np.float32).view(np.int32)) >> shift
-    hi_code = (int(np.array(hi, np.float32).view(np.int32)) >> shift) + 1
-    codes = np.arange(lo_code, hi_code + 1, dtype=np.int64)
-    inner = (codes << shift).astype(np.int32).view(np.float32).astype(float)
-    edges = np.concatenate([[0.0, 0.0], inner, [np.inf]])
-    return len(edges) - 1, shift, lo_code, edges
 
 
 def simulate(
@@ -845,7 +777,7 @@ def simulate(
         raise ValueError(f"job_offset must be an integer >= 0, got {job_offset!r}")
     chunk = int(min(chunk, n_jobs))
     W0 = _initial_states(workload, init, n_replications)
-    n_bins, shift, lo_code, edges = _histogram(workload, hist_range, bins_per_octave)
+    n_bins, shift, lo_code, edges = wait_histogram(workload, hist_range, bins_per_octave)
 
     mesh = batch_mesh(batch_devices(n_replications, devices))
     reps, W0 = shard_batch(
@@ -915,106 +847,6 @@ def _initial_states(workload, init, n_replications: int) -> np.ndarray:
     return np.concatenate([np.sort(p, axis=1) for p in parts], axis=1)
 
 
-def _histogram(workload, hist_range, bins_per_octave):
-    """The log-spaced waiting-time histogram layout (:func:`_hist_layout`) of ``simulate``."""
-    mean_service = float(np.sum(np.asarray(workload.probs) * np.asarray(workload.mean_service())))
-    lo, hi = hist_range if hist_range is not None else (1e-4 * mean_service, 1e6 * mean_service)
-    if not (0 < lo < hi and math.isfinite(hi)):
-        raise ValueError(f"hist_range must satisfy 0 < low < high, got {hist_range!r}")
-    if bins_per_octave not in (1, 2, 4, 8, 16, 32, 64):
-        raise ValueError(f"bins_per_octave must be a power of 2 <= 64, got {bins_per_octave!r}")
-    return _hist_layout(lo, hi, bins_per_octave)
-
-
-def _stationarity(wait_sum, n, wait_sum2, n2, level=0.999):
-    """Compare the mean wait of the second half of the measured jobs with the first half,
-    paired by replication: a significant increase (one-sided, ``level``) flags a load beyond
-    the (unknown) stability limit or a run too short to reach the stationary regime. Returns
-    ``(growing, mean increase)``; fewer than 2 replications with both halves: not growing."""
-    n1 = n - n2
-    ok = (n1 > 0) & (n2 > 0)
-    if ok.sum() < 2:
-        return False, float("nan")
-    first = (wait_sum[ok] - wait_sum2[ok]) / n1[ok]
-    inc, growing = drift(
-        first, wait_sum2[ok] / n2[ok], float(np.mean(wait_sum[ok] / n[ok])), level=level
-    )
-    return bool(growing), float(inc)
-
-
-def _idle_identity_z(idle, idle_ci, expected, level, n_reps) -> float:
-    """``(measured - expected) / se`` of the mean number of idle servers.
-
-    Over a run of length ``T``, eq. (2) telescopes to ``idle server-time = s T - sum_n alpha_n
-    sigma_n + sum_i (W_end^i - W_start^i)`` (module docstring), so the measured mean equals
-    ``s - lam E[alpha sigma]`` only up to the change of the total workload over the run divided
-    by ``T``: a workload that grows (warm-up too short, or ``lam`` beyond ``lambda_c``) or
-    shrinks (a start above the stationary level) shows as a significant difference. ``se`` is
-    read back from the ``level`` interval of the ratio estimator (Student t)."""
-    se = (idle_ci[1] - idle_ci[0]) / (2 * t_quantile(n_reps, level))
-    return float((idle - expected) / se) if se > 0 else 0.0
-
-
-def _effective_jobs(wait_sum, wait_sq, n) -> float:
-    """Effective independent waiting times per replication, ``n / (2 tau_int)``.
-
-    ``s_w^2 / s_b^2``: the mean within-replication variance of the waits over the variance of
-    the replication means across replications. For a stationary run of ``n`` jobs the variance
-    of its mean is ``s_w^2 2 tau_int / n`` (``tau_int`` the integrated autocorrelation time of
-    the waits; Sokal, "Monte Carlo methods in statistical mechanics", 1997, Section 2), so the
-    ratio is the run's length in units of ``2 tau_int``; a run not much longer than its own
-    correlation time cannot show that it forgot its start. Infinite when the means are equal.
-    """
-    ok = n > 0
-    if ok.sum() < 2:
-        return float("inf")
-    m = wait_sum[ok] / n[ok]
-    within = float(np.mean(np.maximum(wait_sq[ok] / n[ok] - m**2, 0.0)))
-    between = float(np.var(m, ddof=1))
-    return within / between if between > 0 else float("inf")
-
-
-MIN_EFFECTIVE = 10.0
-"""Fewest effective waits per replication (:func:`_effective_jobs`) for status ``ok`` when the
-start is not (nearly) stationary: the measured jobs then span at least 20 integrated
-autocorrelation times. Measured: M/M/1 at rho = 0.98 from empty reached ``ok`` with a mean wait
-of 32 against 49 without this rule (the drift and idle tests have no power on such runs)."""
-
-MIN_CONTROL_REPS = 128
-"""Fewest replications for the idle-server control variate (its coefficient is estimated
-from the replications; with fewer the plain ratio interval is used). Measured coverage of the
-95% interval of the mean wait (``simulate_steady``, keys 0, 1, ...), control variate against
-plain: rare-8 (1% of jobs need all 8 servers, 20x longer) at 0.5 ``lambda_c``, 4000 jobs, 256
-replications 93/100 (half-width 4.3% of the mean) against 96/100 (7.4%), at 0.85 ``lambda_c``
-93/100 (7.2%) against 96/100 (11.3%), but with 32 replications 173/200 = 86.5% against
-187/200; two-class-256 at 0.1 and 0.5 ``lambda_c``, 256 x 20,000 jobs
-39/40 (3.9%) and 38/40 (4.3%). With few replications the estimated coefficient fits their
-heavy tails and the interval is too short."""
-
-MIN_REPLICATIONS = 64
-"""Fewest replications for status ``ok``: with fewer, the interval of a ratio over
-heavy-tailed replications is too short (a run that drew few of the rare long jobs also shows
-a small spread; no formula restores a tail the sample did not reach), so the status is
-``unconverged``. Measured coverage of the 95% interval of the mean wait (``simulate_steady``,
-rare-8, 1% of jobs need all 8 servers for 20x longer, at 0.85 ``lambda_c``, 4000 jobs, keys
-1000 ..): 180/200 = 90.0% with 32 replications, 188/200 = 94.0% with 64, 94/100 with 256
-(``benchmarks/bench_coverage.py``)."""
-
-
-def few_replications_reason(n: int) -> str:
-    """The one-line reason of status ``unconverged`` below ``MIN_REPLICATIONS`` replications."""
-    return (
-        f"{n} replications, fewer than the {MIN_REPLICATIONS} an interval of heavy-tailed "
-        "waits needs; raise n_replications"
-    )
-
-
-IDLE_LEVEL = 0.999
-"""Two-sided level of the idle-server identity test (:func:`_idle_identity_z`, a Student t
-statistic with ``R - 1`` degrees of freedom; ``|z| <= 3.29`` for many replications): the level
-of the drift test."""
-
-
 def _summarise(
     workload, lam, fsum, counts, hist, W, edges, *, n_jobs, warmup, level, device, stationary_start
 ):
@@ -1034,32 +866,33 @@ def _summarise(
     n = counts.astype(float)
     ncls = n.sum(axis=0)
     idle_time = (hol + free).sum(axis=1)
-    idle, idle_ci = _ratio_ci(idle_time, time, level)
+    idle, idle_ci = ratio_ci(idle_time, time, level)
     idle_expected = float(np.sum(workload.idle_servers_expected(lam)))
-    cv = _idle_control(idle_time, time, idle_expected) if R >= MIN_CONTROL_REPS else None
-    wait_mean, wait_ci = _ratio_ci(sw, n, level, cv)
-    sys_mean, sys_ci = _ratio_ci(ssys, n, level, cv)
+    cv = control_variate(idle_time, time, idle_expected) if R >= MIN_CONTROL_REPS else None
+    wait_mean, wait_ci = ratio_ci(sw, n, level, cv)
+    sys_mean, sys_ci = ratio_ci(ssys, n, level, cv)
     with np.errstate(invalid="ignore", divide="ignore"):
         raw = sw.sum(axis=0) / ncls
         wait_var = np.maximum(sw2.sum(axis=0) / ncls - raw**2, 0.0)  # >= 0 (rounding)
     ntot = n.sum(axis=1)
-    all_mean, all_ci = _ratio_ci(sw.sum(axis=1), ntot, level, cv)
+    all_mean, all_ci = ratio_ci(sw.sum(axis=1), ntot, level, cv)
     all_var = max(sw2.sum() / ntot.sum() - (sw.sum() / ntot.sum()) ** 2, 0.0)
-    L, L_ci = _ratio_ci(ssys.sum(axis=1), time, level, cv)
-    growing, growth = _stationarity(sw.sum(axis=1), ntot, w2, n2)
-    idle_z = _idle_identity_z(float(idle), idle_ci, idle_expected, level, R)
-    n_eff = _effective_jobs(sw.sum(axis=1), sw2.sum(axis=1), ntot)
-    short = not stationary_start and n_eff < MIN_EFFECTIVE
-    idle_bad = abs(idle_z) > t_quantile(R, IDLE_LEVEL)
+    L, L_ci = ratio_ci(ssys.sum(axis=1), time, level, cv)
+    growing, growth = stationarity(sw.sum(axis=1), ntot, w2, n2)
+    idle_z = identity_z(float(idle), idle_ci, idle_expected, level, R)
+    n_eff = effective_samples(sw.sum(axis=1), sw2.sum(axis=1), ntot)
     # a class of positive probability waited in fewer than 2 replications: no interval for it
     thin = np.any(((n > 0).sum(axis=0) < 2) & (np.asarray(workload.probs) > 0))
-    few = R < MIN_REPLICATIONS  # too few replications to trust the interval
-    status = (
-        Status.nonstationary
-        if growing or idle_bad or short
-        else (Status.unconverged if thin or few else Status.ok)
+    status, _ = judge(
+        RULES,
+        replications=R,
+        n_eff=n_eff,
+        growing=growing,
+        failed=abs(idle_z) > t_quantile(R, IDLE_LEVEL),
+        thin=bool(thin),
+        stationary_start=stationary_start,
     )
-    hol_all, hol_ci = _ratio_ci(hol.sum(axis=1), time, level)
+    hol_all, hol_ci = ratio_ci(hol.sum(axis=1), time, level)
     tt = time.sum()
     util = work.sum(axis=0) / (np.asarray(workload.servers, dtype=float) * tt)
     return ForwardResult(
@@ -1078,7 +911,7 @@ def _summarise(
         wait_mean_all=float(all_mean),
         wait_mean_all_ci=all_ci,
         wait_var_all=float(all_var),
-        system_time_mean_all=float(_ratio_ci(ssys.sum(axis=1), ntot, level, cv)[0]),
+        system_time_mean_all=float(ratio_ci(ssys.sum(axis=1), ntot, level, cv)[0]),
         number_in_system=float(L),
         number_in_system_ci=L_ci,
         idle_servers=float(idle),

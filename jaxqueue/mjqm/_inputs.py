@@ -1,19 +1,14 @@
-"""Counter-based job inputs: class, service time and inter-arrival time of job ``n``.
+"""The MJQM's job inputs: class, service time and inter-arrival time of job ``n``.
 
-Every random number of job ``n`` of replication (or sample) ``r`` is a pure function of
-``(key, r, n)``: the 32-bit words come from the Threefry-2x32 block cipher applied to the counter
-pairs ``(n, c)`` under the key ``fold_in(key, r)`` (see :func:`job_uniforms`). Hence
-
-* the results of a simulation do not depend on how the jobs are cut into chunks or on how the
-  replications are spread over devices;
-* a backward sampler that doubles its horizon reuses exactly the same past jobs;
-* the uniforms can be produced for any set of job indices (negative indices are allowed: they
-  are reduced modulo 2**32, so any window of fewer than 2**31 consecutive indices is distinct).
+The uniforms come from the counter-based module :mod:`jaxqueue._random` (job ``n`` of
+replication ``r`` is a pure function of ``(key, r, n)``); this module maps them to a job of
+the workload (``mjsre`` Section 2: class ``c`` with probability ``p_c``, its cores, a service
+time of its law, an inter-arrival time of mean ``1 / lam``).
 
 Column layout of the uniforms of one job (``n_uniforms(workload)`` columns in all):
 ``[0]`` the class, ``[1 : 1 + n_service]`` the service time, then ``n_arrival`` columns for the
-inter-arrival time, then ``n_extra`` columns (for the specific-server / random-assignment
-variants, which need ``s`` more uniforms to draw a random set of servers).
+inter-arrival time, then ``n_extra`` columns (specific servers and random assignment, eq. (14)
+and Appendix A, need ``s`` more uniforms to draw a random set of servers).
 """
 
 from __future__ import annotations
@@ -25,6 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
+from .._random import (
+    job_uniforms,
+    job_uniforms_block,
+    replication_key,
+    uniform_rows,
+    uniform_rows_each,
+)
 from ._workload import Workload
 
 __all__ = [
@@ -65,134 +67,6 @@ def _service_width(workload: Workload) -> int:
 def n_uniforms(workload: Workload, n_extra: int = 0) -> int:
     """Number of uniforms used per job: class + service + arrival + ``n_extra``."""
     return 1 + _service_width(workload) + int(workload.arrival_shape().n_uniforms) + n_extra
-
-
-def replication_key(key: PRNGKeyArray, rep: Int[ArrayLike, ""]) -> PRNGKeyArray:
-    """The key of replication / sample ``rep``: ``fold_in(key, rep)``."""
-    return jax.random.fold_in(key, rep)
-
-
-def _bits_to_uniform(bits, dtype):
-    """Map uint32 words to U(0, 1] (24 bits for float32/16, 32 bits for float64)."""
-    dtype = jnp.dtype(dtype)
-    if dtype == jnp.float64:
-        return (bits.astype(dtype) + 1.0) * (2.0**-32)
-    return ((bits >> 8).astype(dtype) + 1.0) * jnp.asarray(2.0**-24, dtype)
-
-
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-#: Threefry-2x32 rounds. 13 is the smallest count that Salmon et al. (SC'11, Table 2) found
-#: Crush-resistant (passes all of TestU01's BigCrush); JAX's default of 20 adds a safety
-#: margin for cryptographic-style use that a queue simulation does not need, at 50% more cost.
-ROUNDS = 13
-
-
-def threefry2x32(k0, k1, x0, x1, rounds: int = ROUNDS):
-    """The Threefry-2x32 block cipher (Salmon et al., SC'11) in ``uint32`` ``jnp`` operations.
-
-    With ``rounds=20`` it is bitwise the same as ``jax.random``'s ``threefry2x32`` primitive;
-    the inputs use :data:`ROUNDS` = 13, the Crush-resistant count of the paper, which cut the
-    forward scan's cost by about 17% (``benchmarks/bench_mjqm_forward.py``: 46 -> 55 M
-    sample-jobs/s on 2 cores). Unrolled into plain elementwise operations: the primitive's
-    XLA:CPU lowering is a rolled loop, about 3x slower per word in chunked input generation.
-
-    Args:
-        k0, k1: the two key words (uint32 scalars or broadcastable arrays).
-        x0, x1: the two counter words (uint32, same shape).
-        rounds: number of rounds (13 by default; 20 reproduces ``jax.random``).
-
-    Returns:
-        The two cipher words ``(y0, y1)``.
-    """
-    k0, k1, x0, x1 = (jnp.asarray(v, jnp.uint32) for v in (k0, k1, x0, x1))
-    ks = (k0, k1, k0 ^ k1 ^ jnp.uint32(0x1BD11BDA))
-    x0 = x0 + ks[0]
-    x1 = x1 + ks[1]
-    for r in range(rounds):
-        rot = _ROTATIONS[(r // 4) % 2][r % 4]
-        x0 = x0 + x1
-        x1 = (x1 << jnp.uint32(rot)) | (x1 >> jnp.uint32(32 - rot))
-        x1 = x1 ^ x0
-        if r % 4 == 3:
-            i = r // 4 + 1
-            x0 = x0 + ks[i % 3]
-            x1 = x1 + ks[(i + 1) % 3] + jnp.uint32(i)
-    return x0, x1
-
-
-def _rep_keypair(key, rep):
-    if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        kd = jax.random.key_data(replication_key(key, rep))
-    else:
-        kd = jax.random.key_data(replication_key(jax.random.wrap_key_data(key), rep))
-    kd = kd.reshape(-1)[-2:].astype(jnp.uint32)
-    return kd[0], kd[1]
-
-
-def _uniform_rows(key, rep, jobs, n, dtype):
-    """The uniforms of :func:`job_uniforms` as ``n`` rows, ``(n,) + jobs.shape``.
-
-    ``rep`` may be a vector of replications: the rows then have shape
-    ``(n,) + jobs.shape + rep.shape`` (replications minor, the layout of the forward scan).
-    The cipher runs once per counter column ``c < m`` inside a loop (``lax.map``), so each
-    word is computed once and stored; consumers read contiguous rows (the loop boundary stops
-    XLA from duplicating the cipher into every consumer of its words).
-    """
-    rep = jnp.asarray(rep)
-    k0, k1 = jnp.vectorize(_rep_keypair, excluded={0})(key, rep)
-    m = (n + 1) // 2
-    jobs = jnp.asarray(jobs).astype(jnp.int32)
-    shape = (*jobs.shape, *rep.shape)
-    x0 = jnp.broadcast_to(jobs.astype(jnp.uint32).reshape(*jobs.shape, *(1,) * rep.ndim), shape)
-    if n == 0:
-        return jnp.zeros((0, *shape), dtype)
-
-    def words(c):
-        return threefry2x32(k0, k1, x0, jnp.broadcast_to(c, shape))
-
-    y0, y1 = jax.lax.map(words, jnp.arange(m, dtype=jnp.uint32))
-    bits = jnp.concatenate([y0, y1], axis=0)[:n]
-    return _bits_to_uniform(bits, dtype)
-
-
-def job_uniforms(
-    key: PRNGKeyArray,
-    rep: Int[ArrayLike, ""],
-    jobs: Int[ArrayLike, "..."],
-    n: int,
-    dtype=jnp.float32,
-) -> Float[Array, "... n"]:
-    """``n`` independent U(0, 1] variables per job, a pure function of ``(key, rep, job)``.
-
-    With ``m = ceil(n / 2)``, the cipher ``Threefry2x32`` (:func:`threefry2x32`,
-    :data:`ROUNDS` rounds) keyed by ``fold_in(key, rep)`` maps the counter pairs ``(job, c)``,
-    ``c < m``, to words ``(y0_c, y1_c)``; the uniforms of the job are built from
-    ``(y0_0, ..., y0_{m-1}, y1_0, ...)[:n]``.
-
-    Args:
-        key: a typed or raw PRNG key.
-        rep: replication / sample index (traced int).
-        jobs: job indices, any shape (int; negative allowed, modulo 2**32).
-        n: number of uniforms per job (static).
-        dtype: float dtype of the result.
-
-    Returns:
-        ``jobs.shape + (n,)`` uniforms in (0, 1].
-    """
-    return jnp.moveaxis(_uniform_rows(key, rep, jobs, n, dtype), 0, -1)
-
-
-def job_uniforms_block(
-    key: PRNGKeyArray,
-    rep: Int[ArrayLike, ""],
-    start: Int[ArrayLike, ""],
-    length: int,
-    n: int,
-    dtype=jnp.float32,
-) -> Float[Array, "length n"]:
-    """:func:`job_uniforms` for the jobs ``start, ..., start + length - 1`` (``length`` static)."""
-    jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
-    return job_uniforms(key, rep, jobs, n, dtype)
 
 
 def _stack_laws(laws):
@@ -315,7 +189,7 @@ def draw_jobs(
     Returns:
         :class:`JobInputs`.
     """
-    rows = _uniform_rows(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
+    rows = uniform_rows(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
     return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
 
 
@@ -332,7 +206,7 @@ def draw_jobs_block(
 ) -> JobInputs:
     """:func:`draw_jobs` for the jobs ``start .. start + length - 1`` (``length`` static)."""
     jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
-    rows = _uniform_rows(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
+    rows = uniform_rows(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
     return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
 
 
@@ -340,26 +214,13 @@ def draw_jobs_block_reps(workload, lam, key, reps, start, length, *, dtype, n_ex
     """:func:`draw_jobs_block` for a vector of replications at once, replications minor:
     fields of shape ``(length, R, ...)`` (the layout the batched forward scan reads)."""
     jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
-    rows = _uniform_rows(key, reps, jobs, n_uniforms(workload, n_extra), dtype)
+    rows = uniform_rows(key, reps, jobs, n_uniforms(workload, n_extra), dtype)
     return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
-
-
-def replication_keypairs(key: PRNGKeyArray, reps: Int[ArrayLike, " R"]):
-    """The cipher keys ``(k0, k1)`` of replications ``reps``, for :func:`draw_jobs_each`."""
-    return jnp.vectorize(_rep_keypair, excluded={0})(key, jnp.asarray(reps))
 
 
 def draw_jobs_each(workload: Workload, lam, keypairs, jobs, *, dtype) -> JobInputs:
     """Job ``jobs[r]`` of replication ``r`` for every ``r`` at once (``keypairs`` from
     :func:`replication_keypairs`): the same jobs as :func:`draw_jobs`, each replication at its
     own job index (the event engine, where replications advance at their own pace)."""
-    k0, k1 = keypairs
-    n = n_uniforms(workload)
-    x0 = jnp.asarray(jobs).astype(jnp.uint32)
-    words = [threefry2x32(k0, k1, x0, jnp.full_like(x0, c)) for c in range((n + 1) // 2)]
-    # the uniforms as a list, not a stacked array: inside a loop body XLA:CPU then fuses each
-    # field with the words it reads (a stack fused into its consumers cost 30x the cipher in
-    # the forward scan)
-    bits = ([w[0] for w in words] + [w[1] for w in words])[:n]
-    rows = [_bits_to_uniform(b, dtype) for b in bits]
+    rows = uniform_rows_each(keypairs, jobs, n_uniforms(workload), dtype)
     return _jobs_from_rows(workload, lam, rows, dtype=dtype)

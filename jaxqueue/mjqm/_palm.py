@@ -26,6 +26,7 @@ import jax
 import numpy as np
 from scipy.special import ndtri  # the normal quantile
 
+from .._random import stream_key
 from ..stats import mean_ci
 from ._backward import BackwardSamples
 from ._bspec import workload_fields
@@ -189,7 +190,7 @@ def palm_metrics(
     W = np.asarray(samples.W, dtype=np.float64)
     n = W.shape[0]
     w = W[:, cores - 1]
-    key = jax.random.fold_in(samples.key, 0x0B5E) if key is None else key
+    key = stream_key(samples.key, "palm") if key is None else key
     bias = float(samples.bias_bound)
     bias_c = (
         np.zeros(len(cores))

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ..mjqm._inputs import threefry2x32
+from .._random import bits_to_unit, keypair, threefry2x32
 
 __all__ = ["KernelParams", "KernelSpec", "ChainStats", "run_chain"]
 
@@ -620,23 +620,19 @@ def _fifo_apply(spec: KernelSpec, params: KernelParams, ring, meta, code, comp):
 
 def _block_key(key, block):
     """The two Threefry key words of block ``block`` of a replication: ``fold_in(key, block)``."""
-    kd = jax.random.key_data(jax.random.fold_in(key, block)).reshape(-1)[-2:]
-    return kd.astype(jnp.uint32)
+    return keypair(key, block)
 
 
 def _uniforms(kd, jump, n: int, dtype):
     """The ``n`` uniforms in [0, 1) of jump ``jump`` of a block (``n`` even): the words of
-    Threefry-2x32 (13 rounds, unrolled: ``jaxqueue.mjqm._inputs.threefry2x32``) on the counter
+    Threefry-2x32 (``jaxqueue._random.threefry2x32``) on the counter
     pairs ``(jump, column pair)`` under the block's key words ``kd``; 32 random bits each (24 in
     float32, so that none rounds to 1). Computed inside the jump (no block of uniforms is
     stored: at 256 replications and 1000 jumps such a block was 4-8 MB, beyond the 2 MB
     cache, and evicted the state the jump reads at random)."""
     pair = jnp.arange(n // 2, dtype=jnp.uint32)
     y0, y1 = threefry2x32(kd[0], kd[1], jnp.broadcast_to(jump.astype(jnp.uint32), pair.shape), pair)
-    bits = jnp.stack([y0, y1], axis=-1).reshape(n)
-    if jnp.finfo(dtype).nmant < 32:
-        return (bits >> 8).astype(dtype) * (2.0**-24)
-    return bits.astype(dtype) * (2.0**-32)
+    return bits_to_unit(jnp.stack([y0, y1], axis=-1).reshape(n), dtype)
 
 
 def _uniform_words(kd, jump, n: int, dtype):
@@ -646,10 +642,7 @@ def _uniform_words(kd, jump, n: int, dtype):
     out = []
     for p in range(n // 2):
         for y in threefry2x32(kd[0], kd[1], jump.astype(jnp.uint32), jnp.uint32(p)):
-            if jnp.finfo(dtype).nmant < 32:
-                out.append((y >> 8).astype(dtype) * (2.0**-24))
-            else:
-                out.append(y.astype(dtype) * (2.0**-32))
+            out.append(bits_to_unit(y, dtype))
     return tuple(out)
 
 

@@ -29,19 +29,22 @@ import numpy as np
 from .._sharding import batch_mesh, shard_batch, to_host
 from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
-from ..stats import Result, Status, drift, log_mean_ci
+from ..stats import Result, Status, StatusRules, drift, judge, log_mean_ci
 from ._kernel import KernelParams, KernelSpec, run_chain
 from ._model import RandomModel, as_assignment, check_stability
 
 __all__ = ["SchedResult", "simulate", "simulate_sweep", "MIN_REPLICATIONS", "MIN_EFFECTIVE"]
 
-MIN_REPLICATIONS = 8
+RULES = StatusRules(min_replications=8, min_effective=5.0)
+"""The scheduler's status rules (:func:`jaxqueue.stats.judge`); their parameters below."""
+
+MIN_REPLICATIONS = RULES.min_replications
 """Fewest replications for status ``ok``. With R = 8 the 95% t quantile is 2.36 (1.96 for
 R = infinity), the sample standard deviation is within about +-27% (1 / sqrt(2 (R - 1))), and the
 one-sided 99% drift test needs an increase of 3.0 standard errors; with R = 4 these are 3.18,
 +-41% and 4.54: the interval's width is itself a guess and the drift test sees almost nothing."""
 
-MIN_EFFECTIVE = 5.0
+MIN_EFFECTIVE = RULES.min_effective
 """Fewest effective observations per replication (``SchedResult.n_eff``) for status ``ok``.
 ``n_eff = T / (2 tau_int)`` is the run length T in units of ``2 tau_int``; near saturation the
 relaxation time of the queue is about ``2 tau_int`` (M/M/1: ``tau_int = (1 + rho) / (1 - rho)^2``,
@@ -410,18 +413,20 @@ def _summary(stats, lam, sigma, *, level, jumps, warmup, jumps_per_s, compile_s,
         drift=drift,
         n_eff=n_eff,
         stationary=stationary,
-        status=_status(overflow, stationary, replications),
+        status=_status(overflow, no_growth, n_eff, replications),
     )
 
 
-def _status(overflow, stationary, replications: int) -> Status:
+def _status(overflow, no_growth, n_eff, replications: int) -> Status:
     """The first that applies of ``overflow``, ``nonstationary``, ``unconverged`` (fewer than
-    ``MIN_REPLICATIONS`` replications), ``ok``."""
-    if np.any(overflow > 0):
-        return Status.overflow
-    if not np.all(stationary):
-        return Status.nonstationary
-    return Status.unconverged if replications < MIN_REPLICATIONS else Status.ok
+    ``MIN_REPLICATIONS`` replications), ``ok`` (:func:`jaxqueue.stats.judge`, over all points)."""
+    return judge(
+        RULES,
+        replications=replications,
+        n_eff=float(np.min(n_eff)),
+        growing=not np.all(no_growth),
+        overflow=bool(np.any(overflow > 0)),
+    )[0]
 
 
 def _effective_observations(stats) -> np.ndarray:

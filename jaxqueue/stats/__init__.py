@@ -1,6 +1,7 @@
-"""Estimators with confidence intervals (replications, batch means) and the result
-convention: one status enumeration (`Status`), one exception (`EstimateError`, raised under
-`throw=True`), one base of every estimator's result (`Result`)."""
+"""Estimators with confidence intervals (replications, batch means, ratios with a control
+variate), run diagnostics, waiting-time histograms, and the result convention: one status
+enumeration (`Status`), one rule set that judges a run (`StatusRules`, `judge`), one exception
+(`EstimateError`, raised under `throw=True`), one base of every estimator's result (`Result`)."""
 
 from ._ci import (
     Estimate as Estimate,
@@ -20,6 +21,17 @@ from ._ci import (
 from ._ci import (
     t_quantile as t_quantile,
 )
+from ._histogram import density_from_hist as density_from_hist
+from ._histogram import hist_bins as hist_bins
+from ._histogram import hist_layout as hist_layout
+from ._histogram import log_histogram as log_histogram
+from ._histogram import quantile_from_hist as quantile_from_hist
+from ._ratio import control_variate as control_variate
+from ._ratio import effective_samples as effective_samples
+from ._ratio import identity_z as identity_z
+from ._ratio import linearise as linearise
+from ._ratio import ratio_ci as ratio_ci
+from ._ratio import stationarity as stationarity
 from ._result import (
     EstimateError as EstimateError,
 )
@@ -32,3 +44,5 @@ from ._result import (
 from ._result import (
     estimate as estimate,
 )
+from ._status import StatusRules as StatusRules
+from ._status import judge as judge

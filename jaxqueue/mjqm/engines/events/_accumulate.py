@@ -9,7 +9,8 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array
 
-from ..._forward import _histogram
+from ....stats import hist_bins
+from ..._estimators import wait_histogram as _histogram
 from ..._workload import Workload
 from ._deques import _onehot
 from ._queues import cls_of, code_of
@@ -56,7 +57,7 @@ _BINS_PER_OCTAVE = 16  # waiting-time histogram resolution: the forward scan's d
 
 
 def _wait_bins(workload: Workload):
-    """The waiting-time histogram of the forward scan (``_forward._histogram``: bin 0 the atom
+    """The waiting-time histogram of the forward scan (``_estimators.wait_histogram``: bin 0 the
     at 0, then log-spaced bins from the float32 bits of the wait): ``(n_bins, shift, lo_code,
     edges)``."""
     return _histogram(workload, None, _BINS_PER_OCTAVE)
@@ -72,10 +73,8 @@ def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
     measured = (code_of(info) > 0) & on
     one = (_onehot(acc.wait.shape[0], cls_of(info)) & measured[None]).astype(dt)
     n_bins, shift, lo_code = bins
-    code = lax.bitcast_convert_type(wait.astype(jnp.float32), jnp.int32) >> shift
-    b = jnp.where(wait > 0, jnp.clip(code - lo_code + 2, 1, n_bins - 1), 0)
     R = wait.shape[0]
-    row = cls_of(info) * n_bins + b
+    row = hist_bins(wait, cls_of(info), lo_code=lo_code, n_bins=n_bins, shift=shift)
     waited = measured & (wait > 0)
     idx = jnp.where(waited, row * R + jnp.arange(R, dtype=jnp.int32), acc.hist.size)
     hist = lax.scatter_add(  # int32 indices, those out of range dropped

@@ -2,7 +2,7 @@
 
 The replications advance side by side (the last axis of every array), sharded over devices
 on that axis like the forward scan, each device running the kernel on its own share
-(:func:`_sharded`). Arrivals are drawn from the counter-based inputs of ``_inputs.py`` (job
+(:func:`_sharded`). Arrivals are drawn from the counter-based inputs of ``jaxqueue._random`` (job
 ``n`` of replication ``r`` is the same job as in the MJSRE simulators), a block of the next
 ``_CHUNK`` jobs of every replication per chunk of ``_CHUNK`` rounds (:func:`_draw`).
 
@@ -25,14 +25,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
+from ...._random import bits_to_uniform as _bits_to_uniform
+from ...._random import replication_keypairs, threefry2x32
 from ...._sharding import BATCH
-from ..._inputs import (
-    _bits_to_uniform,
-    _jobs_from_rows,
-    n_uniforms,
-    replication_keypairs,
-    threefry2x32,
-)
+from ..._inputs import _jobs_from_rows, n_uniforms
 from ._accumulate import _wait_bins
 from ._layout import layout_of, needs_of
 from ._queues import rows_sum, settle, settling

@@ -8,14 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ....stats import Estimate, Result, Status, drift
-from ..._forward import (
-    MIN_EFFECTIVE,
-    MIN_REPLICATIONS,
-    _effective_jobs,
-    _quantile_from_hist,
-    _ratio_ci,
-    few_replications_reason,
-)
+from ....stats import effective_samples as _effective_jobs
+from ....stats import quantile_from_hist as _quantile_from_hist
+from ....stats import ratio_ci as _ratio_ci
+from ..._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS, few_replications_reason
 from ..._workload import Workload
 
 __all__ = ["PolicyResult"]
@@ -43,7 +39,7 @@ class PolicyResult(Result):
             fewer than ``MIN_REPLICATIONS`` replications, the forward scan's rule: the
             interval of a ratio over few heavy-tailed replications is too short).
         drift: relative increase of the mean response time from the first to the second half.
-        n_eff: effective independent responses per replication (``_forward._effective_jobs``,
+        n_eff: effective independent responses per replication (``stats.effective_samples``,
             the rule of the forward scan started empty); below its ``MIN_EFFECTIVE`` the run is
             too short to judge and the status is ``nonstationary``.
         buffer: deque entries per replication. n_jobs, warmup, replications: the run's size.

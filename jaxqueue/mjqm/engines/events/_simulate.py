@@ -20,7 +20,7 @@ import numpy as np
 from jaxtyping import PRNGKeyArray
 
 from ...._sharding import batch_devices, batch_mesh, shard_batch, to_host
-from ..._forward import _ratio_ci
+from ....stats import ratio_ci as _ratio_ci
 from ..._workload import Workload
 from ...policies import Policy, parse_policy
 from ._accumulate import _wait_bins

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from .._tables import bf_frame
 from ._common import (
     UsageError,
     add_common,
@@ -59,6 +60,7 @@ def _parse_list(text: str, what: str) -> list:
 
 
 def _generic_pool(args: argparse.Namespace):
+    # jax and the models load when the command runs, not at start-up
     from jaxqueue.pools import Pool, preset_pool
 
     file_lam = None
@@ -70,13 +72,13 @@ def _generic_pool(args: argparse.Namespace):
         return pool, file_lam
     spec = args.pool
     if spec.strip().lower().startswith("typed:"):  # before files: the spec holds '/'
-        from jaxqueue.pools import parse_typed_spec
+        from jaxqueue.pools import parse_typed_spec  # the models load when a command runs
 
         with usage_errors():  # the spec on the command line, as the structures
             pool = parse_typed_spec(spec)
         return _typed_mu(pool, args), file_lam
     if names_a_file(spec):
-        from jaxqueue._files import read_pool
+        from jaxqueue.pools import read_pool  # the models load when a command runs
 
         pool, file_lam = read_pool(spec)
         if hasattr(pool, "counts"):
@@ -91,7 +93,7 @@ def _generic_pool(args: argparse.Namespace):
 
 def _typed_mu(pool, args):
     """The typed pool with ``--mu`` (one capacity per server of each type) applied."""
-    from jaxqueue.pools import TypedPool
+    from jaxqueue.pools import TypedPool  # the models load when a command runs
 
     if args.mu is None:
         return pool
@@ -121,17 +123,8 @@ def _rates(args, pool, file_lam) -> np.ndarray:
 
 
 def _structured(args):
-    try:
-        from jaxqueue.pools import structured
-    except ImportError as err:
-        raise ValueError(
-            f"structured pool spec {args.pool!r} needs jaxqueue.pools.structured, which is not "
-            f"available ({err})"
-        ) from None
-    if not hasattr(structured, "solve_spec"):
-        raise ValueError(
-            "jaxqueue.pools.structured has no solve_spec: structured specs unsupported"
-        )
+    from jaxqueue.pools import structured  # the models load when a command runs
+
     if args.rho is None and args.lam is None:
         raise UsageError("give the arrival rates: --rho R or --lam a,b,...")
     with usage_errors():  # the structure's syntax; its values are the model's to refuse
@@ -142,6 +135,7 @@ def _structured(args):
 
 def solve_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
     """Solve a generic pool and return the JSON-able summary used by ``jaxqueue bf solve``."""
+    # jax and the models load when the command runs, not at start-up
     import jax
 
     from jaxqueue.pools import solve, stability
@@ -168,6 +162,7 @@ def solve_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
 def typed_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
     """Solve a typed pool and return the JSON-able summary of ``jaxqueue bf solve``
     (``psi_server`` per type)."""
+    # jax and the models load when the command runs, not at start-up
     import jax
 
     from jaxqueue.pools import solve, stability, typed_estimate
@@ -274,14 +269,13 @@ def run_solve(args: argparse.Namespace) -> int:
         else:
             log(f"bf solve: {pool.num_classes} classes, {pool.num_servers} servers")
             out = solve_to_dict(pool, lam, class_idle=args.class_idle)
-    from .._tables import bf_frame
-
     emit(args, out, _table, frame=lambda: bf_frame(out))
     return 0
 
 
 def demo_text() -> str:
     """The balanced-fairness part of ``jaxqueue demo``: M model and a random 12-server graph."""
+    # jax and the models load when the command runs, not at start-up
     from jaxqueue.pools import Pool, m_model, m_model_pool, stability
 
     parts = []

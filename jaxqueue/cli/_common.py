@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from .._document import read_document
 from ..scenarios import get as get_scenario
 from ..scenarios import names as scenario_names
 
@@ -436,7 +437,5 @@ def names_a_file(spec: str) -> bool:
 
 def read_spec(path: str) -> dict:
     """Read a JSON or TOML file into a dict (one-line errors naming the file:
-    ``jaxqueue._files.read_document``, the one reader of every spec file)."""
-    from .._files import read_document  # _files loads jax: not at `--help`
-
+    ``jaxqueue._document.read_document``, under every file reader)."""
     return read_document(path)

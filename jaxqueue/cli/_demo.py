@@ -11,6 +11,8 @@ import io
 import json
 import time
 
+import numpy as np
+
 from ._common import add_common, log, to_jsonable
 
 #: (title, command line) of each section after the balanced-fairness ones.
@@ -95,8 +97,7 @@ def _command(parser, command: str, args) -> tuple[int, dict | None]:
 
 
 def _network_demo() -> str:
-    import numpy as np
-
+    # jax and the models load when the command runs, not at start-up
     from jaxqueue.networks import Network, solve
 
     # A CPU pool (servers 0-3) then a GPU pool (servers 4-5); 30% of GPU jobs go back to the CPU.
@@ -120,6 +121,8 @@ def _network_demo() -> str:
 
 
 def _run(args) -> int:
+    # jax and the models load when the command runs, not at start-up; the
+    # package's parser is built by ``cli/__init__``, which imports this module
     import jax
 
     from ..studies.bf_recursive import demo_text as structured_demo

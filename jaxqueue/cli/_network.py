@@ -10,10 +10,10 @@ from ._common import add_common, count, emit, format_table, log
 
 
 def _run_solve(args) -> int:
+    # jax and the model load when the command runs, not at start-up
     import jax
 
-    from jaxqueue._files import read_network
-    from jaxqueue.networks import solve, solve_truncated
+    from jaxqueue.networks import read_network, solve, solve_truncated
 
     net = read_network(args.spec)
     log(

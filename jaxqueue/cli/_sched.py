@@ -8,6 +8,8 @@ Example::
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ._common import (
@@ -35,15 +37,16 @@ def parse_pool(spec: str):
     Raises:
         ValueError: unknown preset, malformed structure, unreadable file.
     """
-    from jaxqueue._files import parse_random_spec, read_pool_fields
-    from jaxqueue.sched import ClassAssignment, RandomAssignment
+    # jax and the models are imported by the commands that run, not at start-up
+    from jaxqueue.pools import read_pool_fields
+    from jaxqueue.sched import ClassAssignment, RandomAssignment, parse_random_spec
 
     if spec.startswith("random:"):
         with usage_errors():  # the structure on the command line, and the pool it names
             S, d, mu = parse_random_spec(spec)
             return RandomAssignment(S, d, mu=mu)
     if spec in ("m-model-sym", "m-model-asym"):
-        from jaxqueue.pools import preset_pool
+        from jaxqueue.pools import preset_pool  # the models load when a command runs
 
         pool = preset_pool(spec)
         return ClassAssignment(pool.server_sets, np.asarray(pool.mu, dtype=float))
@@ -59,7 +62,7 @@ def parse_pool(spec: str):
 def loads(pool, rho: float) -> np.ndarray:
     """Arrival rates for a total load ``rho`` (total arrival / total capacity), split equally
     among the classes (one total rate for random assignment)."""
-    from jaxqueue.sched import RandomAssignment, as_assignment
+    from jaxqueue.sched import RandomAssignment, as_assignment  # loaded when a command runs
 
     if not (np.isfinite(rho) and rho > 0):
         raise ValueError(f"--rho must be > 0, got {rho}")
@@ -107,8 +110,7 @@ def register(top, group) -> None:
 
 
 def _run(args) -> int:
-    import time
-
+    # jax and the models load when the command runs, not at start-up
     import jax
 
     from jaxqueue.dist import get_law
@@ -182,7 +184,7 @@ def status_reason(res) -> str:
     """Why a result is not ok: the dropped arrivals of an "overflow", or the diagnostics of a
     "nonstationary" or "unconverged" result against the rules for "ok"
     (``jaxqueue.sched._simulate``)."""
-    from jaxqueue.sched import MIN_EFFECTIVE, MIN_REPLICATIONS
+    from jaxqueue.sched import MIN_EFFECTIVE, MIN_REPLICATIONS  # loaded when a command runs
 
     if res.status == "overflow":
         return (

@@ -1,4 +1,5 @@
-"""Service-time and inter-arrival laws shared by the whole package."""
+"""Service-time and inter-arrival laws shared by the whole package, and the one registry of
+their names (:func:`get_law`, :func:`law_families`: the workload files' vocabulary)."""
 
 from ._laws import (
     BoundedPareto as BoundedPareto,
@@ -10,7 +11,12 @@ from ._laws import (
     Law as Law,
     PhaseCount as PhaseCount,
     bimodal_phases as bimodal_phases,
-    get_law as get_law,
     zipf_phases as zipf_phases,
 )
 from ._phase import PhaseMixture as PhaseMixture, phase_mixture as phase_mixture
+from ._registry import (
+    get_law as get_law,
+    law_families as law_families,
+    law_fields as law_fields,
+    law_from_fields as law_from_fields,
+)

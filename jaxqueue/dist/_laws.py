@@ -19,7 +19,6 @@ numbers of exponential phases, hyperexponential) with ``docs/errata.md`` item 2.
 from __future__ import annotations
 
 import abc
-import math
 
 import equinox as eqx
 import jax
@@ -38,7 +37,6 @@ __all__ = [
     "PhaseCount",
     "bimodal_phases",
     "zipf_phases",
-    "get_law",
 ]
 
 
@@ -343,32 +341,3 @@ def zipf_phases(phase_mean=1.0, kmax=200, alpha=2.0) -> PhaseCount:
     k = np.arange(1, kmax + 1)
     w = k ** (-float(alpha))
     return PhaseCount(phase_mean, k, w / w.sum())
-
-
-_NAMED = {
-    "exp": lambda: Exponential(1.0),
-    "exponential": lambda: Exponential(1.0),
-    "erlang3": lambda: Erlang(3, 1.0),
-    "hyperexp": lambda: HyperExponential(np.array([5.0, 0.2]), np.array([1 / 6, 5 / 6])),
-    "bimodal": lambda: bimodal_phases(),
-    "zipf": lambda: zipf_phases(),
-    "det": lambda: Deterministic(1.0),
-    "deterministic": lambda: Deterministic(1.0),
-}
-
-
-def get_law(name: str, mean: float | None = 1.0) -> Law:
-    """A named law rescaled to ``mean`` (``None`` keeps the paper's own mean).
-
-    Names: exp, erlang3, hyperexp (``bf-clusters`` Section 5: means 5 and 1/5, std ~2.72,
-    see ERRATA item 2), bimodal, zipf, det.
-    """
-    try:
-        law = _NAMED[name]()
-    except KeyError:
-        raise ValueError(f"unknown law {name!r}; choose one of {sorted(_NAMED)}") from None
-    if mean is None:
-        return law
-    if not (isinstance(mean, (int, float)) and math.isfinite(mean) and mean > 0):
-        raise ValueError(f"mean must be a finite positive number, got {mean!r}")
-    return law.with_mean(mean)

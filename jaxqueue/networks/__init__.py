@@ -5,10 +5,12 @@ Public API: :class:`Network` (model + validation), :func:`traffic` (traffic equa
 (open network with arrivals blocked at a total of ``n_max`` jobs), :class:`NetworkResult`,
 :func:`population_sums` / :func:`pool_population_sums` / :func:`lattice_tables` /
 :func:`log_convolve` (the per-pool population sums of the balance function and their
-convolution, in log space) and :func:`network_from_spec` (the JSON / TOML spec of
-``jaxqueue network solve``).
+convolution, in log space), :func:`network_from_spec` and :func:`read_network` (the JSON /
+TOML spec of ``jaxqueue network solve``).
 """
 
+from ._files import network_from_spec as network_from_spec
+from ._files import read_network as read_network
 from ._lattice import lattice_tables as lattice_tables
 from ._lattice import log_convolve as log_convolve
 from ._lattice import pool_population_sums as pool_population_sums
@@ -19,6 +21,3 @@ from ._solve import solve as solve
 from ._solve import solve_truncated as solve_truncated
 from ._traffic import check_stability as check_stability
 from ._traffic import traffic as traffic
-
-# isort: split
-from .._files import network_from_spec as network_from_spec  # the one reader of spec files

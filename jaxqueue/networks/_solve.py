@@ -24,6 +24,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .. import pools
+from .._tables import per_class
+from ..pools import check_size
 from ._lattice import (
     check_cells,
     lattice_elements,
@@ -74,8 +77,6 @@ class NetworkResult(eqx.Module):
     def to_frame(self):
         """One row per class: ``class``, ``visits``, ``lam``, ``throughput``, ``L``, ``T``.
         Needs pandas (``pip install 'jaxqueue[tables]'``)."""
-        from .._tables import per_class
-
         names = ("visits", "lam", "throughput", "L", "T")
         return per_class({k: getattr(self, k) for k in names})
 
@@ -168,8 +169,6 @@ def _product_form(net: Network, marked: np.ndarray, n_max: int, upto: bool) -> N
 
 def _open_by_pools(net: Network) -> NetworkResult:
     """Open network: each pool solved by :func:`jaxqueue.pools.solve` at its effective rates."""
-    from jaxqueue import pools
-
     visits = traffic(net)
     dtype = visits.dtype
     L = jnp.zeros(net.n_classes, dtype)
@@ -294,8 +293,6 @@ def _check_size(net: Network, engine: str, n_max: int) -> None:
     """Refuse, before anything is allocated, a network whose pools or lattice do not fit:
     each pool's subset recursion for the ``"pools"`` engine (``jaxqueue.pools`` limits),
     else the lattice (``MAX_LATTICE_BITS`` elements per pool, ``MAX_LATTICE_CELLS`` cells)."""
-    from jaxqueue.pools._recursion import check_size
-
     sizes = [tuple(len(x) for x in _local_sets(net, k)) for k in range(net.n_pools)]
     if engine == "pools":
         for C, K in sizes:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from jaxqueue import pools
-
+from .. import pools
 from ._model import Network
 
 

@@ -6,7 +6,8 @@ linear programming, the balance function / stationary law on a box, and M-model 
 traced rates, reports ``stable`` and gives ``inf`` delays with finite gradients when unstable).
 Structured pools (polynomial in K) live in ``jaxqueue.pools.structured``; typed pools (many
 servers of few types, ``TypedPool``) are solved exactly by ``solve`` over their ``2^T`` type
-subsets.
+subsets. Pool files and typed spec strings are read by :func:`read_pool` and
+:func:`parse_typed_spec`.
 """
 
 from ._box import (
@@ -26,6 +27,18 @@ from ._box import (
 )
 from ._box import (
     stationary_box as stationary_box,
+)
+from ._files import (
+    parse_typed_spec as parse_typed_spec,
+)
+from ._files import (
+    read_pool as read_pool,
+)
+from ._files import (
+    read_pool_fields as read_pool_fields,
+)
+from ._files import (
+    typed_pool_from_dict as typed_pool_from_dict,
 )
 from ._mmodel import (
     m_model as m_model,
@@ -49,6 +62,9 @@ from ._recursion import (
     MAX_SERVERS as MAX_SERVERS,
 )
 from ._recursion import (
+    check_size as check_size,
+)
+from ._recursion import (
     log_inv_psi as log_inv_psi,
 )
 from ._recursion import (
@@ -69,9 +85,6 @@ from ._recursion import (
 from ._recursion import (
     subset_log_inv_psi as subset_log_inv_psi,
 )
-from ._recursion import (
-    typed_estimate as typed_estimate,
-)
 from ._result import (
     BFResult as BFResult,
 )
@@ -87,11 +100,9 @@ from ._stability import (
 from ._typed import (
     TypedPool as TypedPool,
 )
-
-# isort: split
-# the readers of pool specs and files live with every other reader, in ``jaxqueue._files``
-from .._files import parse_typed_spec as parse_typed_spec
-from .._files import typed_pool_from_dict as typed_pool_from_dict
+from ._typed import (
+    typed_estimate as typed_estimate,
+)
 
 # isort: split
 # structured pools build on the generic engine above, so they are imported last

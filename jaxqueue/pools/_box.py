@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ._pool import Pool
+from ._recursion import solve
 
 
 def _box_shape(pool: Pool, box) -> tuple[int, ...]:
@@ -115,8 +116,6 @@ def stationary_box(pool: Pool, lam, box, *, psi: float | None = None) -> BoxLaw:
     """
     lam = np.asarray(pool.rates(lam), dtype=np.float64)
     if psi is None:
-        from ._recursion import solve
-
         psi = float(solve(pool, lam, class_idle=False).psi)
     phi = balance_function(pool, box)
     X = np.indices(phi.shape)

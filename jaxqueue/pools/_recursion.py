@@ -26,7 +26,6 @@ from .._memory import memory_budget
 from ._pool import Pool, _is_concrete
 from ._result import BFResult
 from ._stability import check_stable
-from ._typed import TypedPool, check_type_mu
 
 #: Hard ceiling on the number of servers of the generic engine (int32 masks, memory).
 MAX_SERVERS = 30
@@ -85,6 +84,13 @@ def memory_estimate(
 def check_size(
     K: int, I: int, itemsize: int, max_bytes: float | None, kind: str = "solve", batch: int = 1
 ):
+    """Refuse, before anything is allocated, a subset recursion over ``K`` servers and ``I``
+    classes (``itemsize`` bytes a float, ``batch`` rate vectors) above :data:`MAX_SERVERS` or
+    the memory budget (``max_bytes``, default :data:`DEFAULT_MAX_BYTES` capped by the machine).
+
+    Raises:
+        ValueError: naming ``K``, the memory estimate and the limit.
+    """
     est = memory_estimate(K, I, itemsize, kind=kind, batch=batch)
     if max_bytes is None:
         limit, label = memory_budget(DEFAULT_MAX_BYTES)
@@ -512,7 +518,7 @@ def _prepare(pool: Pool, lam, mu, check: bool, max_bytes, kind: str = "solve"):
 
 
 def solve(
-    pool: Pool | TypedPool,
+    pool: Pool,
     lam,
     *,
     mu=None,
@@ -569,8 +575,8 @@ def solve(
         >>> res = solve(Pool([[0, 2], [1, 2]], [1.0, 1.0, 1.0]), [0.9, 0.9])
         >>> float(res.psi)  # doctest: +SKIP
     """
-    if isinstance(pool, TypedPool):
-        return _solve_typed(pool, lam, mu, check, class_idle, max_bytes)
+    if not isinstance(pool, Pool):  # a typed pool solves its aggregated pool by this kernel
+        return pool._bf_solve(lam, mu, check, class_idle, max_bytes)
     # the kernel computes the exact margin min_L M(L) / Lambda(L); the LP (which names the
     # bottleneck) runs only when that margin says unstable
     masks, mu, lam, layers, concrete = _prepare(pool, lam, mu, False, max_bytes)
@@ -602,14 +608,15 @@ def solve(
     return BFResult(**out)
 
 
-def log_inv_psi(pool: Pool | TypedPool, lam, mu=None) -> jax.Array:
+def log_inv_psi(pool: Pool, lam, mu=None) -> jax.Array:
     """``log(1/psi)`` of the whole pool (Theorem 1), differentiable in ``lam`` and ``mu``.
 
     ``lam_i * d/d lam_i`` of it is ``L_i`` (eq. (6)); no stability check (the caller's job:
     see :func:`solve`), but an unstable ``lam`` raises at run time. A typed pool is taken as
     its aggregated pool (as in :func:`solve`; ``mu`` per type).
     """
-    pool, mu = _typed_as_pool(pool, mu)
+    if not isinstance(pool, Pool):  # a typed pool: its aggregated pool
+        pool, mu = pool._bf_kernel_pool(mu)
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, False, None, "autodiff")
     F, margin = _lip_jit(masks, mu, lam, layers)
     return eqx.error_if(F[-1], ~(margin > 1), _UNSTABLE_MSG)
@@ -673,9 +680,7 @@ def _unchecked_impl(masks, mu, lamB, layers):
 _unchecked_jit = jax.jit(_unchecked_impl)
 
 
-def solve_unchecked(
-    pool: Pool | TypedPool, lam, *, mu=None, max_bytes: float | None = None
-) -> dict:
+def solve_unchecked(pool: Pool, lam, *, mu=None, max_bytes: float | None = None) -> dict:
     """The kernel of :func:`solve` without the stability check, for optimisers and barriers.
 
     Same recursion and formulas as :func:`solve` (Theorem 1, eq. (9); ``L_i`` by eq. (6),
@@ -710,121 +715,9 @@ def solve_unchecked(
         >>> bool(out["stable"]), float(out["T"][0])  # doctest: +SKIP
         (False, inf)
     """
-    counts = pool.counts if isinstance(pool, TypedPool) else None
-    pool, mu = _typed_as_pool(pool, mu)
+    if not isinstance(pool, Pool):  # a typed pool solves its aggregated pool by this kernel
+        return pool._bf_unchecked(lam, mu, max_bytes)
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, False, max_bytes, "autodiff")
     batch = lam.shape[:-1]
     out = _unchecked_jit(masks, mu, lam.reshape(-1, lam.shape[-1]), layers)
-    out = jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), out)
-    if counts is not None:  # servers, not types: sum_t counts[t] (1 - psi_server[t])
-        c = jnp.asarray(counts, out["psi_server"].dtype)
-        out["busy_servers"] = jnp.sum(c * (1.0 - out["psi_server"]), axis=-1)
-    return out
-
-
-# ----------------------------------------------------------------------------- typed pools
-#: Seconds per (type subset x (classes + types) x rate vector x recursion) of a typed solve
-#: after compilation, and the fixed cost of one call (measured on a 2-core CPU in float64:
-#: 1.1 ms per call at T = 4, 43 ms at T = 18 with 18 classes; benchmarks/bench_typed.py).
-TYPED_SECONDS_PER_UNIT = 5e-9
-TYPED_SECONDS_PER_CALL = 1e-3
-
-
-def typed_estimate(
-    pool: TypedPool, *, batch: int = 1, itemsize: int = 8, class_idle: bool | None = None
-) -> dict:
-    """What :func:`solve` will cost on a typed pool, predicted before the run.
-
-    Args:
-        pool: the typed pool. batch: rate vectors in one call. itemsize: bytes per float.
-        class_idle: as in :func:`solve` (``I`` more recursions; default ``I 2^T <= 2^18``).
-
-    Returns:
-        dict with ``states`` (``2^T`` type subsets of the recursion), ``count_vectors``
-        (``prod_t (counts[t] + 1)``, the states of a recursion over count vectors, for
-        comparison), ``servers`` (``K``), ``bytes`` (peak memory, :func:`memory_estimate` on
-        ``T`` servers) and ``seconds`` (run time of one call after compilation, a rough model
-        of the measured times).
-    """
-    T, I = pool.num_types, pool.num_classes
-    if class_idle is None:
-        class_idle = I * 2**T <= 2**18
-    runs = 1 + I if class_idle else 1
-    return {
-        "states": 2**T,
-        "count_vectors": pool.count_vectors(),
-        "servers": pool.num_servers,
-        "bytes": memory_estimate(T, I, itemsize, batch=batch),
-        "seconds": TYPED_SECONDS_PER_CALL + TYPED_SECONDS_PER_UNIT * 2**T * (I + T) * batch * runs,
-    }
-
-
-def _check_typed_size(pool: TypedPool, itemsize: int, max_bytes, batch: int) -> None:
-    est = typed_estimate(pool, batch=batch, itemsize=itemsize)
-    if max_bytes is None:
-        limit, label = memory_budget(DEFAULT_MAX_BYTES)
-    else:
-        limit, label = max_bytes, f"{max_bytes / 1e9:.3g} GB"
-    T = pool.num_types
-    if T > MAX_SERVERS or est["bytes"] > limit:
-        why = (
-            f"more than the {MAX_SERVERS} types the int32 subset masks allow"
-            if T > MAX_SERVERS
-            else f"above the memory limit of {label}"
-        )
-        raise ValueError(
-            f"typed pool too large: T={T} types ({pool.num_servers} servers, {batch} rate "
-            f"vector(s)) means 2^{T} = {2**T:,} type subsets and about "
-            f"{est['bytes'] / 1e9:.3g} GB of memory, {why}; merge types, split the batch or "
-            "pass max_bytes to raise the limit"
-        )
-
-
-def _solve_typed(pool: TypedPool, lam, mu, check: bool, class_idle, max_bytes) -> BFResult:
-    """:func:`solve` on a typed pool: the generic kernel on its aggregated pool (eq. (1))."""
-    lam = pool.rates(lam)
-    mu = pool.mu if mu is None else jnp.asarray(mu)
-    if mu.shape != (pool.num_types,):
-        raise ValueError(f"mu must have shape ({pool.num_types},), one per type; got {mu.shape}")
-    if _is_concrete(mu):
-        check_type_mu(mu)
-    dtype = jnp.result_type(lam.dtype, mu.dtype, float)
-    batch = math.prod(lam.shape[:-1])
-    _check_typed_size(pool, jnp.dtype(dtype).itemsize, max_bytes, batch)
-    concrete = _is_concrete(lam) and _is_concrete(mu)
-    caps = pool.capacities(mu.astype(dtype))
-    res = solve(
-        Pool(pool.type_sets, caps),
-        lam,
-        mu=caps,
-        check=bool(check and not concrete),
-        class_idle=class_idle,
-        max_bytes=max_bytes,
-    )
-    if check and concrete:
-        margins = np.asarray(res.stability_margin).reshape(-1)
-        bad = np.flatnonzero(~(margins > 1))
-        if bad.size:  # the LP over types names the bottleneck types
-            typed = TypedPool(pool.counts, pool.type_sets, mu)
-            check_stable(typed, np.asarray(lam).reshape(-1, pool.num_classes)[bad[0]])
-            raise ValueError(
-                f"unstable arrival rates (rate vector {int(bad[0])}): stability margin "
-                f"{float(margins[bad[0]]):.6g} <= 1"
-            )
-    counts = jnp.asarray(pool.counts, res.psi_server.dtype)
-    busy = jnp.sum(counts * (1.0 - res.psi_server), axis=-1)
-    return eqx.tree_at(lambda r: r.busy_servers, res, busy)
-
-
-def _typed_as_pool(pool, mu):
-    """``(pool, mu)`` for the generic kernels: a typed pool becomes its aggregated pool."""
-    if not isinstance(pool, TypedPool):
-        return pool, mu
-    mu = pool.mu if mu is None else jnp.asarray(mu)
-    if mu.shape != (pool.num_types,):
-        raise ValueError(f"mu must have shape ({pool.num_types},), one per type; got {mu.shape}")
-    if _is_concrete(mu):
-        check_type_mu(mu)
-    _check_typed_size(pool, jnp.dtype(jnp.result_type(mu.dtype, float)).itemsize, None, 1)
-    caps = pool.capacities(mu)
-    return Pool(pool.type_sets, caps), caps
+    return jax.tree_util.tree_map(lambda a: a.reshape(batch + a.shape[1:]), out)

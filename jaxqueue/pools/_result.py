@@ -5,6 +5,8 @@ from __future__ import annotations
 import equinox as eqx
 from jaxtyping import Array, Float
 
+from .._tables import bf_frame
+
 
 class BFResult(eqx.Module):
     """Stationary metrics of a pool under balanced fairness (unit-mean exponential sizes).
@@ -49,6 +51,4 @@ class BFResult(eqx.Module):
         """One row per class (per type for structured and typed pools): ``class``, ``L``,
         ``T``, ``gamma`` and, when computed, ``psi_class``; a batched result (``jax.vmap``)
         gets a ``point`` column. Needs pandas (``pip install 'jaxqueue[tables]'``)."""
-        from .._tables import bf_frame
-
         return bf_frame(self.metrics())

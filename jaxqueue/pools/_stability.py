@@ -7,7 +7,6 @@ import dataclasses
 import numpy as np
 
 from ._pool import Pool
-from ._typed import TypedPool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +41,7 @@ class Stability:
         return 0.0 if np.isinf(self.margin) else 1.0 / self.margin
 
 
-def stability(pool: Pool | TypedPool, lam) -> Stability:
+def stability(pool: Pool, lam) -> Stability:
     """Stability margin and bottleneck of ``pool`` under arrival rates ``lam``.
 
     Balanced fairness is stable iff ``lam(A) < mu(K(A))`` for every non-empty class set ``A``
@@ -73,8 +72,8 @@ def stability(pool: Pool | TypedPool, lam) -> Stability:
     Raises:
         ValueError: malformed rates, or the LP solver failed.
     """
-    if isinstance(pool, TypedPool):
-        return _typed_stability(pool, lam)
+    if not isinstance(pool, Pool):  # a typed pool: the LP over its aggregated pool
+        return pool._bf_stability(lam)
     lam = np.asarray(pool.rates(lam), dtype=np.float64)
     if lam.ndim != 1:
         raise ValueError(f"stability takes one rate vector, got shape {lam.shape}")
@@ -134,17 +133,7 @@ def stability(pool: Pool | TypedPool, lam) -> Stability:
     return Stability(float(ratio), bool(ratio > 1.0), classes, servers, float(demand[b]), cap)
 
 
-def _typed_stability(pool: TypedPool, lam) -> Stability:
-    """The LP of :func:`stability` over the types of a typed pool (its aggregated pool)."""
-    st = stability(pool.aggregate(), lam)
-    first = np.concatenate([[0], np.cumsum(pool.counts)])
-    servers = tuple(k for t in st.bottleneck_servers for k in range(first[t], first[t + 1]))
-    return dataclasses.replace(
-        st, bottleneck_servers=servers, bottleneck_types=st.bottleneck_servers
-    )
-
-
-def check_stable(pool: Pool | TypedPool, lam) -> Stability:
+def check_stable(pool: Pool, lam) -> Stability:
     """Raise if ``lam`` is outside the stability region of ``pool``; else return the record.
 
     Raises:

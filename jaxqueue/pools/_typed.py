@@ -27,6 +27,7 @@ runs that recursion as an independent reference.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -35,9 +36,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._memory import memory_budget
 from ._pool import Pool, _is_concrete, _normalise_sets
+from ._recursion import DEFAULT_MAX_BYTES, MAX_SERVERS, memory_estimate, solve, solve_unchecked
 from ._result import BFResult
+from ._stability import Stability, check_stable, stability
 from .structured._base import StructuredPool
+
+#: Seconds per (type subset x (classes + types) x rate vector x recursion) of a typed solve
+#: after compilation, and the fixed cost of one call (a rough model of benchmarks/bench_typed.py).
+TYPED_SECONDS_PER_UNIT = 5e-9
+TYPED_SECONDS_PER_CALL = 1e-3
 
 
 def _normalise_counts(counts) -> tuple[int, ...]:
@@ -175,8 +184,6 @@ class TypedPool(StructuredPool):
     def kernel(self, rho=None, *, lam=None, with_servers: bool = True):
         """:func:`jaxqueue.pools.solve_unchecked` at total load ``rho`` (split equally among
         the classes) or for the rates ``lam``: ``(BFResult, stable)``, no exception."""
-        from ._recursion import solve_unchecked
-
         out = solve_unchecked(self, self._lam(rho, lam))
         stable = out.pop("stable")
         return BFResult(**out), stable
@@ -190,14 +197,84 @@ class TypedPool(StructuredPool):
             ValueError: as :func:`jaxqueue.pools.solve` (an unstable load names the bottleneck
                 types).
         """
-        from ._recursion import solve
-
         rho, lam = self._loads(rho, lam, batched=False)
         return solve(self, self._lam(rho, lam), **options)
 
     def count_vectors(self) -> int:
         """``prod_t (counts[t] + 1)``: the states of a recursion over count vectors."""
         return math.prod(c + 1 for c in self.counts)
+
+    # ------------------------------------------------------------------ the exact kernel
+    # :func:`jaxqueue.pools.solve`, :func:`~jaxqueue.pools.solve_unchecked`,
+    # :func:`~jaxqueue.pools.log_inv_psi` and :func:`~jaxqueue.pools.stability` call these on a
+    # typed pool: each builds the aggregated pool and calls the generic kernel on it.
+    def _bf_kernel_pool(self, mu=None) -> tuple[Pool, Array]:
+        """``(aggregated pool, its capacities)`` for the generic kernels (``mu`` per type)."""
+        mu = self.mu if mu is None else jnp.asarray(mu)
+        if mu.shape != (self.num_types,):
+            raise ValueError(
+                f"mu must have shape ({self.num_types},), one per type; got {mu.shape}"
+            )
+        if _is_concrete(mu):
+            check_type_mu(mu)
+        _check_typed_size(self, jnp.dtype(jnp.result_type(mu.dtype, float)).itemsize, None, 1)
+        caps = self.capacities(mu)
+        return Pool(self.type_sets, caps), caps
+
+    def _bf_solve(self, lam, mu, check: bool, class_idle, max_bytes) -> BFResult:
+        """:func:`jaxqueue.pools.solve`: the generic kernel on the aggregated pool (eq. (1))."""
+        lam = self.rates(lam)
+        mu = self.mu if mu is None else jnp.asarray(mu)
+        if mu.shape != (self.num_types,):
+            raise ValueError(
+                f"mu must have shape ({self.num_types},), one per type; got {mu.shape}"
+            )
+        if _is_concrete(mu):
+            check_type_mu(mu)
+        dtype = jnp.result_type(lam.dtype, mu.dtype, float)
+        batch = math.prod(lam.shape[:-1])
+        _check_typed_size(self, jnp.dtype(dtype).itemsize, max_bytes, batch)
+        concrete = _is_concrete(lam) and _is_concrete(mu)
+        caps = self.capacities(mu.astype(dtype))
+        res = solve(
+            Pool(self.type_sets, caps),
+            lam,
+            mu=caps,
+            check=bool(check and not concrete),
+            class_idle=class_idle,
+            max_bytes=max_bytes,
+        )
+        if check and concrete:
+            margins = np.asarray(res.stability_margin).reshape(-1)
+            bad = np.flatnonzero(~(margins > 1))
+            if bad.size:  # the LP over types names the bottleneck types
+                typed = TypedPool(self.counts, self.type_sets, mu)
+                check_stable(typed, np.asarray(lam).reshape(-1, self.num_classes)[bad[0]])
+                raise ValueError(
+                    f"unstable arrival rates (rate vector {int(bad[0])}): stability margin "
+                    f"{float(margins[bad[0]]):.6g} <= 1"
+                )
+        counts = jnp.asarray(self.counts, res.psi_server.dtype)
+        busy = jnp.sum(counts * (1.0 - res.psi_server), axis=-1)
+        return eqx.tree_at(lambda r: r.busy_servers, res, busy)
+
+    def _bf_unchecked(self, lam, mu, max_bytes) -> dict:
+        """:func:`jaxqueue.pools.solve_unchecked` on the aggregated pool, ``busy_servers``
+        counting servers, not types: ``sum_t counts[t] (1 - psi_server[t])``."""
+        pool, caps = self._bf_kernel_pool(mu)
+        out = solve_unchecked(pool, lam, mu=caps, max_bytes=max_bytes)
+        c = jnp.asarray(self.counts, out["psi_server"].dtype)
+        out["busy_servers"] = jnp.sum(c * (1.0 - out["psi_server"]), axis=-1)
+        return out
+
+    def _bf_stability(self, lam) -> Stability:
+        """:func:`jaxqueue.pools.stability`: the LP over the types (the aggregated pool)."""
+        st = stability(self.aggregate(), lam)
+        first = np.concatenate([[0], np.cumsum(self.counts)])
+        servers = tuple(k for t in st.bottleneck_servers for k in range(first[t], first[t + 1]))
+        return dataclasses.replace(
+            st, bottleneck_servers=servers, bottleneck_types=st.bottleneck_servers
+        )
 
 
 def check_type_mu(mu) -> None:
@@ -207,4 +284,54 @@ def check_type_mu(mu) -> None:
     if bad.size:
         raise ValueError(
             f"mu must be finite and > 0; types {bad.tolist()} (0-based) have {a[bad].tolist()}"
+        )
+
+
+def typed_estimate(
+    pool: TypedPool, *, batch: int = 1, itemsize: int = 8, class_idle: bool | None = None
+) -> dict:
+    """What :func:`solve` will cost on a typed pool, predicted before the run.
+
+    Args:
+        pool: the typed pool. batch: rate vectors in one call. itemsize: bytes per float.
+        class_idle: as in :func:`solve` (``I`` more recursions; default ``I 2^T <= 2^18``).
+
+    Returns:
+        dict with ``states`` (``2^T`` type subsets of the recursion), ``count_vectors``
+        (``prod_t (counts[t] + 1)``, the states of a recursion over count vectors, for
+        comparison), ``servers`` (``K``), ``bytes`` (peak memory, :func:`memory_estimate` on
+        ``T`` servers) and ``seconds`` (run time of one call after compilation, a rough model
+        of the measured times).
+    """
+    T, I = pool.num_types, pool.num_classes
+    if class_idle is None:
+        class_idle = I * 2**T <= 2**18
+    runs = 1 + I if class_idle else 1
+    return {
+        "states": 2**T,
+        "count_vectors": pool.count_vectors(),
+        "servers": pool.num_servers,
+        "bytes": memory_estimate(T, I, itemsize, batch=batch),
+        "seconds": TYPED_SECONDS_PER_CALL + TYPED_SECONDS_PER_UNIT * 2**T * (I + T) * batch * runs,
+    }
+
+
+def _check_typed_size(pool: TypedPool, itemsize: int, max_bytes, batch: int) -> None:
+    est = typed_estimate(pool, batch=batch, itemsize=itemsize)
+    if max_bytes is None:
+        limit, label = memory_budget(DEFAULT_MAX_BYTES)
+    else:
+        limit, label = max_bytes, f"{max_bytes / 1e9:.3g} GB"
+    T = pool.num_types
+    if T > MAX_SERVERS or est["bytes"] > limit:
+        why = (
+            f"more than the {MAX_SERVERS} types the int32 subset masks allow"
+            if T > MAX_SERVERS
+            else f"above the memory limit of {label}"
+        )
+        raise ValueError(
+            f"typed pool too large: T={T} types ({pool.num_servers} servers, {batch} rate "
+            f"vector(s)) means 2^{T} = {2**T:,} type subsets and about "
+            f"{est['bytes'] / 1e9:.3g} GB of memory, {why}; merge types, split the batch or "
+            "pass max_bytes to raise the limit"
         )

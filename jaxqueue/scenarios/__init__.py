@@ -3,7 +3,7 @@
 ``get(name)`` returns a :class:`jaxqueue.mjqm.Workload` for the multiserver-job scenarios and a
 :class:`jaxqueue.pools.Pool` for the balanced-fairness presets; ``names()`` lists them and
 ``describe(name)`` gives the source. ``get`` also reads a multiserver-job workload from a TOML or
-JSON file (``get("my-cluster.toml")``; schema in :mod:`jaxqueue._files`, example in
+JSON file (``get("my-cluster.toml")``; schema in :mod:`jaxqueue.mjqm._files`, example in
 ``examples/workloads/five-class-exp.toml``).
 
 Multiserver-job queue (``mjsre``):
@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._document import is_path
+
 if TYPE_CHECKING:
     from ..mjqm import Workload
-
-# The models (and jax) are imported by the builders, not here: the command line lists the
-# names in its help without loading them.
 
 __all__ = ["get", "names", "describe"]
 
@@ -60,6 +59,7 @@ def _read_csv(filename: str) -> list[dict[str, float]]:
 
 
 def _five_class(law: str) -> Workload:
+    # the models (and jax) load when a scenario is built: the command line lists the names
     from ..dist import BoundedPareto, Erlang, Exponential, HyperExponential
     from ..mjqm import Workload
 
@@ -86,6 +86,7 @@ def _five_class(law: str) -> Workload:
 
 
 def _two_class_200(big_mean: float = 1.0, small_mean: float = 1.0) -> Workload:
+    # the models (and jax) load when a scenario is built: the command line lists the names
     from ..dist import Exponential
     from ..mjqm import Workload
 
@@ -99,6 +100,7 @@ def _two_class_200(big_mean: float = 1.0, small_mean: float = 1.0) -> Workload:
 
 
 def _two_class_256(p_big: float = 1e-3, big_mean: float = 40.0) -> Workload:
+    # the models (and jax) load when a scenario is built: the command line lists the names
     from ..dist import Exponential
     from ..mjqm import Workload
 
@@ -112,6 +114,7 @@ def _two_class_256(p_big: float = 1e-3, big_mean: float = 40.0) -> Workload:
 
 
 def _borg() -> Workload:
+    # the models (and jax) load when a scenario is built: the command line lists the names
     from ..dist import Exponential
     from ..mjqm import Workload
 
@@ -128,9 +131,17 @@ def _borg() -> Workload:
 
 
 def _pool(name):
+    # the models (and jax) load when a scenario is built: the command line lists the names
     from ..pools import preset_pool
 
     return preset_pool(name)
+
+
+def _load_workload(path) -> Workload:
+    # the models (and jax) load when a file is read: the command line lists the names
+    from ..mjqm._files import load_workload
+
+    return load_workload(path)
 
 
 _BUILDERS = {
@@ -153,10 +164,8 @@ def names() -> list[str]:
 
 def describe(name: str) -> str:
     """The source of scenario ``name`` (for a workload file: the file, once it parses)."""
-    from .. import _files
-
-    if name not in _BUILDERS and _files.is_path(name):
-        _files.load_workload(name)
+    if name not in _BUILDERS and is_path(name):
+        _load_workload(name)
         return f"TOML/JSON workload file {name}"
     _check(name)
     return _SOURCES[name]
@@ -175,7 +184,7 @@ def get(name, **params):
     Args:
         name: one of :func:`names`, or the path of a TOML or JSON workload file (a name with a
             path separator or a ``.toml`` / ``.json`` suffix, or an existing file; schema in
-            :mod:`jaxqueue._files`).
+            :mod:`jaxqueue.mjqm._files`).
         **params: scenario parameters where supported (``two-class-200``: ``big_mean``,
             ``small_mean``; ``two-class-256``: ``p_big``, ``big_mean``); none for a file.
 
@@ -188,12 +197,10 @@ def get(name, **params):
         >>> w.servers, w.n_classes
         ((20,), 5)
     """
-    from .. import _files
-
-    if name not in _BUILDERS and _files.is_path(name):
+    if name not in _BUILDERS and is_path(name):
         if params:
             raise ValueError(f"{name}: a workload file takes no parameters, got {sorted(params)}")
-        return _files.load_workload(name)
+        return _load_workload(name)
     _check(name)
     try:
         return _BUILDERS[name](**params)

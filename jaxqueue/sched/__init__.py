@@ -29,6 +29,9 @@ from ._model import (
 from ._model import (
     check_stability as check_stability,
 )
+from ._model import (
+    parse_random_spec as parse_random_spec,
+)
 from ._simulate import (
     MIN_EFFECTIVE as MIN_EFFECTIVE,
 )

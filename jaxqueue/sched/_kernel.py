@@ -29,6 +29,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from .._random import bits_to_unit, keypair, threefry2x32
@@ -488,8 +489,6 @@ def _fifo_delta(spec: KernelSpec):
     """The change of ``meta`` (:func:`_fifo_state`) by each kind of jump: per column, two
     ranges of kinds ``[lo, hi)`` and the change ``d`` each brings, as six int32 vectors
     ``(lo1, hi1, d1, lo2, hi2, d2)`` of length 2 N + 7."""
-    import numpy as np
-
     N = spec.n_classes
     r = np.zeros((6, 2 * N + 7), np.int32)
     n, hmax, jc, ev = 2 * N, 2 * N + 1, 2 * N + 2, 2 * N + 3

@@ -10,6 +10,8 @@ and Section 4, "Large system with random assignment"):
   arriving job draws d of the K servers uniformly at random (the C(K, d) classes are never
   enumerated; the simulator stores each job's servers). One degree; ``as_assignment`` turns it
   into the simulator's :class:`RandomModel`.
+
+The command line's ``random:S=100,d=2`` spec is read by :func:`parse_random_spec`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,17 @@ import math
 import equinox as eqx
 import numpy as np
 
+from .._document import spec_items
+from ..pools import Pool, check_stable
 from ..pools.structured import RandomAssignment
 
-__all__ = ["ClassAssignment", "RandomAssignment", "as_assignment", "check_stability"]
+__all__ = [
+    "ClassAssignment",
+    "RandomAssignment",
+    "as_assignment",
+    "check_stability",
+    "parse_random_spec",
+]
 
 
 def _check_mu(mu) -> np.ndarray:
@@ -165,6 +175,21 @@ def check_stability(pool, lam) -> None:
     N = pool.n_classes
     if lam.shape != (N,):
         raise ValueError(f"lam must have one rate per class ({N}), got shape {lam.shape}")
-    from ..pools import Pool, check_stable
-
     check_stable(Pool(pool.server_sets, pool.mu), lam)
+
+
+def parse_random_spec(spec: str) -> tuple[int, int, float]:
+    """``(S, d, mu)`` of the scheduler's ``random:S=100,d=2[,mu=1]`` (``K`` for ``S``): each
+    job draws ``d`` of the ``S`` servers (capacity ``mu``) at arrival.
+
+    Raises:
+        ValueError: an unknown or repeated key, both or neither of ``S`` and ``K``, no ``d``,
+            or values that are not integers (``mu``: a number).
+    """
+    items = spec_items(spec, "random", ("S", "K", "d", "mu"))
+    if ("S" in items) == ("K" in items) or "d" not in items:
+        raise ValueError(f"--pool {spec!r}: give exactly one of S or K, and d")
+    try:
+        return int(items.get("S", items.get("K"))), int(items["d"]), float(items.get("mu", 1.0))
+    except ValueError:
+        raise ValueError(f"--pool {spec!r}: S/K and d must be integers, mu a number") from None

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._sharding import batch_mesh, shard_batch, to_host
+from .._tables import per_class
 from ..dist._laws import Law
 from ..dist._phase import PhaseMixture, phase_mixture
 from ..stats import Result, Status, StatusRules, drift, judge, log_mean_ci
@@ -136,8 +137,6 @@ class SchedResult(Result):
         """One row per class (per sweep point and class, with a ``point`` column): ``class``,
         ``delay``, ``delay_low``, ``delay_high``, ``service_rate`` (with its interval), ``L``.
         Needs pandas (``pip install 'jaxqueue[tables]'``)."""
-        from .._tables import per_class
-
         names = ("delay", "delay_low", "delay_high", "service_rate", "service_rate_low")
         names += ("service_rate_high", "L")
         return per_class({k: getattr(self, k) for k in names})

@@ -22,8 +22,14 @@ from __future__ import annotations
 import pathlib
 import time
 
+import jax
 import numpy as np
+from tqdm.auto import tqdm
 
+from ..dist import get_law
+from ..pools import m_model
+from ..pools.structured import random_assignment_bf_curve
+from ..sched import ClassAssignment, RandomAssignment, as_assignment, simulate_sweep
 from ._io import save_figure, write_csv
 
 LAWS = ("bimodal", "hyperexp", "zipf")
@@ -53,8 +59,6 @@ def _sizes(fast: bool) -> dict:
 
 
 def _pool(kind, arg):
-    from jaxqueue.sched import ClassAssignment, RandomAssignment
-
     if kind == "random":
         return RandomAssignment(S_RANDOM, arg)
     if arg:  # asymmetric: servers 1 and 3 only
@@ -65,12 +69,8 @@ def _pool(kind, arg):
 def _exact(kind, arg, rhos):
     """Exact BF delays, shape (len(rhos), classes)."""
     if kind == "random":
-        from jaxqueue.pools.structured import random_assignment_bf_curve
-
         delay, _ = random_assignment_bf_curve(S_RANDOM, arg, rhos)
         return np.asarray(delay)[:, None]
-    from jaxqueue.pools import m_model
-
     mu2 = 0.0 if arg else 1.0
     total = 2.0 + mu2
     out = []
@@ -87,9 +87,6 @@ def simulate_panel(kind, arg, law_name, sizes, *, key):
         dict policy name -> (delay, low, high) arrays of shape (loads, classes), plus the
         ``SchedResult`` under ``"_result"``.
     """
-    from jaxqueue.dist import get_law
-    from jaxqueue.sched import RandomAssignment, as_assignment, simulate_sweep
-
     pool = _pool(kind, arg)
     rhos = sizes["rhos"]
     total = float(np.sum(as_assignment(pool).mu))
@@ -157,12 +154,11 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
         or any point still drifted (warm-up too short for a load near saturation), and the
         statuses of the panels (``jaxqueue.sched``: ok, unconverged, nonstationary, overflow).
     """
-    import jax
+    # the Agg backend is chosen when a study runs, not when the module is imported
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from tqdm.auto import tqdm
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

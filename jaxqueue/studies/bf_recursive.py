@@ -21,7 +21,20 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tqdm import tqdm
 
+from ..pools.structured import (
+    HomogeneousLine,
+    HomogeneousRing,
+    RandomAssignment,
+    homogeneous_local_kernel,
+    homogeneous_local_vs_K,
+    random_assignment_bf_curve,
+    random_assignment_kernel,
+    random_assignment_vs_K,
+    random_load_ratios,
+    solve_spec,
+)
 from ._io import save_figure, write_csv
 
 
@@ -33,8 +46,6 @@ def differentiation_vs_load(rhos, *, K: int = 100, degrees=(6, 12)) -> dict:
         absent from a population gets the rate a job of that type would receive (the limit of
         ``1/T`` as its share goes to 0).
     """
-    from jaxqueue.pools.structured import RandomAssignment
-
     out = {}
     for name, p in (
         ("regular only", (1.0, 0.0)),
@@ -49,8 +60,6 @@ def differentiation_vs_load(rhos, *, K: int = 100, degrees=(6, 12)) -> dict:
 
 def differentiation_vs_mix(ratios, rho: float, *, K: int = 100, degrees=(6, 12)):
     """Figure 10 data: ``gamma`` of (regular, premium) vs the regular/premium rate ratio."""
-    from jaxqueue.pools.structured import RandomAssignment, random_assignment_kernel
-
     ra = RandomAssignment(K, degrees, p=(0.5, 0.5))
     R = ra.ratios()
     q = jnp.asarray(ratios) / (1.0 + jnp.asarray(ratios))
@@ -62,8 +71,6 @@ def differentiation_vs_mix(ratios, rho: float, *, K: int = 100, degrees=(6, 12))
 
 def locality_vs_load(rhos, *, K: int = 100, d: int = 10) -> dict:
     """Figure 12a data: overall mean service rate ``1 / T_mean`` of global, ring, line."""
-    from jaxqueue.pools.structured import HomogeneousLine, HomogeneousRing, RandomAssignment
-
     r = jnp.asarray(rhos)
     out = {}
     for name, pool in (
@@ -78,12 +85,6 @@ def locality_vs_load(rhos, *, K: int = 100, d: int = 10) -> dict:
 
 def locality_vs_degree(degrees, *, K: int = 100, rho: float = 0.9) -> dict:
     """Figure 12b data: overall mean service rate vs the degree ``d`` (one compilation)."""
-    from jaxqueue.pools.structured import (
-        homogeneous_local_kernel,
-        random_assignment_kernel,
-        random_load_ratios,
-    )
-
     ds = jnp.asarray(degrees)
     one = jnp.ones((1,))
 
@@ -99,8 +100,6 @@ def locality_vs_degree(degrees, *, K: int = 100, rho: float = 0.9) -> dict:
 
 def locality_vs_size(sizes, *, d: int = 10, rho: float = 0.9) -> dict:
     """Figure 12c data: overall mean service rate vs the number of servers ``K``."""
-    from jaxqueue.pools.structured import homogeneous_local_vs_K, random_assignment_vs_K
-
     Ks = np.asarray(sizes)
     _, _, T = random_assignment_vs_K(rho, d, jnp.asarray(Ks), K_max=int(Ks.max()))
     out = {"global": 1.0 / np.asarray(T)}
@@ -112,8 +111,6 @@ def locality_vs_size(sizes, *, d: int = 10, rho: float = 0.9) -> dict:
 
 def line_per_class(rho: float, *, K: int = 100, d: int = 10) -> np.ndarray:
     """Figure 11 data: mean service rate ``gamma_i`` of each class ``i`` of the line."""
-    from jaxqueue.pools.structured import HomogeneousLine
-
     return np.asarray(HomogeneousLine(K, d).solve_per_class(rho).gamma)
 
 
@@ -281,8 +278,6 @@ def _bf_clusters_curves(plt, out_dir, rhos, fast: bool, summary: dict) -> list[s
 
     Writes its PNG and CSVs, adds its headline numbers to ``summary``; returns the file names.
     """
-    from jaxqueue.pools.structured import random_assignment_bf_curve
-
     rows = []
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for d in (2, 3):
@@ -315,11 +310,11 @@ def run(out_dir: pathlib.Path, *, fast: bool, seed: int) -> dict:
     Returns:
         JSON-able summary with ``files`` and the headline numbers of the qualitative findings.
     """
+    # the Agg backend is chosen when a study runs, not when the module is imported
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from tqdm import tqdm
+    import matplotlib.pyplot as plt  # after the backend is chosen
 
     del seed
     jax.config.update("jax_enable_x64", True)
@@ -345,8 +340,6 @@ def demo_text(rho: float = 0.9) -> str:
     Mean service rates (``1 / T``) of the global / ring / line assignments (K = 100, d = 10) and
     of regular / premium jobs (degrees 6 / 12, half of the load each), at load ``rho``.
     """
-    from jaxqueue.pools.structured import solve_spec
-
     rows = []
     for spec in ("random:K=100,d=10", "ring:K=100,d=10", "line:K=100,d=10"):
         res, _ = solve_spec(spec, rho=rho)

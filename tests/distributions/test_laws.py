@@ -75,3 +75,25 @@ def test_from_uniforms_matches_sample():
     u = jax.random.uniform(jax.random.key(3), (50_000, 2), minval=1e-300)
     x = law.from_uniforms(u)
     assert np.isclose(float(x.mean()), float(law.mean()), rtol=0.05)
+
+
+def test_one_registry_of_law_names():
+    """The workload files' families and the scheduler's named laws come from one registry."""
+    assert dist.law_families() == (
+        "exponential",
+        "erlang",
+        "hyperexponential",
+        "bounded-pareto",
+        "deterministic",
+    )
+    assert dist.law_fields("erlang") == ("mean", "k")
+    law = dist.law_from_fields("erlang", {"mean": 2.0, "k": 3}, "classes[0].")
+    assert isinstance(law, dist.Erlang) and np.isclose(float(law.mean()), 2.0)
+    with pytest.raises(ValueError, match=r"^classes\[0\]\.k: must be an integer"):
+        dist.law_from_fields("erlang", {"mean": 2.0, "k": 1.5}, "classes[0].")
+    # the aliases of the command line name members of the families
+    assert isinstance(dist.get_law("exp"), dist.Exponential)
+    assert isinstance(dist.get_law("exponential"), dist.Exponential)
+    assert isinstance(dist.get_law("hyperexp"), dist.HyperExponential)
+    for name in ("exp", "bimodal", "hyperexp", "zipf"):
+        assert np.isclose(float(dist.get_law(name).mean()), 1.0)

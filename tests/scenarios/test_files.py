@@ -11,8 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from jaxqueue import _files, scenarios
+from jaxqueue import scenarios
 from jaxqueue.cli import main
+from jaxqueue.mjqm import _files
 from tests.helpers import assert_close, tree_allclose
 
 ROOT = pathlib.Path(__file__).parents[2]

@@ -4,8 +4,8 @@ Randomized assignment (homogeneous, heterogeneous degrees, heterogeneous server 
 line and ring pools, each a :class:`StructuredPool`: the same ``server_sets`` property, the same
 load arguments (``rho``, or ``lam=``), ``kernel``, ``solve``, ``sweep``, ``class_rates`` and
 ``to_pool`` (the equivalent generic :class:`jaxqueue.pools.Pool`), all returning the shared
-:class:`jaxqueue.pools.BFResult`. Spec strings are read by :func:`parse_spec` (the one reader of
-specs and files, ``jaxqueue._files``).
+:class:`jaxqueue.pools.BFResult`. Spec strings (``random:K=100,d=10``, ``line:``, ``ring:``)
+are read by :func:`parse_spec`.
 """
 
 from ._base import ServerSets as ServerSets

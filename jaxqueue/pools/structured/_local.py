@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._pool import Pool
 from .._result import BFResult
 from ._base import ServerSets, StructuredPool
 from ._common import (
@@ -79,8 +80,6 @@ class _ClassPool(StructuredPool):
 
     def to_pool(self):
         """The equivalent generic :class:`jaxqueue.pools.Pool`."""
-        from .._pool import Pool
-
         return Pool([list(s) for s in self.server_sets], self.mu)
 
 
@@ -540,8 +539,6 @@ class _HomogeneousLocal(StructuredPool):
 
     def to_pool(self):
         """The equivalent generic :class:`jaxqueue.pools.Pool` (use with :meth:`class_rates`)."""
-        from .._pool import Pool
-
         return Pool([list(s) for s in self.server_sets], jnp.full((self.K,), self.mu))
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from equinox import AbstractVar
 from jaxtyping import Array, Float
 
+from .._pool import Pool
 from .._result import BFResult
 from ._base import ServerSets, StructuredPool
 from ._common import (
@@ -326,8 +327,6 @@ class RandomAssignment(_Randomized):
 
     def to_pool(self):
         """The equivalent generic :class:`jaxqueue.pools.Pool` (use with :meth:`class_rates`)."""
-        from .._pool import Pool
-
         return Pool(self.server_sets, jnp.full((self.K,), self.mu))
 
 
@@ -533,6 +532,4 @@ class RandomGroups(_Randomized):
 
     def to_pool(self):
         """The equivalent generic :class:`jaxqueue.pools.Pool` (use with :meth:`class_rates`)."""
-        from .._pool import Pool
-
         return Pool(self.server_sets, jnp.repeat(self.mu, np.asarray(self.sizes)))

@@ -1,13 +1,15 @@
-"""Solve pool-structure specifications (``random:K=100,d=10`` ...; read by
-:func:`jaxqueue._files.parse_spec`, the one reader of specs and files)."""
+"""Pool-structure specifications (``random:K=100,d=10`` ...): read them (:func:`parse_spec`)
+and solve them (:func:`solve_spec`)."""
 
 from __future__ import annotations
+
+import math
 
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from ..._files import parse_spec
+from ..._document import spec_items, spec_numbers
 from .._result import BFResult
 from ._common import is_concrete
 from ._local import HomogeneousLine, HomogeneousRing
@@ -17,6 +19,62 @@ from ._random import RandomAssignment
 #: ``O(K^2)`` memory: about 1 s at K = 400 on a 2-core CPU); above it the line is solved for the
 #: whole pool in ``O(K^2)``.
 PER_CLASS_LINE_MAX_K = 400
+
+
+_KINDS = ("random", "line", "ring")
+_KEYS = {"random": ("K", "d", "p", "mu"), "line": ("K", "d", "mu"), "ring": ("K", "d", "mu")}
+_EXAMPLES = "random:K=100,d=10 | random:K=100,d=6+12,p=0.5+0.5 | line:K=100,d=10 | ring:K=100,d=10"
+
+
+def parse_spec(spec: str) -> tuple[str, dict]:
+    """Parse a pool structure ``KIND:key=value,...`` into ``(kind, params)``.
+
+    Kinds: ``random`` (keys ``K``, ``d``, optional ``p``, ``mu``; ``d`` and ``p`` may list
+    several types joined by ``+``), ``line`` and ``ring`` (keys ``K``, ``d``, optional ``mu``).
+    ``params`` maps each key to its list of values.
+
+    Raises:
+        ValueError: unknown kind or key, a missing or malformed value (the message shows the
+            accepted forms).
+    """
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ValueError(f"pool spec must look like {_EXAMPLES}; got {spec!r}")
+    kind = spec.partition(":")[0].strip().lower()
+    if kind not in _KINDS:
+        raise ValueError(f"unknown pool structure {kind!r} in {spec!r}; known: {list(_KINDS)}")
+    params: dict = {}
+    for key, val in spec_items(spec, kind, _KEYS[kind]).items():
+        conv = int if key in ("K", "d") else float
+        params[key] = spec_numbers(val, "+", conv, key, spec, _EXAMPLES)
+        if (key in ("K", "mu") or (kind != "random" and key == "d")) and len(params[key]) != 1:
+            raise ValueError(f"{key} takes one value for {kind} pools in {spec!r}, got {val!r}")
+    for need in ("K", "d"):
+        if need not in params:
+            raise ValueError(f"pool spec {spec!r} lacks {need}=...; e.g. {_EXAMPLES}")
+    _check_structure(spec, params)
+    return kind, params
+
+
+def _check_structure(spec: str, params: dict) -> None:
+    K = params["K"][0]
+    if K < 1:
+        raise ValueError(f"K must be >= 1 in {spec!r}, got {K}")
+    if any(not 1 <= x <= K for x in params["d"]):
+        raise ValueError(f"degrees must lie in [1, K={K}] in {spec!r}, got d={params['d']}")
+    if "p" in params:
+        if len(params["p"]) != len(params["d"]):
+            raise ValueError(
+                f"p must give one share per degree in {spec!r}: {len(params['d'])} degrees, "
+                f"{len(params['p'])} shares"
+            )
+        p = np.asarray(params["p"])
+        if np.any(p < 0) or not abs(p.sum() - 1.0) <= 1e-6:
+            raise ValueError(
+                f"p must be shares >= 0 summing to 1 in {spec!r}, got sum {p.sum():.6g} (used "
+                "as given, never rescaled)"
+            )
+    if "mu" in params and not params["mu"][0] > 0:
+        raise ValueError(f"mu must be > 0 in {spec!r}")
 
 
 def _rho_from(kind: str, K: int, mu: float, rho, lam, n_types: int):
@@ -132,8 +190,6 @@ def _solve_local(spec: str, kind: str, params: dict, r: float, rates) -> tuple[B
 
 
 def _comb_float(n: int, k: int) -> float:
-    import math
-
     return float(math.comb(n, k))
 
 

@@ -138,7 +138,7 @@ def solve_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
     # jax and the models load when the command runs, not at start-up
     import jax
 
-    from jaxqueue.pools import solve, stability
+    from jaxqueue.pools import solve, stability  # (as jax)
 
     st = stability(pool, lam)
     res = solve(pool, lam, class_idle=class_idle or None)
@@ -165,7 +165,7 @@ def typed_to_dict(pool, lam, *, class_idle: bool = False) -> dict:
     # jax and the models load when the command runs, not at start-up
     import jax
 
-    from jaxqueue.pools import solve, stability, typed_estimate
+    from jaxqueue.pools import solve, stability, typed_estimate  # (as jax)
 
     st = stability(pool, lam)
     res = solve(pool, lam, class_idle=class_idle or None)

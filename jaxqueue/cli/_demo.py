@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from . import build_parser
+from ._bf import demo_text as bf_demo
 from ._common import add_common, log, to_jsonable
 
 #: (title, command line) of each section after the balanced-fairness ones.
@@ -121,13 +123,10 @@ def _network_demo() -> str:
 
 
 def _run(args) -> int:
-    # jax and the models load when the command runs, not at start-up; the
-    # package's parser is built by ``cli/__init__``, which imports this module
+    # jax and the models load when the command runs, not at start-up
     import jax
 
-    from ..studies.bf_recursive import demo_text as structured_demo
-    from . import build_parser
-    from ._bf import demo_text as bf_demo
+    from ..studies.bf_recursive import demo_text as structured_demo  # (as jax)
 
     t_start = time.perf_counter()
     device = f"{jax.devices()[0].platform} ({len(jax.devices())} device(s))"

@@ -13,7 +13,7 @@ def _run_solve(args) -> int:
     # jax and the model load when the command runs, not at start-up
     import jax
 
-    from jaxqueue.networks import read_network, solve, solve_truncated
+    from jaxqueue.networks import read_network, solve, solve_truncated  # (as jax)
 
     net = read_network(args.spec)
     log(

@@ -113,8 +113,8 @@ def _run(args) -> int:
     # jax and the models load when the command runs, not at start-up
     import jax
 
-    from jaxqueue.dist import get_law
-    from jaxqueue.sched import RandomAssignment, simulate
+    from jaxqueue.dist import get_law  # (as jax)
+    from jaxqueue.sched import RandomAssignment, simulate  # (as jax)
 
     pool = parse_pool(args.pool)
     lam = loads(pool, args.rho)

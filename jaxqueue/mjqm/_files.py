@@ -1,23 +1,19 @@
 """MJQM workload files: one TOML or JSON file describes one :class:`Workload` (Poisson arrivals).
-
-Top level: ``servers`` (int >= 1), optional ``name`` (default: the file name without suffix),
-``classes``: a non-empty list of tables (TOML ``[[classes]]``), each with ``cores`` (int in
-``[1, servers]``), ``prob`` (>= 0, summing to 1 within 1e-9) and ``law``, a family of
-:func:`jaxqueue.dist.law_families` with its fields (``jaxqueue/dist/_registry.py``). No other
-key; integers written as integers (``2``, not ``2.0``). Errors name the file and the field:
-``wl.toml: classes[2].law: unknown law 'gamma'; choose one of exponential, ...``.
+``servers`` (int >= 1), optional ``name`` (default: the file name without suffix), ``classes``
+(tables, TOML ``[[classes]]``), each with ``cores`` (int in ``[1, servers]``), ``prob`` (>= 0,
+summing to 1 within 1e-9) and ``law``, a family of :func:`jaxqueue.dist.law_families` with its
+fields. No other key; integers as integers (``2``, not ``2.0``). Errors name the file and the
+field: ``wl.toml: classes[2].law: unknown law 'gamma'; choose one of exponential, ...``.
 
 Example (``examples/workloads/five-class-exp.toml`` writes out a whole preset)::
 
     name = "two-class"
     servers = 20
-
     [[classes]]
     cores = 1
     prob = 0.9
     law = "exponential"
     mean = 1.0
-
     [[classes]]
     cores = 10
     prob = 0.1

@@ -82,8 +82,8 @@ def stability(pool: Pool, lam) -> Stability:
     active = np.flatnonzero(lam > 0)
     if active.size == 0:
         return Stability(float("inf"), True, (), (), 0.0, 0.0)
-    import scipy.optimize  # imported here: about 0.4 s that commands without a pool skip
-    import scipy.sparse
+    import scipy.optimize  # scipy loads when an LP runs, not with the package
+    import scipy.sparse  # (as scipy.optimize)
 
     sets = pool.server_sets
     # variables: z (active classes, n), then y (servers, K)

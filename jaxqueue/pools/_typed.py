@@ -1,4 +1,4 @@
-"""Typed pools: many servers of few types (issue 18), solved exactly by aggregation.
+"""Typed pools: many servers of few types, solved exactly by aggregation.
 
 A typed pool has ``counts[t]`` servers of type ``t``, each of capacity ``mu[t]``; class ``i``
 may use every server of the types ``type_sets[i]``. Its exact balanced-fairness metrics are
@@ -17,12 +17,9 @@ job, the event of the aggregated server ``t`` being idle: ``psi_server`` is per 
 mean number of busy servers is ``sum_t counts[t] (1 - psi_server[t])``. The stability region
 (eq. (5)) is the same too, so the stability LP runs over types.
 
-The same follows from the recursion over count vectors: the reduced system of a server set
-``L`` holding ``m_t`` servers of type ``t`` keeps the classes whose types are all *full* in
-``L`` (``m_t = counts[t]`` for ``t`` in ``type_sets[i]``), and Theorem 1 (eq. (9)) becomes
-``log(1/psi(m)) = logsumexp_t [log(m_t mu_t) + log(1/psi(m - e_t))] - log(M(m) - Lambda(m))``
-(the ``m_t`` subsets ``L - k`` with ``k`` of type ``t`` are alike). ``tests/pools/test_typed.py``
-runs that recursion as an independent reference.
+:func:`jaxqueue.pools.solve` and its kin call the ``_bf_*`` methods of a typed pool, which build
+the aggregated pool and run the generic kernel on it. ``tests/pools/test_typed.py`` checks them
+against the recursion over count vectors (Theorem 1, eq. (9), over ``m_t`` servers per type).
 """
 
 from __future__ import annotations

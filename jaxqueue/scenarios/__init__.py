@@ -1,5 +1,4 @@
 """The papers' preset scenarios, each citing its source.
-
 ``get(name)`` returns a :class:`jaxqueue.mjqm.Workload` for the multiserver-job scenarios and a
 :class:`jaxqueue.pools.Pool` for the balanced-fairness presets; ``names()`` lists them and
 ``describe(name)`` gives the source. ``get`` also reads a multiserver-job workload from a TOML or

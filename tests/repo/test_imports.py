@@ -49,11 +49,7 @@ KNOWN_CYCLES: set[tuple[str, ...]] = {
 
 #: Imports against the layers still to be moved, as ``(importer, imported)``; as for
 #: ``KNOWN_CYCLES``, a listed one that is gone should be removed.
-KNOWN_LAYER_BREAKS: set[tuple[str, str]] = {
-    # the scheduler's uniforms use the MJQM's cipher until it moves to the bottom input module
-    ("jaxqueue.sched._kernel", "jaxqueue.mjqm"),
-    ("jaxqueue.sched._kernel", "jaxqueue.mjqm._inputs"),
-}
+KNOWN_LAYER_BREAKS: set[tuple[str, str]] = set()
 
 #: Modules whose function-level imports do not say why yet (their own work is under way).
 PENDING_REASONS = (

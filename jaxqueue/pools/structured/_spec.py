@@ -16,8 +16,7 @@ from ._local import HomogeneousLine, HomogeneousRing
 from ._random import RandomAssignment
 
 #: Largest line for which :func:`solve_spec` returns per-class metrics (``O(K^3)`` time,
-#: ``O(K^2)`` memory: about 1 s at K = 400 on a 2-core CPU); above it the line is solved for the
-#: whole pool in ``O(K^2)``.
+#: ``O(K^2)`` memory); above it the line is solved for the whole pool in ``O(K^2)``.
 PER_CLASS_LINE_MAX_K = 400
 
 

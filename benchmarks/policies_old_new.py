@@ -10,10 +10,10 @@ the engine's ``_runs`` (``engines/events/_simulate.py``; ``_events.py`` before i
 time and per CPU-second of each engine (the latter is less sensitive to other processes on a
 shared machine) and whether the per-replication sums are bit for bit the same.
 
-``python -m benchmarks.policies_old_new OLD_REV --hlo [POLICY ...]`` instead lowers the old
+``python -m benchmarks.policies_old_new OLD_REV --hlo [POLICY ...]`` instead compiles the old
 and the new kernel of each policy (16 replications of five-class-exp) and says whether their
-StableHLO text, source locations left out, is the same: the same compiled work, whatever the
-load of the machine.
+optimised HLO text, source locations left out, is the same: the same compiled work, whatever
+the load of the machine.
 """
 
 from __future__ import annotations
@@ -59,8 +59,9 @@ def _engine(package: str):
         return importlib.import_module(f"{package}._events")
 
 
-def _lowered(package: str, policy, wl) -> str:
-    """The StableHLO text of the kernel of ``package`` for ``policy``, locations stripped."""
+def _compiled(package: str, policy, wl) -> str:
+    """The optimised HLO text of the kernel of ``package`` for ``policy``, source locations
+    and stack frames stripped."""
     try:
         loop = importlib.import_module(f"{package}.engines.events._loop")
         bins = importlib.import_module(f"{package}.engines.events._accumulate")._wait_bins(wl)
@@ -70,13 +71,15 @@ def _lowered(package: str, policy, wl) -> str:
     f64, i32 = jnp.float64, jnp.int32
     args = (jnp.asarray(0.9, f64), jax.random.key(0), jnp.arange(16, dtype=i32), i32(60))
     args = (*args, i32(300), i32(2000), 64, False, jnp.dtype(f64), None)
-    text = loop._kernel.lower(policy, wl, *args, bins=bins[:3]).as_text()
-    text = re.sub(r"#loc[0-9]* = [^\n]*\n", "", text)
-    return re.sub(r" loc\([^\n]*?\)\)?", "", text)
+    compiled = loop._kernel.lower(policy, wl, *args, bins=bins[:3]).compile().compiled
+    text = compiled.as_text()
+    text = text[text.index("\n%") :]  # the computations, after the file and frame tables
+    text = re.sub(r", metadata=\{[^}]*\}", "", text)
+    return re.sub(r",? ?stack_frame_id=\d+", "", text)
 
 
 def compare_hlo(rev: str, policies) -> None:
-    """Print per policy whether the old and new kernels lower to the same StableHLO."""
+    """Print per policy whether the old and new kernels compile to the same HLO."""
     import jaxqueue.mjqm.policies as new_pol
     from jaxqueue import scenarios
 
@@ -84,11 +87,11 @@ def compare_hlo(rev: str, policies) -> None:
     wl = scenarios.get("five-class-exp")
     for policy in policies:
         try:
-            old = _lowered("jaxqueue.mjqm_old", old_pol.parse_policy(policy), wl)
+            old = _compiled("jaxqueue.mjqm_old", old_pol.parse_policy(policy), wl)
         except ValueError:
             print(f"{policy:22s} new only (the old revision does not know it)", flush=True)
             continue
-        new = _lowered("jaxqueue.mjqm", new_pol.parse_policy(policy), wl)
+        new = _compiled("jaxqueue.mjqm", new_pol.parse_policy(policy), wl)
         print(f"{policy:22s} HLO {'identical' if old == new else 'DIFFERS'}", flush=True)
         if old != new:
             diff = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)

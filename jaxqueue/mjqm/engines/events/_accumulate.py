@@ -10,7 +10,7 @@ from jax import lax
 from jaxtyping import Array
 
 from ....stats import hist_bins
-from ..._estimators import wait_histogram as _histogram
+from ..._estimators import wait_histogram
 from ..._workload import Workload
 from ._deques import _onehot
 from ._queues import cls_of, code_of
@@ -57,10 +57,10 @@ _BINS_PER_OCTAVE = 16  # waiting-time histogram resolution: the forward scan's d
 
 
 def _wait_bins(workload: Workload):
-    """The waiting-time histogram of the forward scan (``_estimators.wait_histogram``: bin 0 the
-    at 0, then log-spaced bins from the float32 bits of the wait): ``(n_bins, shift, lo_code,
-    edges)``."""
-    return _histogram(workload, None, _BINS_PER_OCTAVE)
+    """The waiting-time histogram layout of the forward scan (``_estimators.wait_histogram``:
+    bin 0 the atom at 0, then log-spaced bins from the float32 bits of the wait):
+    ``(n_bins, shift, lo_code, edges)``."""
+    return wait_histogram(workload, None, _BINS_PER_OCTAVE)
 
 
 def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:

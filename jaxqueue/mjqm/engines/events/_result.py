@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ....stats import Estimate, Result, Status, drift
+from ....stats import Estimate, Result, Status, drift, judge
 from ....stats import effective_samples as _effective_jobs
 from ....stats import quantile_from_hist as _quantile_from_hist
 from ....stats import ratio_ci as _ratio_ci
-from ..._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS, few_replications_reason
+from ..._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS, RULES, few_replications_reason
 from ..._workload import Workload
 
 __all__ = ["PolicyResult"]
@@ -174,15 +174,17 @@ def _summarise(
     scale = float(resp.sum() / max(cnt.sum(), 1))
     inc, growing = drift(early, late, scale)
     n_eff = _effective_jobs(resp, a.resp2.sum(1), cnt)
-    too_short = n_eff < MIN_EFFECTIVE
     seen = (a.cnt > 0).sum(0)  # replications that measured each class
-    thin = bool(np.any((np.asarray(probs) > 0) & (seen < 2))) or len(cnt) < MIN_REPLICATIONS
-    if overflow:
-        status = Status.overflow
-    elif growing or capped or too_short:
-        status = Status.nonstationary
-    else:
-        status = Status.unconverged if thin else Status.ok
+    thin = bool(np.any((np.asarray(probs) > 0) & (seen < 2)))
+    status, _ = judge(
+        RULES,
+        replications=len(cnt),
+        n_eff=n_eff,
+        growing=bool(growing),
+        failed=bool(capped),  # the event cap: the run did not settle
+        thin=thin,
+        overflow=bool(overflow),
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         wm = a.wait.sum(0) / a.cnt.sum(0)
         wvar = a.wait2.sum(0) / a.cnt.sum(0) - wm**2

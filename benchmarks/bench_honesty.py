@@ -22,7 +22,7 @@ import time
 import jax
 
 from jaxqueue.dist import Exponential
-from jaxqueue.mjqm import exact, exact_lambda_c, lambda_c_estimate, simulate
+from jaxqueue.mjqm import exact, exact_lambda_c, simulate, stability_limit
 from jaxqueue.scenarios import get
 
 
@@ -83,7 +83,7 @@ checked on a GPU with 4x longer runs (``python -m benchmarks.bench_honesty --ref
 
 def _pile_limit(wl) -> float:
     """The pile-growth estimate of ``lambda_c`` the references were run at (key 0)."""
-    return float(lambda_c_estimate(wl, key=jax.random.key(0)).lambda_c)
+    return float(stability_limit(wl, key=jax.random.key(0)).lambda_c)
 
 
 def reference(

@@ -17,8 +17,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxqueue.mjqm import pile_growth, pile_growth_numpy, sample_backward, sample_backward_numpy
+from jaxqueue.mjqm import pile_growth, sample_backward
 from jaxqueue.scenarios import get
+from tests.references.mjqm_numpy import pile_growth_numpy, sample_backward_numpy
 
 
 def _draw_sigma(workload):

@@ -11,7 +11,6 @@ from ._common import (
     add_level,
     count,
     emit,
-    format_table,
     interval,
     log,
     mjqm_command,
@@ -19,17 +18,7 @@ from ._common import (
     usage_errors,
     workload,
 )
-
-
-def classes_table(out: dict, columns=("wait_mean", "wait_var", "wait_p90")) -> str:
-    """Per-class table of ``mjqm simulate``, ``sample`` and the policies: cores, probability,
-    the first column with its interval, then the others."""
-    first, *rest = columns
-    rows = [
-        (c["cores"], c["prob"], c[first], interval(c[first + "_ci"]), *(c[k] for k in rest))
-        for c in out["classes"]
-    ]
-    return format_table(["cores", "prob", first, "CI", *rest], rows)
+from ._mjqm_common import classes_table, command_limit
 
 
 def _table(out: dict) -> str:
@@ -76,6 +65,8 @@ def _simulate(args: argparse.Namespace) -> int:
     wl = workload(args.scenario)
     if not fcfs:
         return simulate_with_policy(args, wl)
+    key = jax.random.key(args.seed)
+    limit = command_limit(wl, "fcfs", key, lam=args.lam, override=args.override, tag="simulate")
     args.start = args.start or "backward"
     args.max_seconds = args.max_seconds or 120.0
     dtype = {"float32": jnp.float32, "float64": jnp.float64}[args.dtype or "float32"]
@@ -88,18 +79,20 @@ def _simulate(args: argparse.Namespace) -> int:
     res = simulate_steady(
         wl,
         args.lam,
-        key=jax.random.key(args.seed),
+        key=key,
         n_jobs=args.jobs,
         n_replications=args.replications,
         start=args.start,
         max_seconds=args.max_seconds,
         dtype=dtype,
         level=args.level,
+        limit=limit,
         override=args.override,
         progress=log,
     )
     out = res.as_dict()
     _add_response(out)
+    out["stability"] = limit.summary()
     if res.status == "unconverged" and res.n_replications < MIN_REPLICATIONS:
         out["status_reason"] = (
             f"mjqm simulate: {res.n_replications} replications, fewer than the "

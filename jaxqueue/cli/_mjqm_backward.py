@@ -19,7 +19,7 @@ from ._common import (
     positive,
     workload,
 )
-from ._mjqm import classes_table
+from ._mjqm_common import classes_table, command_limit
 
 SAMPLE_SECONDS = 40.0
 """Default time budget of ``mjqm sample`` (with start-up and compilation, a default run stays
@@ -42,14 +42,15 @@ def _device() -> str:
 def _exact_limit(wl) -> float | None:
     """The exact lambda_c when every law is exponential (the QBD fits in memory), else
     ``None``."""
-    from ..mjqm._exact import exact_lambda_c_or_none
+    from ..mjqm import stability_limit
 
     if not hasattr(wl, "services"):
         return None
-    lc = exact_lambda_c_or_none(wl)
-    if lc is None:
+    try:
+        return stability_limit(wl, method="exact").lambda_c
+    except ValueError:
         log("[stability] no exact limit (services not all exponential or the QBD too large)")
-    return lc
+        return None
 
 
 def _exact_table(o: dict) -> str:
@@ -64,7 +65,7 @@ def _run_stability(args: argparse.Namespace) -> int:
     import jax
     import jax.numpy as jnp
 
-    from ..mjqm._stability import lambda_c_closed_form, pile_growth
+    from ..mjqm import lambda_c_closed_form, pile_growth
 
     wl = workload(args.scenario)
     t0 = time.perf_counter()
@@ -152,9 +153,7 @@ def _run_sample(args: argparse.Namespace) -> int:
     import jax
     import jax.numpy as jnp
 
-    from ..mjqm._backward import sample_backward
-    from ..mjqm._palm import palm_metrics
-    from ..mjqm._stability import lambda_c_estimate
+    from ..mjqm import palm_metrics, sample_backward
 
     if (args.lam is None) == (args.load is None):
         raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
@@ -163,20 +162,24 @@ def _run_sample(args: argparse.Namespace) -> int:
             f"need 1 <= ell0 <= max_ell, got --ell0 {args.ell0} > --max-ell {args.max_ell}"
         )
     wl = workload(args.scenario)
+    key = jax.random.key(args.seed)
+    limit = command_limit(wl, "fcfs", key, lam=args.lam, override=args.override, tag="sample")
     lam = args.lam
+    if lam is None and limit.lambda_c is None:
+        raise ValueError(f"mjqm sample --load: {limit.describe()}; give --lam")
     if lam is None:
-        est = lambda_c_estimate(wl, key=jax.random.key(args.seed))
-        lam = args.load * est.lambda_c
-        log(f"[sample] lambda_c = {est.lambda_c:.6g} ({est.method}); lam = {lam:.6g}")
+        lam = args.load * limit.lambda_c
+        log(f"[sample] lam = {args.load:g} lambda_c = {lam:.6g}")
     t0 = time.perf_counter()
     S = sample_backward(
         wl,
         lam,
         args.samples,
-        key=jax.random.key(args.seed),
+        key=key,
         ell0=args.ell0,
         max_ell=args.max_ell,
         dtype=jnp.float32 if args.dtype == "float32" else jnp.float64,
+        limit=limit,
         override=args.override,
         progress=lambda ell, n_act, n_done: log(f"[sample] ell={ell} active={n_act} done={n_done}"),
         bias_control=not args.no_bias_control,
@@ -189,6 +192,7 @@ def _run_sample(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - t0
     out = palm_metrics(wl, S, level=args.level)
     out = {"scenario": args.scenario, **out, "elapsed_s": elapsed, "device": _device()}
+    out["stability"] = limit.summary()
     if out["status"] != "ok":
         out["status_reason"] = _status_reason(out)
 

@@ -19,7 +19,7 @@ from ._common import (
     workload,
     writable_file,
 )
-from ._mjqm import classes_table
+from ._mjqm_common import classes_table, command_limit
 
 STATUS_REASON = {
     "overflow": "an arrival found the job buffer full at --max-buffer jobs: the load is too "
@@ -68,15 +68,20 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
             "engine starts empty, runs in float64 and has no time budget"
         )
     t0 = time.perf_counter()
+    key = jax.random.key(args.seed)
+    limit = command_limit(
+        wl, args.policy, key, lam=args.lam, override=args.override, tag="simulate"
+    )
     res = simulate_policy(
         wl,
         args.lam,
         args.policy,
-        key=jax.random.key(args.seed),
+        key=key,
         n_jobs=args.jobs,
         n_replications=args.replications,
         max_buffer=args.max_buffer or 4096,
         level=args.level,
+        limit=limit,
         override=args.override,
         progress=lambda msg: log(f"event simulation of {args.scenario} at lam={args.lam}: {msg}"),
     )
@@ -93,7 +98,6 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
 def _compare(args: argparse.Namespace) -> int:
     import jax
 
-    from ..mjqm import lambda_c_estimate
     from ..mjqm.engines.events import check_workload  # (jax: not at CLI start-up)
     from ..mjqm.policies import parse_policy
 
@@ -109,7 +113,8 @@ def _compare(args: argparse.Namespace) -> int:
     wl = workload(args.scenario)
     check_workload(wl)
     key = jax.random.key(args.seed)
-    lam_c = float(lambda_c_estimate(wl, key=jax.random.fold_in(key, 0x5AB1E)).lambda_c)
+    fcfs = command_limit(wl, "fcfs", key, tag="compare")
+    lam_c = fcfs.lambda_c
     out = {
         "scenario": wl.name,
         "loads": loads,
@@ -121,7 +126,9 @@ def _compare(args: argparse.Namespace) -> int:
         "policies": [],
     }
     for name in policies:
-        out["policies"].append(_policy_rows(wl, parse_policy(name), name, loads, lam_c, key, args))
+        pol = parse_policy(name)
+        limit = fcfs if pol.label == "fcfs" else command_limit(wl, pol, key, tag="compare")
+        out["policies"].append(_policy_rows(wl, pol, name, loads, lam_c, key, args, limit))
     statuses = [r["status"] for p in out["policies"] for r in p["rows"]]
     bad = [s for s in statuses if s != "ok"]
     out["status"] = "ok" if not bad else ("unstable" if "unstable" in bad else bad[0])
@@ -142,28 +149,33 @@ def compare_frame(out: dict):
     return rows([{"policy": p["policy"], **r} for p in out["policies"] for r in p["rows"]])
 
 
-def _policy_rows(wl, pol, name, loads, lam_c, key, args) -> dict:
-    """One policy of ``mjqm compare``: its stability limit (computed once) and a row per load
-    (``unstable`` without a run beyond a known limit)."""
-    import jax
+def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> dict:
+    """One policy of ``mjqm compare``: its stability limit (computed once, ``limit``) and a row
+    per load (``unstable`` without a run at or beyond it)."""
+    from ..mjqm import UnstableLoadError  # (jax: not at CLI start-up)
+    from ..mjqm.engines.events import simulate
 
-    from ..mjqm.engines.events import policy_limit, simulate  # (jax: not at CLI start-up)
-
-    limit = policy_limit(wl, pol, key=jax.random.fold_in(key, 0x5AB1E))
     rows = []
     for x in loads:
         lam = x * lam_c
-        if limit[1] is not None and lam >= limit[1]:
+        log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
+        try:
+            res = simulate(
+                wl,
+                lam,
+                pol,
+                key=key,
+                n_jobs=args.jobs,
+                n_replications=args.replications,
+                limit=limit,
+            )
+        except UnstableLoadError:  # at or beyond lambda_ideal, a closed form or the limit
             rows.append({"load": x, "lam": lam, "status": "unstable"})
             continue
-        log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
-        res = simulate(
-            wl, lam, pol, key=key, n_jobs=args.jobs, n_replications=args.replications, limit=limit
-        )
         d = res.as_dict(wl)
         keep = ("response_mean", "response_mean_ci", "wait_mean", "idle_servers", "status")
         rows.append({"load": x, "lam": lam, **{k: d[k] for k in keep}})
-    stability = {"method": limit[0], "lambda_c": limit[1], "lambda_c_ci": limit[2]}
+    stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
     return {"policy": name, "stability": stability, "rows": rows}
 
 

@@ -39,6 +39,7 @@ from ._common import (
     workload,
     writable_folder,
 )
+from ._mjqm_common import command_limit
 
 
 class _RawHelp(_HelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -175,18 +176,18 @@ def _exact_results(wl, lams) -> list[dict]:
     return out
 
 
-def _estimate(wl, lam: float, method: str, policy: str, spec: dict, key) -> dict:
+def _estimate(wl, lam: float, method: str, policy: str, spec: dict, key, limit) -> dict:
     """One simulated or sampled point as a dict with ``classes``, ``wait_mean``,
-    ``response_mean`` (and ``_ci``) and ``status``."""
+    ``response_mean`` (and ``_ci``) and ``status``; ``limit``: the policy's stability limit."""
     from ..mjqm import palm_metrics, sample_backward, simulate, simulate_policy
 
     if method == "sample":
-        S = sample_backward(wl, lam, spec["sample"]["samples"], key=key)
+        S = sample_backward(wl, lam, spec["sample"]["samples"], key=key, limit=limit)
         return palm_metrics(wl, S)
     sizes = {"n_jobs": spec["simulate"]["jobs"], "n_replications": spec["simulate"]["replications"]}
     if policy != "fcfs":
-        return simulate_policy(wl, lam, policy, key=key, **sizes).as_dict(wl)
-    out = simulate(wl, lam, key=key, **sizes).as_dict()
+        return simulate_policy(wl, lam, policy, key=key, limit=limit, **sizes).as_dict(wl)
+    out = simulate(wl, lam, key=key, limit=limit, **sizes).as_dict()
     for c in out["classes"]:
         c["response_mean"], c["response_mean_ci"] = c["system_time_mean"], c["system_time_mean_ci"]
     shift = out["system_time_mean"] - out["wait_mean"]
@@ -214,17 +215,10 @@ def _workloads(spec: dict, path: str) -> dict:
     return wls
 
 
-def _lambda_c(wl, key) -> float:
-    """lambda_c of the first-come-first-served queue: exact for exponential services, else
-    by pile growth (``lambda_c_estimate``)."""
-    from ..mjqm import lambda_c_estimate
-
-    return float(lambda_c_estimate(wl, key=key).lambda_c)
-
-
 def _compute(spec, todo, wls, seed, write, bar) -> None:
     """Run the points ``todo``, scenario by scenario (the exact loads of a scenario at once),
-    calling ``write(point, lam, result)`` as each is done."""
+    calling ``write(point, lam, result)`` as each is done. The stability limit of each
+    scenario and policy is computed once (loads are fractions of FCFS's)."""
     import jax
 
     from ..mjqm import UnstableLoadError
@@ -234,7 +228,13 @@ def _compute(spec, todo, wls, seed, write, bar) -> None:
         mine = [p for p in todo if p[0] == sc]
         if not mine:
             continue
-        lam_c = _lambda_c(wl, jax.random.fold_in(root, 0x5AB1E)) if spec["fractions"] else 1.0
+        needed = {p[2] for p in mine if p[1] != "exact"} | (
+            {"fcfs"} if spec["fractions"] else set()
+        )
+        limits = {pol: command_limit(wl, pol, root, tag="sweep") for pol in sorted(needed)}
+        lam_c = limits["fcfs"].lambda_c if spec["fractions"] else 1.0
+        if lam_c is None:
+            raise ValueError(f"sweep: loads of {sc}: {limits['fcfs'].describe()}; give lams")
         exact_pts = [p for p in mine if p[1] == "exact"]
         if exact_pts:
             lams = [p[3] * lam_c for p in exact_pts]
@@ -246,7 +246,7 @@ def _compute(spec, todo, wls, seed, write, bar) -> None:
             key = jax.random.fold_in(root, zlib.crc32(repr(_key(p)).encode()))
             bar.set_postfix_str(f"{sc} {p[1]} {p[2]} {p[3]:g}", refresh=False)
             try:
-                res = _estimate(wl, lam, p[1], p[2], spec, key)
+                res = _estimate(wl, lam, p[1], p[2], spec, key, limits[p[2]])
             except UnstableLoadError:
                 nan = float("nan")
                 res = {"classes": [], "wait_mean": nan, "response_mean": nan, "status": "unstable"}

@@ -32,12 +32,11 @@ Step (``_step.py``), W ascending, ``alpha`` = number of servers (1-based)
     ``mjsre_step_info`` also returns ``StepInfo(wait, hol, free)``; variants
     ``mmjsre_step[_info](Ws, alphas, sigma, tau)`` eq. (15), ``smjsre_step[_info](W, alpha,
     beta, sigma, tau, u)`` eq. (14), ``ra_step[_info](W, alpha, sigma, tau, u)`` Appendix A.
-Guard (``_guard.py``)
-    ``check_load(workload, lam, *, key=None, override=False) -> float`` raises ``ValueError``
-    for ``lam <= 0`` or ``lam >= known_limit(workload)`` (``lambda_ideal``, or eq. (8) in
-    closed form via ``lambda_c_closed_form``), and with a key for ``lam`` not below
-    ``lambda_c`` (exact for exponential services, else a pile-growth estimate with
-    ``guard_key(key)``).
+Stability (``_limit.py``, ``_stability.py``)
+    ``stability_limit(workload, policy="fcfs", *, method="auto", key=None) ->
+    StabilityResult``: exact where known, an estimate with its interval, or unknown. Every
+    simulation takes it as ``limit=``; without it only ``lam > 0``, ``lam < lambda_ideal``
+    and eq. (8) are checked, and the run's status catches the rest.
 Forward simulation (``_forward.py``)
     ``simulate(workload, lam, *, key, n_jobs, n_replications, warmup, chunk, dtype, init,
     job_offset, variant, level, devices, override, throw) -> ForwardResult`` (F-MJSRE, Section
@@ -48,8 +47,6 @@ Forward simulation (``_forward.py``)
 
 from ._forward import ForwardResult as ForwardResult
 from ._forward import simulate as simulate
-from ._guard import check_load as check_load
-from ._guard import known_limit as known_limit
 from ._inputs import JobInputs as JobInputs
 from ._inputs import draw_jobs as draw_jobs
 from ._inputs import draw_jobs_block as draw_jobs_block
@@ -90,18 +87,13 @@ from ._workload import Workload as Workload
 from .._tables import metrics_frame as metrics_frame
 from ._backward import BackwardSamples as BackwardSamples
 from ._backward import sample_backward as sample_backward
-from ._backward import sample_backward_numpy as sample_backward_numpy
 from ._palm import palm_metrics as palm_metrics
 from ._palm import wait_density as wait_density
 from ._palm import wait_samples as wait_samples
 from ._stability import StabilityResult as StabilityResult
 from ._stability import UnstableLoadError as UnstableLoadError
-from ._stability import guard_key as guard_key
 from ._stability import lambda_c_closed_form as lambda_c_closed_form
-from ._stability import lambda_c_estimate as lambda_c_estimate
 from ._stability import pile_growth as pile_growth
-from ._stability import pile_growth_numpy as pile_growth_numpy
-from ._stability import require_stable as require_stable
 
 # ---------------------------------------------------------------------------------------------
 # The exact FCFS MJQM for exponential services (issue #13): a level-dependent QBD.
@@ -119,3 +111,4 @@ from ._exact import exact_size as exact_size
 from ._events import PolicyResult as PolicyResult
 from ._events import saturated_throughput as saturated_throughput
 from ._events import simulate_policy as simulate_policy
+from ._limit import stability_limit as stability_limit

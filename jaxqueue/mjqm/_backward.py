@@ -117,9 +117,8 @@ from .._jit import jit_per_platform
 from .._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..stats import Result, Status
 from ._bspec import CHUNK, check_plain, chunk_inputs, workload_fields
-from ._guard import check_load
 from ._policy import FCFSRecurrence
-from ._stability import guard_key, lambda_c_estimate
+from ._stability import check_load, lambda_c_closed_form
 from ._workload import Workload
 
 __all__ = [
@@ -128,7 +127,6 @@ __all__ = [
     "sample_backward",
     "horizon_floor",
     "loynes_state",
-    "sample_backward_numpy",
 ]
 
 _RARE_JOBS = 8
@@ -880,32 +878,29 @@ def _relaxation_jobs(rho: float) -> float:
     return _RELAX_TIMES * rho / (1.0 - math.sqrt(rho)) ** 2
 
 
-def _lambda_c(workload: Workload, key) -> float:
-    """``lambda_c`` for :func:`horizon_floor`: the exact value where one applies (asked without a
-    key, so that ``lambda_c_estimate`` memoises it for every key: it took 0.17 s per call,
-    a quarter of the sampling time of 10,000 samples at 0.75 ``lambda_c``), else the
-    pile-growth estimate with ``guard_key(key)``."""
-    try:
-        return lambda_c_estimate(workload, key=None, max_jobs=1 << 14).lambda_c
-    except ValueError:  # no exact form: the estimate needs the key
-        return lambda_c_estimate(workload, key=guard_key(key), max_jobs=1 << 14).lambda_c
+def _lambda_c(workload: Workload, limit) -> float:
+    """``lambda_c`` for :func:`horizon_floor`: ``limit``'s where the caller passes one, else
+    the closed form eq. (8) or the bound ``lambda_ideal`` (no estimate behind a sampler)."""
+    if limit is not None and getattr(limit, "lambda_c", limit) is not None:
+        return float(getattr(limit, "lambda_c", limit))
+    closed = lambda_c_closed_form(workload)
+    return float(workload.lambda_ideal()) if closed is None else closed
 
 
-def horizon_floor(workload: Workload, lam: float, key) -> int:
+def horizon_floor(workload: Workload, lam: float, limit=None) -> int:
     """The first horizon of :func:`sample_backward` by default (module docstring, 3).
 
     The larger of ``8 / p_min`` jobs and 4 M/M/1 relaxation times at ``rho = lam /
     lambda_c``, rounded up to ``CHUNK * 2^k``, capped at ``2^16``. ``lambda_c`` comes from
-    ``lambda_c_estimate`` (exact for exponential services, else pile growth with 2^14 jobs per
-    pile drawn with ``guard_key(key)``, as the load guard's); it is only computed when the
-    upper bound ``rho <= lam E[sigma]`` (``1 / E[sigma]`` is a lower bound
-    of ``lambda_c``) does not already put the relaxation term below the rare-class term.
+    ``limit`` (else a closed form or ``lambda_ideal``); it is only read when the upper bound
+    ``rho <= lam E[sigma]`` (``1 / E[sigma]`` is a lower bound of ``lambda_c``) does not
+    already put the relaxation term below the rare-class term.
     """
     _, _, probs, laws, _ = workload_fields(workload)
     jobs = _RARE_JOBS / float(np.min(probs))
     rho_up = float(lam) * float(np.sum(probs * np.array([float(x.mean()) for x in laws])))
     if jobs < _FLOOR_CAP and not (rho_up < 1 and _relaxation_jobs(rho_up) <= jobs):
-        lc = _lambda_c(workload, key)
+        lc = _lambda_c(workload, limit)
         rho = min(float(lam) / lc, 0.999)
         jobs = max(jobs, _relaxation_jobs(rho))
     floor = CHUNK
@@ -1035,6 +1030,7 @@ def sample_backward(
     split_chunks: int = 1 << 12,
     min_batch: int = 8,
     max_batch: int | None = None,
+    limit=None,
     override: bool = False,
     progress: Callable[[int, int, int], None] | None = None,
     bias_control: bool = True,
@@ -1067,7 +1063,11 @@ def sample_backward(
             by the side-by-side kernels (at most ``_SUB`` on a CPU); default
             :func:`_cache_batch` (the batch's workload states fit in a core's cache:
             two-class-256 in float32, 1.5x faster with batches of 64 than of 4096).
-        override: skip the stability check (``lam >= lambda_c`` gives unconverged samples).
+        limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
+            :func:`~jaxqueue.mjqm.stability_limit`, a number, or ``None``: ``lam`` is refused
+            at or beyond it (below the lower end of an estimate's interval) and the default
+            ``ell0`` reads it; without it only ``lambda_ideal`` and eq. (8) are checked.
+        override: skip the stability checks (``lam >= lambda_c`` gives unconverged samples).
         progress: optional callback ``(ell, n_active, n_done)`` called at each doubling.
         bias_control: run the batch-level bias test (False: Algorithm 1 alone, as printed).
         bias_tol: the test passes when the bias bound is at most this fraction of the
@@ -1107,10 +1107,10 @@ def sample_backward(
     if max_seconds is not None and not max_seconds >= 0:
         raise ValueError(f"max_seconds must be >= 0 (or None), got {max_seconds!r}")
     check_plain(workload)
-    check_load(workload, lam, key=key, override=override)
+    check_load(workload, lam, limit=limit, override=override)
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
     if ell0 is None:
-        ell0 = min(horizon_floor(workload, lam, key), max(max_ell // 2, 1))
+        ell0 = min(horizon_floor(workload, lam, limit), max(max_ell // 2, 1))
     ell = CHUNK * max(1, -(-ell0 // CHUNK))
     n = int(n_samples)
     min_batch = max(min_batch, jax.device_count())
@@ -1185,74 +1185,3 @@ def _more_samples(run, workload, F, want, max_ell, deadline, progress) -> list[_
         if not st.converged.all():
             break
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Plain numpy reference (the benchmark baseline and an independent check of the JAX kernel)
-# ---------------------------------------------------------------------------------------------
-
-
-def _np_step(W, alpha, sigma, tau):
-    """Eq. (2) by definition, with a full sort, vectorised over a batch ``W`` of shape (B, s)."""
-    B, s = W.shape
-    idx = np.arange(s)[None, :]
-    Wa = W[np.arange(B), alpha - 1][:, None]
-    S = np.maximum(W, Wa)
-    S = S + sigma[:, None] * (idx < alpha[:, None])
-    S = np.sort(S, axis=1) - tau[:, None]
-    return np.maximum(S, 0.0)
-
-
-def _np_inputs(rng, B, n, cores, probs, draw_sigma, lam):
-    cls = rng.choice(len(cores), size=(n, B), p=probs)
-    sigma = draw_sigma(rng, cls)
-    tau = rng.exponential(1.0 / lam, size=(n, B))
-    return cores[cls], sigma, tau
-
-
-def sample_backward_numpy(
-    s: int,
-    cores,
-    probs,
-    draw_sigma: Callable,
-    lam: float,
-    n_samples: int,
-    *,
-    seed: int = 0,
-    ell0: int = 1024,
-    max_ell: int = 1 << 22,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm 1 in plain numpy, as printed: a batch of samples vectorised together.
-
-    The batch doubles ``ell`` until every sample has met the stopping rule (the paper's
-    implementation, Section 7.2); the inputs of the past are stored and extended at each
-    doubling (Algorithm 1, lines 6-9), and each pass restarts from the empty state at ``-ell``.
-    ``draw_sigma(rng, cls)`` draws service times for an array of class indices.
-
-    Returns:
-        ``(W, ell)``: the samples ``(n, s)`` and the horizon each sample converged at.
-    """
-    rng = np.random.default_rng(seed)
-    cores = np.asarray(cores)
-    B = n_samples
-    a, sg, t = _np_inputs(rng, B, ell0, cores, probs, draw_sigma, lam)
-    ell = ell0
-    Mmax = np.full((B, s), -np.inf)
-    done = np.zeros(B, bool)
-    stop = np.zeros(B, np.int64)
-    while True:
-        M = np.zeros((B, s))
-        for j in range(ell - 1, -1, -1):
-            M = _np_step(M, a[j], sg[j], t[j])
-        grew = np.any(M > Mmax, axis=1)
-        newly = ~grew & ~done
-        stop[newly] = ell
-        done |= newly
-        Mmax = np.where(done[:, None], Mmax, M)
-        if done.all() or 2 * ell > max_ell:
-            break
-        a2, sg2, t2 = _np_inputs(rng, B, ell, cores, probs, draw_sigma, lam)
-        a, sg, t = (np.concatenate([x, y]) for x, y in ((a, a2), (sg, sg2), (t, t2)))
-        ell *= 2
-    stop[~done] = ell
-    return Mmax, stop

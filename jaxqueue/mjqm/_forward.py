@@ -34,7 +34,7 @@ jobs: half-width 0.30 without, 0.15 with). Used from ``MIN_CONTROL_REPS`` replic
 
 A stationarity diagnostic compares the mean wait of the second half of the measured jobs with
 the first half (``ForwardResult.status``), flagging loads beyond the stability limit
-``lambda_c`` that the guard could not know, or runs too short for the warm-up to end.
+``lambda_c`` when no ``limit`` was passed, or runs too short for the warm-up to end.
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ from ._estimators import (
     few_replications_reason,
     wait_histogram,
 )
-from ._guard import check_load
 from ._inputs import draw_jobs_block_reps, draw_jobs_each, pick_by_class
 from ._policy import SpecificServers
+from ._stability import check_load
 from ._workload import Workload
 
 __all__ = ["ForwardResult", "simulate"]
@@ -710,6 +710,7 @@ def simulate(
     bins_per_octave: int = 16,
     hist_range: tuple[float, float] | None = None,
     devices=None,
+    limit=None,
     override: bool = False,
     stationary_start: bool = False,
     throw: bool = False,
@@ -724,8 +725,8 @@ def simulate(
 
     Args:
         workload: the model.
-        lam: arrival rate; refused at or beyond a known stability limit
-            (:func:`~jaxqueue.mjqm.check_load`) unless ``override``.
+        lam: arrival rate; refused at or beyond ``lambda_ideal``, eq. (8) (``variant="fcfs"``)
+            or ``limit`` unless ``override``.
         key: PRNG key.
         n_jobs: jobs per replication (warm-up included).
         n_replications: independent replications (>= 2, for the confidence intervals).
@@ -744,7 +745,10 @@ def simulate(
             ``1e-4`` to ``1e6`` times the mean service time).
         devices: devices to shard the replications over (default ``jax.devices()``; the
             largest count dividing ``n_replications`` is used).
-        override: skip the stability check.
+        limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
+            :func:`~jaxqueue.mjqm.stability_limit`, a number, or ``None`` (the checks above
+            only; the status catches a load beyond the limit).
+        override: skip the stability checks.
         stationary_start: ``init`` is (nearly) a stationary sample (backward samples whose
             sampler said ok, or the final state of such a run): the rule "at least
             ``MIN_EFFECTIVE`` effective waits per replication" is then not applied.
@@ -764,7 +768,8 @@ def simulate(
         ValueError: bad sizes, dtype, variant, init, or an unstable ``lam``.
         EstimateError: with ``throw``, a status other than ``ok``.
     """
-    lam_f = check_load(workload, lam, key=key, override=override)
+    policy = "fcfs" if variant == "fcfs" else None
+    lam_f = check_load(workload, lam, limit=limit, policy=policy, override=override)
     _check_sizes(workload, n_jobs, n_replications, chunk, variant)
     dtype = jnp.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):

@@ -1,30 +1,19 @@
-"""Stability limit of the FCFS multiserver-job queue (``mjsre`` Section 5).
+"""Stability limit of the multiserver-job queue (``mjsre`` Section 5) and the load check.
 
-Theorem 5.1: the queue is stable iff ``lam < lambda_c = 1 / gamma`` with ``gamma`` the growth
-rate ``lim |H_n|_inf / n`` of the pile ``H_{n+1} = R(S(alpha_n, H_n) + sigma_n L(alpha_n))``
-(eq. (7): the MJSRE with all inter-arrival times zero). Algorithm 2 estimates the limit by
-doubling the horizon. Here:
+Theorem 5.1: the FCFS queue is stable iff ``lam < lambda_c = 1 / gamma`` with ``gamma`` the
+growth rate ``lim |H_n|_inf / n`` of the pile ``H_{n+1} = R(S(alpha_n, H_n) + sigma_n L(alpha_n))``
+(eq. (7): the MJSRE with all inter-arrival times zero). :func:`pile_growth` estimates it by
+Algorithm 2: ``R`` independent piles renormalised after every chunk of 256 jobs (float32 is
+safe), the growth measured after a warm-up, the horizon grown until the Student-t interval of
+``gamma`` is within ``rel_tol``; ``lambda_c = 1 / gamma`` with ``[1 / gamma_hi, 1 / gamma_lo]``.
 
-* the pile is renormalised after every chunk of 256 jobs (its minimum is subtracted and the
-  offsets are summed on the host in float64), so it never overflows and float32 is safe;
-* ``R`` independent piles (replications) give a Student-t interval for ``gamma``; the growth
-  is measured after a warm-up (``(h(n_w + m) - h(n_w)) / m``) to remove the start-up bias of
-  ``|H_n| / n``; ``m`` grows (Algorithm 2 doubles it; here the growth factor is predicted
-  from the current half-width, between 1.25 and 8) until the interval's half-width is below
-  ``rel_tol`` times the estimate and two consecutive estimates differ by less than that;
-* ``lambda_c = 1 / gamma`` with the interval ``[1 / gamma_hi, 1 / gamma_lo]``.
+Closed forms: eq. (8) (:func:`lambda_c_closed_form`, one-or-all workloads) and the bound
+``lambda_ideal`` (``Workload.lambda_ideal``, no HOL blocking, Section 7.5).
 
-Closed forms: one-core jobs only, ``lambda_c = s / E[sigma]``; eq. (8) (a class needs all
-servers; :func:`lambda_c_closed_form`); the bounds ``lambda_ideal`` (``Workload.lambda_ideal``,
-no HOL blocking, Section 7.5) and ``1 / E[sigma]`` (one job at a time); the random-assignment
-pile of Appendix A. For exponential services the QBD gives ``lambda_c`` exactly
-(:func:`~jaxqueue.mjqm.exact_lambda_c`).
-
-The load guard (:func:`require_stable`, called by ``check_load`` when the caller passes a key)
-needs ``lambda_c``: :func:`lambda_c_estimate` takes it from a closed form or the QBD when one
-applies, else runs Algorithm 2 with the caller's key. Its results are memoised in ``_CACHE``,
-keyed by the value of every argument (the workload's fingerprint, the key's data, ``rel_tol``,
-``max_jobs``): the same call gives the same answer without running again.
+:func:`check_load` is what every simulation runs before its kernel: the cheap checks
+(``lam`` finite and > 0, below ``lambda_ideal`` and a closed form) and, when the caller passes
+a ``limit`` (a :class:`StabilityResult` of ``stability_limit`` or a number), that limit. It
+never estimates anything itself.
 """
 
 from __future__ import annotations
@@ -47,18 +36,19 @@ from ._workload import Workload
 
 __all__ = [
     "StabilityResult",
+    "UnstableLoadError",
     "pile_growth",
     "lambda_c_closed_form",
-    "lambda_c_estimate",
-    "guard_key",
-    "require_stable",
-    "UnstableLoadError",
-    "pile_growth_numpy",
+    "check_load",
+    "used_limit",
+    "unknown_limit",
+    "exact_limit",
 ]
 
 
 class UnstableLoadError(ValueError):
-    """The requested load is at or beyond the stability limit (carries the estimate)."""
+    """The arrival rate is at or beyond a stability limit (carries the limit and its
+    interval)."""
 
     def __init__(self, msg: str, lambda_c: float, lambda_c_ci: tuple[float, float]):
         super().__init__(msg)
@@ -66,25 +56,42 @@ class UnstableLoadError(ValueError):
         self.lambda_c_ci = lambda_c_ci
 
 
+METHODS = {
+    "closed-form": "closed form, eq. (8)",
+    "ideal": "lambda_ideal, no server left idle",
+    "exact": "exact, the saturated QBD",
+    "pile": "pile growth, Algorithm 2",
+    "pile-random-assignment": "pile growth of random assignment, Appendix A",
+    "saturated": "throughput of the saturated queue",
+    "given": "a number passed as limit",
+    "unknown": "no method known",
+}
+"""The methods a :class:`StabilityResult` may carry, with what each is."""
+
+
 class StabilityResult(Result):
-    """Estimate of the stability limit (``estimate("lambda_c")``, ``estimate("gamma")``).
+    """The stability limit of a policy on a workload: exact, estimated with its interval, or
+    unknown (``method = "unknown"``, ``lambda_c = None``).
 
     Attributes:
-        lambda_c: ``1 / gamma``. lambda_c_ci: its confidence interval ``(lo, hi)``.
-        gamma, gamma_ci: the pile growth rate (mean pile height added per job).
+        lambda_c: the limit (``1 / gamma``), ``None`` when unknown. lambda_c_ci: its interval
+            ``(lo, hi)`` (``(x, x)`` when exact, ``None`` when unknown).
+        gamma, gamma_ci: the pile growth rate (mean pile height added per job) and its interval.
         lambda_ideal: ``s / sum p_i alpha_i E[sigma_i]``. lambda_lower: ``1 / E[sigma]``.
-        jobs: jobs per replication measured after the warm-up. replications: independent piles.
+        jobs: jobs per replication measured after the warm-up (0 when exact).
+        replications: independent piles or saturated queues (0 when exact).
         rel_half_width: half-width of the ``lambda_c`` interval over ``lambda_c``.
-        converged: whether ``rel_tol`` was met before ``max_jobs``.
-        method: ``"pile"`` (Algorithm 2), ``"pile-random-assignment"`` or a closed form.
+        converged: whether the limit is known to ``rel_tol`` (always for exact ones).
+        method: a key of :data:`METHODS`.
         level: confidence level of the intervals.
-        status: ``ok`` when converged, else ``unconverged``.
+        policy: the policy's label.
+        status: ``ok`` when converged, else ``unconverged`` (an unknown limit too).
     """
 
-    lambda_c: float
-    lambda_c_ci: tuple[float, float]
-    gamma: float
-    gamma_ci: tuple[float, float]
+    lambda_c: float | None
+    lambda_c_ci: tuple[float, float] | None
+    gamma: float | None
+    gamma_ci: tuple[float, float] | None
     lambda_ideal: float
     lambda_lower: float
     jobs: int
@@ -93,6 +100,7 @@ class StabilityResult(Result):
     converged: bool
     method: str
     level: float = 0.95
+    policy: str = "fcfs"
 
     @property
     def status(self) -> Status:
@@ -100,25 +108,172 @@ class StabilityResult(Result):
 
     def status_reason(self) -> str:
         """Why the status is not ``ok``, in one line."""
+        if self.lambda_c is None:
+            return f"no method is known for the stability limit of {self.policy} here"
         return (
             f"the relative half-width {self.rel_half_width:.3g} of lambda_c is above rel_tol "
-            f"after {self.jobs} jobs per pile; raise max_jobs"
+            f"after {self.jobs} jobs per replication; raise max_jobs"
         )
+
+    def describe(self) -> str:
+        """The limit and where it comes from, in words (for messages)."""
+        if self.lambda_c is None:
+            return f"the stability limit of {self.policy} is unknown"
+        lo, hi = self.lambda_c_ci
+        ci = "" if lo == hi else f" [{lo:.6g}, {hi:.6g}]"
+        return f"lambda_c = {self.lambda_c:.6g}{ci} of {self.policy} ({METHODS[self.method]})"
+
+    def summary(self) -> dict:
+        """``{"lambda_c", "ci", "method"}``: what a command's JSON says of the limit it used."""
+        ci = None if self.lambda_c_ci is None else list(self.lambda_c_ci)
+        method = "pile-growth" if self.method == "pile" else self.method
+        return {"lambda_c": self.lambda_c, "ci": ci, "method": method}
 
     def as_dict(self) -> dict:
         return {
             "lambda_c": self.lambda_c,
-            "lambda_c_ci": list(self.lambda_c_ci),
+            "lambda_c_ci": None if self.lambda_c_ci is None else list(self.lambda_c_ci),
             "lambda_ideal": self.lambda_ideal,
             "lambda_lower": self.lambda_lower,
             "gamma": self.gamma,
-            "gamma_ci": list(self.gamma_ci),
+            "gamma_ci": None if self.gamma_ci is None else list(self.gamma_ci),
             "jobs": self.jobs,
             "replications": self.replications,
             "rel_half_width": self.rel_half_width,
             "converged": self.converged,
             "method": self.method,
         }
+
+
+def _bounds(workload) -> tuple[float, float]:
+    """``lambda_ideal`` and ``1 / E[sigma]`` of a workload."""
+    mean = float(np.dot(np.asarray(workload.probs, float), np.asarray(workload.mean_service())))
+    return float(workload.lambda_ideal()), 1.0 / mean
+
+
+def exact_limit(workload, value: float, method: str, policy: str = "fcfs") -> StabilityResult:
+    """A limit known exactly (``method``: a key of :data:`METHODS`)."""
+    lid, llo = _bounds(workload)
+    value = float(value)
+    return StabilityResult(
+        lambda_c=value,
+        lambda_c_ci=(value, value),
+        gamma=1.0 / value,
+        gamma_ci=(1.0 / value, 1.0 / value),
+        lambda_ideal=lid,
+        lambda_lower=llo,
+        jobs=0,
+        replications=0,
+        rel_half_width=0.0,
+        converged=True,
+        method=method,
+        policy=policy,
+    )
+
+
+def unknown_limit(workload, policy: str) -> StabilityResult:
+    """A limit no method is known for (``method = "unknown"``)."""
+    lid, llo = _bounds(workload)
+    nothing = dict(lambda_c=None, lambda_c_ci=None, gamma=None, gamma_ci=None)
+    return StabilityResult(
+        **nothing,
+        lambda_ideal=lid,
+        lambda_lower=llo,
+        jobs=0,
+        replications=0,
+        rel_half_width=math.inf,
+        converged=False,
+        method="unknown",
+        policy=policy,
+    )
+
+
+def _closed_form(workload, policy) -> float | None:
+    """The limit in closed form of ``policy`` on ``workload``: eq. (8) for ``"fcfs"`` (and a
+    job-list policy with a recurrence form), a job-list policy's ``closed_form_limit``, none
+    for ``"random"`` (random assignment) or ``None``."""
+    if policy == "fcfs" or getattr(policy, "recurrence", False):
+        return lambda_c_closed_form(workload)
+    if hasattr(policy, "closed_form_limit"):
+        return policy.closed_form_limit(workload)
+    return None
+
+
+def used_limit(workload, limit, policy="fcfs") -> StabilityResult:
+    """The limit a run is checked against: ``limit`` (a result or a number), else the closed
+    form of ``policy`` (:func:`check_load`), else unknown."""
+    label = getattr(policy, "label", policy or "random assignment")
+    if isinstance(limit, StabilityResult):
+        return limit
+    if limit is not None:
+        return exact_limit(workload, limit, "given", label)
+    closed = _closed_form(workload, policy)
+    return (
+        unknown_limit(workload, label)
+        if closed is None
+        else exact_limit(workload, closed, "closed-form", label)
+    )
+
+
+def _refuse(lam: float, beyond: str, what: str, value: float, ci) -> None:
+    raise UnstableLoadError(
+        f"lam = {lam:.6g} is {beyond} the stability limit {what}: the queue would grow without "
+        "bound; use a smaller lam, or override=True for a transient run",
+        value,
+        tuple(ci),
+    )
+
+
+def check_load(workload, lam, *, limit=None, policy="fcfs", override: bool = False) -> float:
+    """Validate an arrival rate before a simulation (Python, before tracing); no estimate is
+    run here.
+
+    Args:
+        workload: the model.
+        lam: the arrival rate (a concrete number).
+        limit: a :class:`StabilityResult` (``lam`` refused unless below the lower end of its
+            interval; an unknown one checks nothing), a number, or ``None`` (the cheap checks
+            only).
+        policy: whose closed form applies: ``"fcfs"``, a job-list policy, or ``None`` (random
+            assignment: ``lambda_ideal`` alone).
+        override: skip the stability checks (``lam`` must still be finite and > 0).
+
+    Returns:
+        ``lam`` as a float.
+
+    Raises:
+        ValueError: ``lam`` not a finite positive number.
+        UnstableLoadError: ``lam`` at or beyond ``lambda_ideal``, a closed form or ``limit``
+            (the message names the limit and where it comes from).
+    """
+    try:
+        lam_f = float(lam)
+    except (TypeError, ValueError):
+        raise ValueError(f"lam must be a number, got {lam!r}") from None
+    if not math.isfinite(lam_f) or lam_f <= 0:
+        raise ValueError(f"lam (arrival rate) must be finite and > 0, got {lam!r}")
+    if override:
+        return lam_f
+    label = getattr(policy, "label", policy or "random assignment")
+    name = f" {workload.name!r}" if getattr(workload, "name", "") else ""
+    lid = float(workload.lambda_ideal())
+    if lam_f >= lid:
+        what = f"lambda_ideal = {lid:.6g} of workload{name} (no policy is stable beyond it)"
+        _refuse(lam_f, "at or beyond", what, lid, (lid, lid))
+    closed = _closed_form(workload, policy)
+    if closed is not None and lam_f >= closed:
+        eq = ", eq. (8)" if policy == "fcfs" or getattr(policy, "recurrence", False) else ""
+        what = f"lambda_c = {closed:.6g} of {label} on workload{name} (closed form{eq})"
+        _refuse(lam_f, "at or beyond", what, closed, (closed, closed))
+    if isinstance(limit, (int, float, np.integer, np.floating)):
+        if not limit > 0:
+            raise ValueError(f"limit must be > 0 (a stability limit), got {limit!r}")
+        limit = exact_limit(workload, limit, "given", label)
+    if limit is not None and limit.lambda_c is not None and lam_f >= limit.lambda_c_ci[0]:
+        lo, hi = limit.lambda_c_ci
+        beyond = "at or beyond" if lo == hi else f"not below the lower end {lo:.6g} of"
+        _refuse(lam_f, beyond, f"{limit.describe()}, passed as limit", limit.lambda_c, (lo, hi))
+    return lam_f
 
 
 def _moments(workload):
@@ -315,175 +470,3 @@ def lambda_c_closed_form(workload) -> float | None:
     else:
         return None
     return 1.0 / (pg * (eg + e_mk))
-
-
-def pile_growth_numpy(
-    s: int, cores, probs, draw_sigma: Callable, n_jobs: int, replications: int, *, seed: int = 0
-) -> np.ndarray:
-    """Algorithm 2 in plain numpy (the benchmark baseline): ``|H_n| / n`` per replication.
-
-    The pile is vectorised over replications with a sort per job and renormalised every job;
-    inputs are drawn in blocks of 4096 jobs. ``draw_sigma(rng, cls)`` draws service times for
-    an array of class indices.
-    """
-    rng = np.random.default_rng(seed)
-    cores = np.asarray(cores)
-    H = np.zeros((replications, s))
-    off = np.zeros(replications)
-    idx = np.arange(s)[None, :]
-    R = np.arange(replications)
-    done = 0
-    while done < n_jobs:
-        b = min(4096, n_jobs - done)
-        cls = rng.choice(len(cores), size=(b, replications), p=probs)
-        A = cores[cls]
-        SG = draw_sigma(rng, cls)
-        for j in range(b):
-            a = A[j]
-            Ha = H[R, a - 1][:, None]
-            H = np.sort(np.maximum(H, Ha) + SG[j][:, None] * (idx < a[:, None]), axis=1)
-            off += H[:, 0]
-            H -= H[:, :1]
-        done += b
-    return (off + H[:, -1]) / n_jobs
-
-
-# ---------------------------------------------------------------------------------------------
-# The load guard: every MJQM metric refuses lam >= lambda_c unless overridden.
-# ---------------------------------------------------------------------------------------------
-
-_CACHE: dict[tuple, StabilityResult] = {}
-
-
-def _fingerprint(workload) -> tuple:
-    s, cores, probs, laws, inter = workload_fields(workload)
-    parts = [s, tuple(cores.tolist()), tuple(np.round(probs, 15).tolist())]
-    for law in (*laws, inter):
-        if law is None:
-            parts.append(None)
-            continue
-        leaves = jax.tree_util.tree_leaves(law)
-        parts.append(
-            (
-                type(law).__name__,
-                str(jax.tree_util.tree_structure(law)),
-                tuple(np.asarray(x, float).tobytes() for x in leaves),
-            )
-        )
-    return tuple(parts)
-
-
-GUARD_STREAM = 0x5AB1E
-"""``fold_in`` stream of a caller's key that the load guard's pile growth uses
-(:func:`guard_key`), apart from the caller's own random numbers."""
-
-
-def guard_key(key):
-    """The key of the load guard's Monte Carlo for a caller drawing with ``key``."""
-    return jax.random.fold_in(key, GUARD_STREAM)
-
-
-def lambda_c_estimate(
-    workload, *, key=None, rel_tol: float = 0.01, max_jobs: int = 1 << 20, throw: bool = False
-) -> StabilityResult:
-    """``lambda_c`` of a workload: exact where a closed form or the QBD applies, else
-    Algorithm 2 with ``key``.
-
-    Exact, in this order: all jobs one-core (``s / E[sigma]``), all jobs need all servers
-    (``1 / E[sigma]``), one-or-all (eq. (8), :func:`lambda_c_closed_form`), exponential
-    services (the QBD, :func:`~jaxqueue.mjqm.exact_lambda_c`, when it fits in memory).
-    Otherwise :func:`pile_growth` with ``key`` in float32 (renormalised), 32 replications, at
-    most ``max_jobs`` jobs each (the interval is reported either way). Memoised by the value of
-    every argument (module docstring).
-
-    Raises:
-        ValueError: no exact form applies and ``key`` is ``None``.
-        EstimateError: with ``throw``, a pile-growth estimate that did not reach ``rel_tol``.
-    """
-    kd = None if key is None else jax.random.key_data(key).tobytes()
-    fp = (_fingerprint(workload), kd, rel_tol, max_jobs)
-    if fp not in _CACHE:
-        _CACHE[fp] = _lambda_c(workload, key, rel_tol, max_jobs)
-    res = _CACHE[fp]
-    return res.raise_for_status() if throw else res
-
-
-def _lambda_c(workload, key, rel_tol: float, max_jobs: int) -> StabilityResult:
-    """The :class:`StabilityResult` of :func:`lambda_c_estimate` (not memoised)."""
-    from ._exact import exact_lambda_c_or_none
-
-    s, cores, probs, laws, means = _moments(workload)
-    lid = float(workload.lambda_ideal())
-    llo = float(1.0 / np.sum(probs * means))
-    if np.all(cores == 1):
-        exact, method = lid, "closed-form: one-core jobs"
-    elif np.all(cores == s):
-        exact, method = llo, "closed-form: all-core jobs"
-    else:
-        exact, method = lambda_c_closed_form(workload), "closed-form: eq. (8)"
-        if exact is None:
-            exact, method = exact_lambda_c_or_none(workload), "exact (QBD)"
-    if exact is not None:
-        return StabilityResult(
-            lambda_c=exact,
-            lambda_c_ci=(exact, exact),
-            gamma=1.0 / exact,
-            gamma_ci=(1.0 / exact, 1.0 / exact),
-            lambda_ideal=lid,
-            lambda_lower=llo,
-            jobs=0,
-            replications=0,
-            rel_half_width=0.0,
-            converged=True,
-            method=method,
-        )
-    if key is None:
-        raise ValueError(
-            "lambda_c_estimate: no exact stability limit for this workload (services not all "
-            "exponential, or the QBD too large); pass key= for the pile-growth estimate"
-        )
-    return pile_growth(workload, key=key, rel_tol=rel_tol, max_jobs=max_jobs, dtype=jnp.float32)
-
-
-def require_stable(
-    workload, lam: float, *, key=None, override: bool = False
-) -> StabilityResult | None:
-    """Refuse ``lam`` at or beyond the stability limit.
-
-    ``lam < 1 / E[sigma]`` is always stable (the pile grows by at most ``sigma`` per job);
-    ``lam >= lambda_ideal`` never is. In between, :func:`lambda_c_estimate` (exact where it
-    can be, else pile growth with ``key``) is run with growing budgets (2^14, 2^17, 2^20 jobs
-    per pile, each memoised) until its interval lies clearly on one side of ``lam``: accepted
-    when ``lam`` is below the lower end, refused when it is above the upper end, and refused
-    when it still lies inside the interval at the last budget (within about 1% of
-    ``lambda_c``). Without ``key`` and without an exact limit, nothing is checked (``None``).
-
-    Raises:
-        UnstableLoadError: (a ``ValueError``) with the estimate and its interval.
-    """
-    if override:
-        return None
-    s, cores, probs, laws, means = _moments(workload)
-    llo = float(1.0 / np.sum(probs * means))
-    if lam < llo:
-        return None
-    budgets = (1 << 14, 1 << 17, 1 << 20)
-    for b in budgets:
-        try:
-            res = lambda_c_estimate(workload, key=key, max_jobs=b)
-        except ValueError:
-            if key is not None:
-                raise
-            return None  # no key, no exact limit: the caller did not ask for a Monte Carlo
-        lo, hi = res.lambda_c_ci
-        if lam < lo:
-            return res
-        if lam >= hi or res.rel_half_width <= 0.01:
-            break
-    raise UnstableLoadError(
-        f"lam = {lam:.6g} is not below the stability limit lambda_c = {res.lambda_c:.6g} "
-        f"(interval [{lo:.6g}, {hi:.6g}], {res.method}; lambda_ideal = "
-        f"{res.lambda_ideal:.6g}); pass override=True (--override) to run anyway",
-        res.lambda_c,
-        (lo, hi),
-    )

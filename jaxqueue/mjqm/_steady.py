@@ -41,8 +41,9 @@ import jax
 import jax.numpy as jnp
 
 from ..stats import Status
+from ._backward import sample_backward
 from ._forward import MIN_EFFECTIVE, MIN_REPLICATIONS, ForwardResult, simulate
-from ._guard import check_load
+from ._stability import check_load
 from ._workload import Workload
 
 __all__ = ["simulate_steady"]
@@ -54,16 +55,14 @@ _START_RATE = 1e9
 ``max_seconds`` at that rate, so the start cannot eat the forward budget."""
 
 
-def _backward_start(workload: Workload, lam: float, n: int, key, override: bool, seconds):
+def _backward_start(workload: Workload, lam: float, n: int, key, limit, seconds):
     """``(n, s)`` sub-perfect samples as initial states and their bias bound (``inf`` when
     their sampler did not say ok), or ``(None, inf)`` for a workload the backward sampler does
-    not cover."""
-    from ._backward import sample_backward
-
+    not cover. ``lam`` is already checked: the sampler does not judge it again."""
     if workload.n_types != 1 or workload.specific is not None:
         return None, math.inf
     work = max(int(_START_RATE * seconds / 2 / workload.s), 1)
-    S = sample_backward(workload, lam, n, key=key, override=override, max_work=work)
+    S = sample_backward(workload, lam, n, key=key, limit=limit, override=True, max_work=work)
     return S.W, (S.bias_bound if S.status == Status.ok else math.inf)
 
 
@@ -86,6 +85,7 @@ def simulate_steady(
     max_seconds: float = 120.0,
     dtype=jnp.float32,
     level: float = 0.95,
+    limit=None,
     override: bool = False,
     progress: Callable[[str], None] | None = None,
     throw: bool = False,
@@ -95,7 +95,8 @@ def simulate_steady(
 
     Args:
         workload: the model.
-        lam: arrival rate (checked by :func:`~jaxqueue.mjqm.check_load` unless ``override``).
+        lam: arrival rate, checked once (``lambda_ideal``, eq. (8), ``limit``) unless
+            ``override``; the backward start and the rounds do not check it again.
         key: PRNG key (the backward start uses one half, the forward rounds the other).
         n_jobs: jobs per replication in the first round (warm-up ``n_jobs // 10`` included);
             each further round doubles it.
@@ -106,7 +107,11 @@ def simulate_steady(
             the previous round) to end within it.
         dtype: float dtype of the workload state.
         level: confidence level of the intervals.
-        override: skip the stability check.
+        limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
+            :func:`~jaxqueue.mjqm.stability_limit`, a number, or ``None`` (the cheap checks
+            only; the rounds' statuses catch a load beyond the limit). The backward start's
+            first horizon reads it too.
+        override: skip the stability checks.
         progress: optional callback receiving one line per round.
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the last round's status is
             not ``ok`` (default: return it with its status).
@@ -120,13 +125,13 @@ def simulate_steady(
         raise ValueError(f"start must be 'backward' or 'empty', got {start!r}")
     if not max_seconds > 0:
         raise ValueError(f"max_seconds must be > 0, got {max_seconds!r}")
-    lam = check_load(workload, lam, key=key, override=override)
+    lam = check_load(workload, lam, limit=limit, override=override)
     t0 = time.perf_counter()
     k_start, k_run = jax.random.split(key)
     init, start_bias = None, math.inf
     if start == "backward":
         init, start_bias = _backward_start(
-            workload, lam, n_replications, k_start, override, max_seconds
+            workload, lam, n_replications, k_start, limit, max_seconds
         )
     stationary = math.isfinite(start_bias)
     started = "backward" if init is not None else "empty"

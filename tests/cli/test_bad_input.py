@@ -224,7 +224,7 @@ def _cases():
         ("--lam", "5", "stability limit", 1),
         ("--load", "0", f"argument --load: {gt0}", 2),
         ("--load", "-1", f"argument --load: {gt0}", 2),
-        ("--load", "1", "not below the stability limit lambda_c", 1),
+        ("--load", "1", "at or beyond the stability limit lambda_c", 1),
         ("--load", "1.2", "stability limit", 1),
     ):
         add(fragment, "mjqm", "sample", *S5, opt, v, status=status)

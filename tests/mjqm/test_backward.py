@@ -20,18 +20,13 @@ import numpy as np
 import pytest
 
 from jaxqueue.dist import Deterministic, Exponential
-from jaxqueue.mjqm import Workload, draw_jobs, mjsre_step
-from jaxqueue.mjqm._backward import (
-    _np_step,
-    loynes_state,
-    sample_backward,
-    sample_backward_numpy,
-)
+from jaxqueue.mjqm import UnstableLoadError, Workload, draw_jobs, mjsre_step, stability_limit
+from jaxqueue.mjqm._backward import loynes_state, sample_backward
 from jaxqueue.mjqm._palm import palm_metrics, wait_density, wait_samples
-from jaxqueue.mjqm._stability import UnstableLoadError
 from jaxqueue.stats import EstimateError, Status
 from tests.helpers import assert_within_ci
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
+from tests.references.mjqm_numpy import _np_step, sample_backward_numpy
 
 FIVE = dict(
     cores=[1, 2, 5, 10, 15],
@@ -152,10 +147,10 @@ def test_cap_on_ell_reports_unconverged_and_throw_refuses():
     assert m["wait_mean_ci"][1] == np.inf  # capped samples are lower bounds
 
 
-def test_refuses_unstable_load_with_estimate():
+def test_refuses_unstable_load_with_its_limit():
     wl = five_class_exp()
     with pytest.raises(UnstableLoadError, match="lambda_c") as err:
-        sample_backward(wl, 1.9, 10, key=jax.random.key(0))
+        sample_backward(wl, 1.9, 10, key=jax.random.key(0), limit=stability_limit(wl))
     lo, hi = err.value.lambda_c_ci
     assert lo <= err.value.lambda_c <= hi < float(wl.lambda_ideal())
     # the exact limit (QBD), to the rounding of its linear solve

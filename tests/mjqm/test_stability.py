@@ -8,6 +8,7 @@ exponential services, the exact limit of the QBD (``jaxqueue.mjqm.exact_lambda_c
 ``tests/mjqm/test_vs_exact.py``).
 """
 
+import dataclasses
 import heapq
 import math
 
@@ -15,16 +16,19 @@ import jax
 import numpy as np
 import pytest
 
+from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Deterministic, Erlang, Exponential
-from jaxqueue.mjqm import Workload, exact_lambda_c, lambda_c_closed_form
-from jaxqueue.mjqm._stability import (
+from jaxqueue.mjqm import (
     UnstableLoadError,
-    lambda_c_estimate,
+    Workload,
+    exact_lambda_c,
+    lambda_c_closed_form,
     pile_growth,
-    pile_growth_numpy,
-    require_stable,
+    simulate,
+    stability_limit,
 )
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_LAMBDA_C
+from tests.references.mjqm_numpy import pile_growth_numpy
 
 FIVE = dict(
     cores=[1, 2, 5, 10, 15],
@@ -235,30 +239,91 @@ def test_random_assignment_limit():
     assert ra.lambda_c_ci[1] < fc, (ra.as_dict(), fc)
 
 
-def test_guard_refuses_and_caches():
-    wl = five(lambda m: Erlang(3, m))  # no exact limit: the guard's Monte Carlo needs a key
-    key = jax.random.key(3)
-    with pytest.raises(ValueError, match="key="):
-        lambda_c_estimate(wl)
-    assert require_stable(wl, 1.7) is None  # no key: nothing estimated, nothing refused
-    est = lambda_c_estimate(wl, key=key)
-    assert est.method == "pile"
-    assert lambda_c_estimate(five(lambda m: Erlang(3, m)), key=key) is est  # memoised by value
-    assert lambda_c_estimate(wl, key=jax.random.key(4)) is not est  # ... and by key
-    assert require_stable(wl, 0.5, key=key) is None  # below 1 / E[sigma]: no estimate needed
-    ok = require_stable(wl, 0.9 * est.lambda_c, key=key)  # accepted once an interval is above
-    assert ok.lambda_c_ci[0] > 0.9 * est.lambda_c
-    with pytest.raises(UnstableLoadError, match="interval"):
-        require_stable(wl, est.lambda_c, key=key)
-    assert require_stable(wl, 5.0, key=key, override=True) is None
-    # Exponential services: the exact limit (QBD), no key needed, refused at lambda_c.
-    ex = lambda_c_estimate(five(Exponential))
-    assert ex.method == "exact (QBD)" and ex.lambda_c == pytest.approx(FIVE_CLASS_EXP_LAMBDA_C)
-    with pytest.raises(UnstableLoadError):
-        require_stable(five(Exponential), ex.lambda_c)
-    # Closed forms are used where they apply.
+def test_stability_limit_by_policy():
+    # FCFS, exponential services: exact (the QBD), no key needed
+    ex = stability_limit(five(Exponential))
+    assert ex.method == "exact" and ex.lambda_c == pytest.approx(FIVE_CLASS_EXP_LAMBDA_C)
+    assert ex.lambda_c_ci == (ex.lambda_c, ex.lambda_c) and ex.status == "ok"
+    assert ex.summary() == {"lambda_c": ex.lambda_c, "ci": list(ex.lambda_c_ci), "method": "exact"}
+    # eq. (8) in closed form where it applies
     w8 = Workload(8, [1, 8], [0.95, 0.05], [Exponential(1.0), Exponential(4.0)])
-    assert lambda_c_estimate(w8).method.startswith("closed-form")
+    assert stability_limit(w8).method == "closed-form"
+    assert stability_limit(w8).lambda_c == pytest.approx(lambda_c_closed_form(w8))
+    # FCFS, bounded Pareto: pile growth with the caller's key, an interval; no key, no estimate
+    bp = scenarios.get("five-class-bpareto")
+    with pytest.raises(ValueError, match="key="):
+        stability_limit(bp)
+    with pytest.raises(ValueError, match="does not apply"):
+        stability_limit(bp, method="exact")
+    est = stability_limit(bp, key=jax.random.key(3), rel_tol=0.05, max_jobs=1 << 16)
+    lo, hi = est.lambda_c_ci
+    assert est.method == "pile" and lo < est.lambda_c < hi < est.lambda_ideal
+    assert est.summary()["method"] == "pile-growth" and est.summary()["ci"] == [lo, hi]
+    # server-filling under a divisibility chain (1 | 2 | 4 | 8): lambda_ideal, exactly
+    chain = Workload(8, [1, 2, 4, 8], [0.4, 0.3, 0.2, 0.1], [Exponential(1.0)] * 4)
+    sf = stability_limit(chain, "server-filling")
+    assert sf.method == "ideal" and sf.lambda_c == pytest.approx(float(chain.lambda_ideal()))
+    assert stability_limit(five(Exponential), "server-filling").method == "unknown"
+    # window:W: the throughput of the saturated queue, with its interval
+    win = stability_limit(w8, "window:2", key=jax.random.key(5), n_jobs=2000, replications=8)
+    lo, hi = win.lambda_c_ci
+    assert win.method == "saturated" and lo < win.lambda_c < hi < float(w8.lambda_ideal())
+    # msf: no method known, said plainly
+    msf = stability_limit(five(Exponential), "msf", key=jax.random.key(6))
+    assert msf.method == "unknown" and msf.lambda_c is None and msf.lambda_c_ci is None
+    assert msf.status != "ok" and "unknown" in msf.describe()
+    assert msf.summary() == {"lambda_c": None, "ci": None, "method": "unknown"}
+    with pytest.raises(ValueError, match="recurrence"):
+        stability_limit(five(Exponential), "msf", method="pile-growth", key=jax.random.key(6))
+
+
+def test_simulate_runs_no_estimate_without_limit(monkeypatch):
+    """Without ``limit`` a simulation runs the cheap checks only: no QBD, no pile growth, no
+    saturated run (each patched to fail here), and the run's status says the load is too
+    high. With ``limit=stability_limit(...)`` the same load is refused in one line naming the
+    limit and where it comes from."""
+    import jaxqueue.mjqm._exact as exact_mod
+    import jaxqueue.mjqm._limit as limit_mod
+    import jaxqueue.mjqm._stability as stab_mod
+
+    def boom(*args, **kwargs):
+        raise AssertionError("an estimate ran behind a simulation")
+
+    wl = five(Exponential)
+    lim = stability_limit(wl)  # exact, before the patches
+    for mod, name in [
+        (exact_mod, "exact_lambda_c"),
+        (exact_mod, "exact_lambda_c_or_none"),
+        (stab_mod, "pile_growth"),
+        (limit_mod, "pile_growth"),
+        (limit_mod, "exact_lambda_c_or_none"),
+        (limit_mod, "saturated_throughput"),
+    ]:
+        monkeypatch.setattr(mod, name, boom)
+    key = jax.random.key(0)
+    lam = 2.0  # beyond lambda_c = 1.80, below lambda_ideal = 2.11
+    res = simulate(wl, lam, key=key, n_jobs=4000, n_replications=8)
+    assert res.status != "ok"
+    with pytest.raises(UnstableLoadError) as err:
+        simulate(wl, lam, key=key, n_jobs=4000, n_replications=8, limit=lim)
+    msg = str(err.value)
+    assert "\n" not in msg and "lambda_c = 1.80086" in msg and "exact" in msg, msg
+    assert err.value.lambda_c == lim.lambda_c
+    # an estimate: refused unless below the lower end of its interval
+    est = dataclasses.replace(lim, lambda_c_ci=(1.7, 1.9), method="pile")
+    with pytest.raises(UnstableLoadError, match=r"not below the lower end 1\.7 .*pile growth"):
+        simulate(wl, 1.75, key=key, n_jobs=4000, n_replications=8, limit=est)
+    with pytest.raises(UnstableLoadError, match="a number passed"):
+        simulate(wl, 1.6, key=key, n_jobs=4000, n_replications=8, limit=1.5)
+    # the cheap checks: lambda_ideal, eq. (8) for FCFS, but not for random assignment
+    with pytest.raises(UnstableLoadError, match=r"lambda_ideal = 2\.10"):
+        simulate(wl, 2.2, key=key)
+    w8 = Workload(8, [1, 8], [0.95, 0.05], [Exponential(1.0), Exponential(4.0)])
+    lam8 = 1.01 * lambda_c_closed_form(w8)
+    with pytest.raises(UnstableLoadError, match=r"closed form, eq. \(8\)"):
+        simulate(w8, lam8, key=key)
+    ra = simulate(w8, lam8, key=key, n_jobs=512, n_replications=4, variant="random")
+    assert ra.lam == pytest.approx(lam8)
 
 
 def test_cli_stability_contract(capsys):

@@ -7,7 +7,7 @@ For Poisson arrivals and exponential services the FCFS multiserver-job queue is 
   mean wait, the mean number in system and the HOL-idle servers;
 * the backward sampler (:func:`~jaxqueue.mjqm.sample_backward` + ``palm_metrics``): per-class
   and overall mean waits, HOL-idle servers and the probability of waiting;
-* the stability limit (``lambda_c_estimate``, ``pile_growth``) against ``exact_lambda_c``.
+* the stability limit (``stability_limit``, ``pile_growth``) against ``exact_lambda_c``.
 
 Agreement means that the exact value lies in the estimator's interval. A test compares ``m``
 quantities at once, each at the Bonferroni level ``1 - 0.01 / m``, so it fails by chance with
@@ -25,7 +25,6 @@ agrees with the exact values.
 import functools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.stats
@@ -36,11 +35,11 @@ from jaxqueue.mjqm import (
     Workload,
     exact,
     exact_lambda_c,
-    lambda_c_estimate,
     palm_metrics,
     pile_growth,
     sample_backward,
     simulate,
+    stability_limit,
     wait_samples,
 )
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
@@ -226,24 +225,25 @@ def test_backward_matches_exact_long(name, frac, ell0, bias_control):
 
 # ------------------------------------------------------------------ stability limit
 @pytest.mark.parametrize("name", [*SMALL, FIVE])
-def test_lambda_c_estimate_contains_exact(name):
-    """Algorithm 2 as the guard runs it (95% interval, float32, up to 2^20 jobs) covers the
-    exact limit; the guard itself now takes the exact limit for exponential services."""
+def test_pile_growth_limit_contains_exact(name):
+    """Algorithm 2 as ``stability_limit(method="pile-growth")`` runs it (95% interval, float32,
+    up to 2^20 jobs) covers the exact limit; ``method="auto"`` takes the exact one."""
     wl = SMALL[name] if name in SMALL else scenarios.get(name)
     lc = float(exact_lambda_c(wl))
     if name == FIVE:  # the tabulated five-class values are at fractions of this limit
         assert lc == pytest.approx(FIVE_CLASS_EXP_LAMBDA_C, rel=1e-10)
-    est = pile_growth(wl, key=jax.random.key(0x5AB1E), max_jobs=1 << 20, dtype=jnp.float32)
-    assert lambda_c_estimate(wl).method == "exact (QBD)"
-    check([("lambda_c", est.lambda_c, est.lambda_c_ci, lc)], f"lambda_c_estimate {name}")
+    est = stability_limit(wl, method="pile-growth", key=jax.random.key(0x5AB1E))
+    assert est.method == "pile" and stability_limit(wl).method == "exact"
+    check([("lambda_c", est.lambda_c, est.lambda_c_ci, lc)], f"pile growth {name}")
     assert est.lambda_lower <= lc < est.lambda_ideal
 
 
-def test_lambda_c_estimate_closed_form_equals_exact():
-    """One-or-all exponential workloads: the guard uses eq. (8), which the QBD reproduces."""
+def test_stability_limit_closed_form_equals_exact():
+    """One-or-all exponential workloads: ``stability_limit`` uses eq. (8), which the QBD
+    reproduces."""
     wl = Workload(5, [1, 5], [0.9, 0.1], [Exponential(1.0), Exponential(2.0)])
-    est = lambda_c_estimate(wl)
-    assert est.method == "closed-form: eq. (8)"
+    est = stability_limit(wl)
+    assert est.method == "closed-form"
     assert est.lambda_c == pytest.approx(float(exact_lambda_c(wl)), rel=1e-9)
 
 

@@ -8,13 +8,14 @@ import pytest
 from jaxqueue import scenarios
 from jaxqueue.dist import Deterministic, Erlang, Exponential, bimodal_phases, get_law
 from jaxqueue.mjqm import (
+    UnstableLoadError,
     Workload,
-    check_load,
     draw_jobs,
     draw_jobs_block,
-    known_limit,
     lambda_c_closed_form,
     mjsre_merge,
+    simulate,
+    stability_limit,
 )
 from jaxqueue.stats import mean_ci
 from tests.helpers import assert_close, assert_within_ci
@@ -157,22 +158,23 @@ def test_eq8_closed_form_matches_pile_growth(small):
     assert lam_c < float(w.lambda_ideal())
 
 
-def test_known_limits_and_check_load():
+def test_known_limits_and_the_cheap_load_checks():
     assert lambda_c_closed_form(scenarios.get("five-class-exp")) is None
     only_big = Workload(4, [4], [1.0], [Exponential(2.0)])
     assert_close(lambda_c_closed_form(only_big), 0.5)
-    limit, what = known_limit(scenarios.get("two-class-256"))
-    assert "eq. (8)" in what and limit < float(scenarios.get("two-class-256").lambda_ideal())
+    two = scenarios.get("two-class-256")
+    lim = stability_limit(two)  # eq. (8): no key, no estimate
+    assert lim.method == "closed-form" and lim.lambda_c < float(two.lambda_ideal())
+    # refused before tracing: lambda_ideal, eq. (8), a lam that is no positive number
+    key = jax.random.key(0)
     w = scenarios.get("five-class-exp")
-    assert check_load(w, 1.5) == 1.5
-    with pytest.raises(ValueError, match=r"stability limit 2\.10"):
-        check_load(w, 2.2)
-    assert check_load(w, 2.2, override=True) == 2.2
+    with pytest.raises(UnstableLoadError, match=r"lambda_ideal = 2\.10"):
+        simulate(w, 2.2, key=key)
     for bad in (0.0, -1.0, float("nan"), float("inf"), "x"):
         with pytest.raises(ValueError, match="lam"):
-            check_load(w, bad, override=True)
-    with pytest.raises(ValueError, match="stability limit"):
-        check_load(scenarios.get("two-class-256"), 21.0)
+            simulate(w, bad, key=key, override=True)
+    with pytest.raises(UnstableLoadError, match=r"stability limit lambda_c = 20\.448"):
+        simulate(two, 21.0, key=key)
 
 
 # ------------------------------------------------------------------ scenarios

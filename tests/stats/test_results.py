@@ -15,13 +15,13 @@ from jaxqueue.dist import Exponential, get_law
 from jaxqueue.mjqm import (
     Workload,
     exact,
-    lambda_c_estimate,
     palm_metrics,
     pile_growth,
     sample_backward,
     simulate,
     simulate_policy,
     simulate_steady,
+    stability_limit,
 )
 from jaxqueue.mjqm._forward import MIN_REPLICATIONS
 from jaxqueue.optimize import Positive, Problem, SubsetBF, Target, minimize
@@ -141,7 +141,9 @@ def test_pile_growth_unconverged_throws():
     _immutable(res)
     e = res.estimate("lambda_c")
     assert (float(e.low), float(e.high)) == res.lambda_c_ci and e.n == 8
-    assert lambda_c_estimate(MM2, throw=True).status is Status.ok  # exact: 2 / E[sigma]
+    assert stability_limit(MM2, throw=True).status is Status.ok  # exact: 2 / E[sigma]
+    with pytest.raises(EstimateError, match="no method is known"):
+        stability_limit(MM2, "msf", throw=True)
 
 
 def test_exact_result_status():

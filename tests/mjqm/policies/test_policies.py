@@ -10,7 +10,7 @@ import pytest
 
 from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Exponential, HyperExponential
-from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy
+from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy, stability_limit
 from jaxqueue.mjqm.engines.events import _layout, _loop
 from jaxqueue.mjqm.engines.events._loop import _run
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
@@ -288,25 +288,29 @@ def test_server_filling_limit_is_lambda_ideal_when_needs_divide_s():
     wl = Workload(
         servers=4, cores=(1, 2, 4), probs=(0.5, 0.3, 0.2), services=(Exponential(1.0),) * 3
     )
-    method, lim, _ = parse_policy("server-filling").stability_limit(wl)
-    assert method == "ideal" and lim == pytest.approx(float(wl.lambda_ideal()))
+    lim = stability_limit(wl, "server-filling")
+    assert lim.method == "ideal" and lim.lambda_c == pytest.approx(float(wl.lambda_ideal()))
     wl3 = _ctmc_workload()  # need 2 does not divide s = 3
-    assert parse_policy("server-filling").stability_limit(wl3)[1] is None
+    assert stability_limit(wl3, "server-filling").lambda_c is None
     # needs 2 and 3 divide s = 6 but are no chain: the saturated system stays below ideal
     wl6 = Workload(servers=6, cores=(2, 3), probs=(0.5, 0.5), services=(Exponential(1.0),) * 2)
-    assert parse_policy("server-filling").stability_limit(wl6)[1] is None
+    assert stability_limit(wl6, "server-filling").lambda_c is None
 
 
 def test_overload_is_refused_or_flagged():
     wl = _ctmc_workload()
     lim = mjqm_ctmc.fcfs_saturated_throughput(**CTMC_CASE)
+    limit = stability_limit(wl, "fcfs")
     with pytest.raises(ValueError, match="stability limit"):
-        simulate_policy(wl, 1.05 * lim, "fcfs", key=jax.random.key(0), n_jobs=2000)
+        simulate_policy(wl, 1.05 * lim, "fcfs", key=jax.random.key(0), n_jobs=2000, limit=limit)
+    with pytest.raises(ValueError, match="lambda_ideal"):  # no policy is stable beyond it
+        simulate_policy(wl, 1.3 * float(wl.lambda_ideal()), "msf", key=jax.random.key(0))
     res = simulate_policy(
         wl,
         1.3 * float(wl.lambda_ideal()),
         "msf",
         key=jax.random.key(0),
+        override=True,
         n_jobs=4000,
         n_replications=8,
         max_buffer=64,

@@ -10,7 +10,6 @@ replication (``_accumulate``) become a :class:`PolicyResult` (``_result``). Entr
 
 from ._result import PolicyResult as PolicyResult
 from ._simulate import check_workload as check_workload
-from ._simulate import policy_limit as policy_limit
 from ._simulate import saturated_throughput as saturated_throughput
 from ._simulate import simulate as simulate
 from ._simulate import simulate_policy as simulate_policy

@@ -145,7 +145,12 @@ class PolicyResult(Result):
             "idle_servers_ci": pair(self.idle_servers)[1],
             "hol_idle_servers": pair(self.hol_idle_servers)[0],
             "hol_idle_servers_ci": pair(self.hol_idle_servers)[1],
-            "stability": {"method": method, "lambda_c": lam_c, "lambda_c_ci": lam_c_ci},
+            "stability": {
+                "lambda_c": lam_c,
+                "ci": lam_c_ci,
+                "method": method,
+                "lambda_c_ci": lam_c_ci,
+            },
             "drift": self.drift,
             "n_eff": self.n_eff,
             "buffer": self.buffer,

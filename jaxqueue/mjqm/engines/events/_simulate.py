@@ -21,6 +21,7 @@ from jaxtyping import PRNGKeyArray
 
 from ...._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ....stats import ratio_ci as _ratio_ci
+from ..._stability import check_load, used_limit
 from ..._workload import Workload
 from ...policies import Policy, parse_policy
 from ._accumulate import _wait_bins
@@ -29,7 +30,7 @@ from ._loop import _run
 from ._result import PolicyResult, _summarise
 from ._round import _State
 
-__all__ = ["simulate", "simulate_policy", "saturated_throughput", "policy_limit", "check_workload"]
+__all__ = ["simulate", "simulate_policy", "saturated_throughput", "check_workload"]
 
 
 def check_workload(workload: Workload) -> None:
@@ -61,7 +62,7 @@ def simulate(
     override: bool = False,
     progress=None,
     devices=None,
-    limit: tuple | None = None,
+    limit=None,
     throw: bool = False,
 ) -> PolicyResult:
     """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
@@ -69,8 +70,8 @@ def simulate(
 
     Args:
         workload: one pool of ``s`` identical servers (any service and arrival laws).
-        lam: arrival rate; refused at or beyond the policy's known stability limit
-            (:func:`policy_limit`) unless ``override``.
+        lam: arrival rate; refused at or beyond ``lambda_ideal``, the policy's closed form or
+            ``limit`` unless ``override``.
         policy: a name of :data:`~jaxqueue.mjqm.policies.POLICIES` (``"window:4"``) or a
             policy object.
         key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
@@ -83,8 +84,9 @@ def simulate(
         progress: optional ``callable(str)`` told of each run once the arguments are checked.
         devices: devices to shard the replications over (default ``jax.devices()``; the
             largest count dividing the replications run is used; results do not depend on it).
-        limit: ``(method, lambda_c, (low, high))``, the policy's :func:`policy_limit` if
-            already known (a sweep computes it once).
+        limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
+            :func:`~jaxqueue.mjqm.stability_limit` for this policy, a number, or ``None`` (the
+            cheap checks only; the status catches a load beyond the limit).
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
             (default: return the result with its status).
 
@@ -99,19 +101,13 @@ def simulate(
     pol = parse_policy(policy)
     check_workload(workload)
     warmup = n_jobs // 5 if warmup is None else int(warmup)
-    if not (lam > 0 and math.isfinite(lam)):
-        raise ValueError(f"simulate_policy: lam must be positive and finite, got {lam!r}")
     if n_replications < 2:
         raise ValueError(f"simulate_policy: n_replications must be >= 2, got {n_replications}")
     if not 0 <= warmup < n_jobs - 1:
         raise ValueError(f"simulate_policy: need 0 <= warmup < n_jobs - 1, got {warmup}, {n_jobs}")
-    if limit is None:
-        limit = policy_limit(workload, pol, key=jax.random.fold_in(key, 0x5AB1E))
-    if limit[1] is not None and lam >= limit[1] and not override:
-        raise ValueError(
-            f"simulate_policy: lam = {lam:.6g} is at or beyond the stability limit of "
-            f"{pol.label} ({limit[0]}: lambda_c = {limit[1]:.6g}); the queue grows without bound"
-        )
+    lam = check_load(workload, lam, limit=limit, policy=pol, override=override)
+    used = used_limit(workload, limit, pol)
+    limit = (used.summary()["method"], used.lambda_c, used.lambda_c_ci)
     sizes, dt = (n_replications, warmup, n_jobs), _float(dtype)
     runs = _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices, progress)
     acc, overflow, capped, B = runs
@@ -234,16 +230,6 @@ def saturated_throughput(
     done = np.full(n_replications, float(n_jobs - warmup))
     m, ci = _ratio_ci(done, np.asarray(st.acc.time), level)
     return float(m), (float(ci[0]), float(ci[1]))
-
-
-def policy_limit(workload: Workload, policy: str | Policy, *, key: PRNGKeyArray):
-    """``(method, lambda_c, (low, high))`` of ``policy`` on ``workload``: the saturated
-    throughput where the policy says its limit is one (``saturation_limit``), else the
-    policy's own ``stability_limit`` (``("unknown", None, None)`` where no method is known)."""
-    pol = parse_policy(policy)
-    if pol.saturation_limit:
-        return ("saturated", *saturated_throughput(workload, pol, key=key))
-    return pol.stability_limit(workload, key=key)
 
 
 #: The former name of :func:`simulate` (policy ``"fcfs"`` by default, as there).

@@ -42,10 +42,7 @@ MODEL_USES = {
 
 #: Cycles still to be broken by the work on their modules (each as its sorted module names).
 #: A cycle not listed here fails the test; a listed one that is gone should be removed.
-KNOWN_CYCLES: set[tuple[str, ...]] = {
-    # the policy subcommands and the MJQM command share helpers both ways
-    ("jaxqueue.cli._mjqm", "jaxqueue.cli._mjqm_policies"),
-}
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
 
 #: Imports against the layers still to be moved, as ``(importer, imported)``; as for
 #: ``KNOWN_CYCLES``, a listed one that is gone should be removed.

@@ -153,12 +153,6 @@ class Policy(eqx.Module):
         known (``None`` otherwise)."""
         return None
 
-    def stability_limit(self, workload, key=None) -> tuple[str, float | None, tuple | None]:
-        """``(method, lambda_c, (low, high))`` of this policy on ``workload``, or
-        ``("unknown", None, None)`` where no method is known (the run's drift check is then the
-        only guard). ``key`` serves the methods that simulate."""
-        return "unknown", None, None
-
 
 def _cumulative(left, need, by_need):
     """Cumulative need of the ``left`` jobs in the scan order: arrival order, or with

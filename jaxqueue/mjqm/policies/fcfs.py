@@ -18,9 +18,3 @@ class FCFS(Policy):
 
     def select(self, jobs: Jobs, s: int, needs):
         return fcfs_start(jobs, s)
-
-    def stability_limit(self, workload, key=None):
-        from .._stability import lambda_c_estimate
-
-        est = lambda_c_estimate(workload, key=key)
-        return est.method, float(est.lambda_c), tuple(est.lambda_c_ci)

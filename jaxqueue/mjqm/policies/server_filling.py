@@ -36,7 +36,3 @@ class ServerFilling(Policy):
         if all(b % a == 0 for a, b in zip(needs, needs[1:], strict=False)):
             return float(workload.lambda_ideal())
         return None
-
-    def stability_limit(self, workload, key=None):
-        lid = self.closed_form_limit(workload)
-        return ("unknown", None, None) if lid is None else ("ideal", lid, (lid, lid))

@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(VENV)/bin/jaxqueue demo
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -q
+	$(PY) -m pytest -n 2 -q --durations=15
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

@@ -318,6 +318,40 @@ def test_overload_is_refused_or_flagged():
     assert res.status in ("overflow", "nonstationary")
 
 
+# (policy: one deque per need, front registers, body behind them, sorted slots, prefix rows)
+LAYOUTS = {
+    "fcfs": (False, 1, False, False, 0),
+    "first-fit": (True, 1, False, False, 0),
+    "window:4": (False, 4, False, False, 0),
+    "preemptive-first-fit": (True, 1, False, False, 0),
+    "msf": (True, 1, False, False, 0),
+    "least-servers-first": (True, 1, False, False, 0),
+    "server-filling": (False, 1, False, False, 8),
+    "easy-backfilling": (False, 16, True, True, 0),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_the_engine_derives_each_layout_from_the_policy_facts(name):
+    """The event engine's layout of each policy (internal: ``_layout.layout_of``), from its
+    facts alone: the layouts the engine has always given these policies (s = 8)."""
+    lay = _layout.layout_of(parse_policy(name), 8, (8, 4, 2, 1))
+    assert (lay.per_need, lay.registers, lay.inside, lay.sorted_slots, lay.rows) == LAYOUTS[name]
+    assert lay.preemptive == parse_policy(name).preemptive
+    assert (lay.pick is None) == (lay.rows > 0)
+
+
+def test_facts_without_an_engine_layout_are_refused():
+    from jaxqueue.mjqm.policies import FCFS, Order
+
+    class ByNeedNonPreemptive(FCFS):  # a non-preemptive policy in need order
+        name = "by-need"
+        order = Order.MOST_SERVERS
+
+    with pytest.raises(NotImplementedError, match="by-need"):
+        _layout.layout_of(ByNeedNonPreemptive(), 8, (8, 4, 2, 1))
+
+
 @pytest.mark.parametrize("bad", ["fifo", "window", "window:0", "window:x", "msf:2", ""])
 def test_bad_policy_names(bad):
     with pytest.raises(ValueError, match="policy"):

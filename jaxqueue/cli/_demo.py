@@ -13,8 +13,7 @@ import time
 
 import numpy as np
 
-from . import build_parser
-from ._bf import demo_text as bf_demo
+from . import _bf, build_parser
 from ._common import add_common, log, to_jsonable
 
 #: (title, command line) of each section after the balanced-fairness ones.
@@ -134,7 +133,7 @@ def _run(args) -> int:
         print(f"jaxqueue demo on {device}")
     sections: list = []
     title = "Balanced fairness, recursion over server subsets (bf-recursive Theorems 1-2)"
-    _section(args, sections, title, bf_demo())
+    _section(args, sections, title, _bf.demo_text())
     title = "Structured pools, exact in polynomial time (bf-recursive Sections 4-5)"
     _section(args, sections, title, structured_demo())
     title = "Open network of pools: CPU pool -> GPU pool with feedback (bf-networks)"

@@ -19,6 +19,7 @@ from ._common import (
     workload,
 )
 from ._mjqm_common import classes_table, command_limit
+from ._mjqm_policies import simulate_with_policy
 
 
 def _table(out: dict) -> str:
@@ -50,13 +51,14 @@ def _add_response(out: dict) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    # jax and the models load when the command runs, not at start-up
     import jax
     import jax.numpy as jnp
 
+    # (as jax)
     from ..mjqm import simulate_steady
     from ..mjqm._forward import MIN_EFFECTIVE, MIN_REPLICATIONS
     from ..mjqm.policies import parse_policy
-    from ._mjqm_policies import simulate_with_policy
 
     with usage_errors():
         fcfs = parse_policy(args.policy).name == "fcfs"

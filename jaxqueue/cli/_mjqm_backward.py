@@ -22,18 +22,15 @@ from ._common import (
 from ._mjqm_common import classes_table, command_limit
 
 SAMPLE_SECONDS = 40.0
-"""Default time budget of ``mjqm sample`` (with start-up and compilation, a default run stays
-under a minute on a 2-core CPU)."""
+"""Default time budget of ``mjqm sample``, start-up and compilation left out."""
 
 SAMPLE_CAP = 100_000
 """Default ``--samples``: high enough that the time budget decides, so a fast case (a light
-load) spends its budget narrowing the interval. On two-class-256 at 0.1 lambda_c the old cap of
-10,000 samples ended after 21 s with a half-width of 10% (4.14 [3.77, 4.55] against the exact
-3.752); the budget drew 22,993 samples in 40 s: 3.94 [3.71, 4.19]."""
+load) spends its budget narrowing the interval instead of stopping early."""
 
 
 def _device() -> str:
-    import jax
+    import jax  # loads when the command runs, not at start-up
 
     d = jax.devices()[0]
     return f"{d.platform}:{d.device_kind} x{jax.device_count()}"
@@ -42,7 +39,7 @@ def _device() -> str:
 def _exact_limit(wl) -> float | None:
     """The exact lambda_c when every law is exponential (the QBD fits in memory), else
     ``None``."""
-    from ..mjqm import stability_limit
+    from ..mjqm import stability_limit  # the models load when the command runs
 
     if not hasattr(wl, "services"):
         return None
@@ -62,9 +59,11 @@ def _exact_table(o: dict) -> str:
 
 
 def _run_stability(args: argparse.Namespace) -> int:
+    # jax and the models load when the command runs, not at start-up
     import jax
     import jax.numpy as jnp
 
+    # (as jax)
     from ..mjqm import lambda_c_closed_form, pile_growth
 
     wl = workload(args.scenario)
@@ -150,10 +149,11 @@ def _status_reason(o: dict) -> str:
 
 
 def _run_sample(args: argparse.Namespace) -> int:
+    # jax and the models load when the command runs, not at start-up
     import jax
     import jax.numpy as jnp
 
-    from ..mjqm import palm_metrics, sample_backward
+    from ..mjqm import palm_metrics, sample_backward  # (as jax)
 
     if (args.lam is None) == (args.load is None):
         raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
@@ -206,7 +206,7 @@ def _run_sample(args: argparse.Namespace) -> int:
             f"{', later samples at ' + str(o['ell_more']) if o['ell_more'] else ''})"
         )
 
-    from .._tables import metrics_frame
+    from .._tables import metrics_frame  # pandas loads only for a table
 
     return emit(args, out, table, frame=lambda: metrics_frame(out))
 
@@ -300,7 +300,7 @@ def register(top, group) -> None:
         type=count(1),
         default=None,
         help="budget of sample-jobs of Algorithm 1 and the batch doublings (default 2^39 / "
-        "servers, about 10 minutes on 2 cores); the status is 'unconverged' when samples "
+        "servers); the status is 'unconverged' when samples "
         "are still doubling there, 'biased' when the bias test still fails there",
     )
     p.add_argument(

@@ -28,7 +28,7 @@ def command_limit(wl, policy, key, *, lam=None, override: bool = False, tag: str
     """The stability limit of ``policy`` on ``wl`` for a command (``stability_limit`` with
     :func:`limit_key`); a ``lam`` at or beyond ``lambda_ideal`` gets that bound instead, so
     that the run refuses it before any estimate."""
-    from ..mjqm import stability_limit
+    from ..mjqm import stability_limit  # the models load when the command runs
 
     ideal = stability_limit(wl, policy, method="ideal")
     if lam is not None and not override and lam >= ideal.lambda_c:

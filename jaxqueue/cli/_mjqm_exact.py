@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
+
 from ._common import (
     UsageError,
     add_common,
@@ -20,9 +22,7 @@ from ._common import (
 def exact_dict(wl, lam: float, res=None) -> dict:
     """The JSON of ``mjqm exact`` for a workload at one arrival rate (refusals raise); ``res``:
     the ``exact(wl, lam)`` already computed."""
-    import numpy as np
-
-    from ..mjqm import exact
+    from ..mjqm import exact  # the models load when the command runs
 
     res = exact(wl, lam) if res is None else res
     probs = np.asarray(wl.probs, dtype=float)
@@ -79,7 +79,7 @@ def _table(o: dict) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..mjqm import exact, exact_lambda_c, exact_size
+    from ..mjqm import exact, exact_lambda_c, exact_size  # the models load when the command runs
 
     if (args.lam is None) == (args.load is None):
         raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")

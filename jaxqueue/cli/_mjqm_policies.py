@@ -49,8 +49,10 @@ def _table(out: dict) -> str:
 
 def simulate_with_policy(args: argparse.Namespace, wl) -> int:
     """``mjqm simulate --policy NAME`` for a policy other than fcfs: the event engine."""
+    # jax and the models load when the command runs, not at start-up
     import jax
 
+    # (as jax)
     from ..mjqm import metrics_frame, simulate_policy
 
     fcfs_only = [
@@ -96,9 +98,11 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    # jax and the models load when the command runs, not at start-up
     import jax
 
-    from ..mjqm.engines.events import check_workload  # (jax: not at CLI start-up)
+    # (as jax)
+    from ..mjqm.engines.events import check_workload
     from ..mjqm.policies import parse_policy
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -144,7 +148,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def compare_frame(out: dict):
     """The table of ``mjqm compare``: one row per policy and load."""
-    from .._tables import rows
+    from .._tables import rows  # pandas loads only for a table
 
     return rows([{"policy": p["policy"], **r} for p in out["policies"] for r in p["rows"]])
 
@@ -152,7 +156,8 @@ def compare_frame(out: dict):
 def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> dict:
     """One policy of ``mjqm compare``: its stability limit (computed once, ``limit``) and a row
     per load (``unstable`` without a run at or beyond it)."""
-    from ..mjqm import UnstableLoadError  # (jax: not at CLI start-up)
+    # the models load when the command runs, not at start-up
+    from ..mjqm import UnstableLoadError
     from ..mjqm.engines.events import simulate
 
     rows = []

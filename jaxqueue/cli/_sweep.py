@@ -26,16 +26,23 @@ import argparse
 import csv
 import math
 import os
+import sys
 import time
 import zlib
 
+import numpy as np
+
 from ._common import (
     DEFAULT_SEED,
+    LOGGER,
+    UsageError,
     _HelpFormatter,
+    _is_lead_process,
     add_common,
     emit,
     format_table,
     log,
+    read_spec,
     workload,
     writable_folder,
 )
@@ -58,8 +65,6 @@ SIZES = {"simulate": {"jobs": 20_000, "replications": 64}, "sample": {"samples":
 
 def read_sweep(path: str) -> dict:
     """The sweep file, checked (one-line ``ValueError`` naming the file and the key)."""
-    from ._common import read_spec
-
     spec = read_spec(path)
     unknown = sorted(set(spec) - _FILE_KEYS)
     if unknown:
@@ -153,10 +158,11 @@ def _rows(point, lam: float, result: dict, run: int) -> list[list]:
 
 def _exact_results(wl, lams) -> list[dict]:
     """The exact method at all the loads at once (``jax.vmap``), one dict per load."""
+    # jax and the models load when the command runs, not at start-up
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
+    # (as jax)
     from ..mjqm import exact
 
     res = jax.vmap(lambda lam: exact(wl, lam))(jnp.asarray(lams))
@@ -179,7 +185,7 @@ def _exact_results(wl, lams) -> list[dict]:
 def _estimate(wl, lam: float, method: str, policy: str, spec: dict, key, limit) -> dict:
     """One simulated or sampled point as a dict with ``classes``, ``wait_mean``,
     ``response_mean`` (and ``_ci``) and ``status``; ``limit``: the policy's stability limit."""
-    from ..mjqm import palm_metrics, sample_backward, simulate, simulate_policy
+    from ..mjqm import palm_metrics, sample_backward, simulate, simulate_policy  # (as jax)
 
     if method == "sample":
         S = sample_backward(wl, lam, spec["sample"]["samples"], key=key, limit=limit)
@@ -199,8 +205,7 @@ def _estimate(wl, lam: float, method: str, policy: str, spec: dict, key, limit) 
 def _workloads(spec: dict, path: str) -> dict:
     """The workloads of the sweep file (a name it gives that is unknown is the file's error;
     so is a workload the exact method cannot solve when the sweep asks for it)."""
-    from ..mjqm._exact import _check_exponential
-    from ._common import UsageError
+    from ..mjqm._exact import _check_exponential  # the models load when the command runs
 
     try:
         wls = {sc: workload(sc) for sc in spec["scenarios"]}
@@ -219,9 +224,10 @@ def _compute(spec, todo, wls, seed, write, bar) -> None:
     """Run the points ``todo``, scenario by scenario (the exact loads of a scenario at once),
     calling ``write(point, lam, result)`` as each is done. The stability limit of each
     scenario and policy is computed once (loads are fractions of FCFS's)."""
+    # jax and the models load when the command runs, not at start-up
     import jax
 
-    from ..mjqm import UnstableLoadError
+    from ..mjqm import UnstableLoadError  # (as jax)
 
     root = jax.random.key(seed)
     for sc, wl in wls.items():
@@ -256,6 +262,7 @@ def _compute(spec, todo, wls, seed, write, bar) -> None:
 
 def _figures(csv_path: str, spec: dict, out_dir: str) -> list[str]:
     """A figure per metric of all jobs against the load (``METRIC.png``)."""
+    # pandas and matplotlib load only for the figures
     from .._tables import pandas
     from ..plot import load_curve
 
@@ -274,13 +281,12 @@ def _figures(csv_path: str, spec: dict, out_dir: str) -> list[str]:
 
 
 def _run(args) -> int:
-    import sys
-
+    # tqdm, pandas and the models load when the command runs, not at start-up
     from tqdm import tqdm
 
+    # (as tqdm)
     from .._tables import pandas
     from ..mjqm.policies import parse_policy
-    from ._common import LOGGER, _is_lead_process
 
     pandas()  # the figures need it: say so before the work
     spec = read_sweep(args.file)

@@ -103,8 +103,13 @@ def _sched(jq):
     s = jq.sched
     pool = s.ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0])
     res = s.simulate(
-        pool, [0.9, 0.9], jq.dist.get_law("bimodal"), m=1.0, key=jax.random.key(0),
-        replications=8, jumps=20_000,
+        pool,
+        [0.9, 0.9],
+        jq.dist.get_law("bimodal"),
+        m=1.0,
+        key=jax.random.key(0),
+        replications=8,
+        jumps=20_000,
     )
     return res.delay, res.delay_low, res.delay_high, res.service_rate
 
@@ -125,9 +130,7 @@ def _exact(jq):
 
 
 def _forward(jq):
-    res = jq.mjqm.simulate(
-        _wl(jq), 1.5, key=jax.random.key(0), n_jobs=20_000, n_replications=256
-    )
+    res = jq.mjqm.simulate(_wl(jq), 1.5, key=jax.random.key(0), n_jobs=20_000, n_replications=256)
     return res.wait_mean, res.wait_mean_ci, res.idle_servers, res.status
 
 
@@ -156,7 +159,12 @@ def _policy(name):
 
 
 POLICIES = (
-    "fcfs", "first-fit", "window:4", "preemptive-first-fit", "msf", "server-filling",
+    "fcfs",
+    "first-fit",
+    "window:4",
+    "preemptive-first-fit",
+    "msf",
+    "server-filling",
     "easy-backfilling",
 )
 

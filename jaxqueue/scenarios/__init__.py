@@ -26,16 +26,7 @@ Balanced fairness (``bf-clusters`` Section 5): ``m-model-sym`` and ``m-model-asy
 
 from __future__ import annotations
 
-import csv
-from importlib import resources
-from typing import TYPE_CHECKING
-
-import numpy as np
-
 from .._document import is_path
-
-if TYPE_CHECKING:
-    from ..mjqm import Workload
 
 __all__ = ["get", "names", "describe"]
 
@@ -52,126 +43,30 @@ _SOURCES = {
 }
 
 
-def _read_csv(filename: str) -> list[dict[str, float]]:
-    text = resources.files(__package__).joinpath("data", filename).read_text()
-    return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(text.splitlines())]
+def _builders():
+    """The module of the builders (``_presets.py``), loaded with the models and jax when a
+    scenario is built or a file read, so that the command line lists the names without them."""
+    from . import _presets  # the models and jax: not when the command line lists the names
 
-
-def _five_class(law: str) -> Workload:
-    # the models (and jax) load when a scenario is built: the command line lists the names
-    from ..dist import BoundedPareto, Erlang, Exponential, HyperExponential
-    from ..mjqm import Workload
-
-    rows = _read_csv("five-class.csv")
-    cores = [int(r["cores"]) for r in rows]
-    probs = np.array([r["prob"] for r in rows])
-    if law == "exp":
-        services = [Exponential(r["mean"]) for r in rows]
-    elif law == "erlang3":
-        services = [Erlang(int(r["erlang_k"]), r["mean"]) for r in rows]
-    elif law == "hyperexp":
-        services = [
-            HyperExponential(
-                np.array([r["hyperexp_mean_phase1"], r["hyperexp_mean_phase2"]]),
-                np.array([r["hyperexp_p_phase1"], 1.0 - r["hyperexp_p_phase1"]]),
-            )
-            for r in rows
-        ]
-    else:
-        services = [
-            BoundedPareto(r["bpareto_xmin"], r["bpareto_xmax"], r["bpareto_shape"]) for r in rows
-        ]
-    return Workload(20, cores, probs, services, name=f"five-class-{law}")
-
-
-def _two_class_200(big_mean: float = 1.0, small_mean: float = 1.0) -> Workload:
-    # the models (and jax) load when a scenario is built: the command line lists the names
-    from ..dist import Exponential
-    from ..mjqm import Workload
-
-    return Workload(
-        200,
-        [1, 100],
-        np.array([0.5, 0.5]),
-        [Exponential(small_mean), Exponential(big_mean)],
-        name="two-class-200",
-    )
-
-
-def _two_class_256(p_big: float = 1e-3, big_mean: float = 40.0) -> Workload:
-    # the models (and jax) load when a scenario is built: the command line lists the names
-    from ..dist import Exponential
-    from ..mjqm import Workload
-
-    return Workload(
-        256,
-        [1, 256],
-        np.array([1.0 - p_big, p_big]),
-        [Exponential(1.0), Exponential(big_mean)],
-        name="two-class-256",
-    )
-
-
-def _borg() -> Workload:
-    # the models (and jax) load when a scenario is built: the command line lists the names
-    from ..dist import Exponential
-    from ..mjqm import Workload
-
-    rows = _read_csv("borg-cell-b-26.csv")
-    probs = np.array([r["prob"] for r in rows])
-    probs = probs / probs.sum()  # the published probabilities sum to 1 up to rounding
-    return Workload(
-        2048,
-        [int(r["cores"]) for r in rows],
-        probs,
-        [Exponential(r["mean"]) for r in rows],
-        name="borg-cell-b",
-    )
-
-
-def _pool(name):
-    # the models (and jax) load when a scenario is built: the command line lists the names
-    from ..pools import preset_pool
-
-    return preset_pool(name)
-
-
-def _load_workload(path) -> Workload:
-    # the models (and jax) load when a file is read: the command line lists the names
-    from ..mjqm._files import load_workload
-
-    return load_workload(path)
-
-
-_BUILDERS = {
-    "five-class-exp": lambda: _five_class("exp"),
-    "five-class-erlang3": lambda: _five_class("erlang3"),
-    "five-class-hyperexp": lambda: _five_class("hyperexp"),
-    "five-class-bpareto": lambda: _five_class("bpareto"),
-    "two-class-200": _two_class_200,
-    "two-class-256": _two_class_256,
-    "borg-cell-b": _borg,
-    "m-model-sym": lambda: _pool("m-model-sym"),
-    "m-model-asym": lambda: _pool("m-model-asym"),
-}
+    return _presets
 
 
 def names() -> list[str]:
     """All scenario names."""
-    return list(_BUILDERS)
+    return list(_SOURCES)
 
 
 def describe(name: str) -> str:
     """The source of scenario ``name`` (for a workload file: the file, once it parses)."""
-    if name not in _BUILDERS and is_path(name):
-        _load_workload(name)
+    if name not in _SOURCES and is_path(name):
+        _builders().load_workload(name)
         return f"TOML/JSON workload file {name}"
     _check(name)
     return _SOURCES[name]
 
 
 def _check(name):
-    if name not in _BUILDERS:
+    if name not in _SOURCES:
         raise ValueError(
             f"unknown scenario {name!r}; choose one of {names()} or a TOML/JSON workload file"
         )
@@ -196,12 +91,13 @@ def get(name, **params):
         >>> w.servers, w.n_classes
         ((20,), 5)
     """
-    if name not in _BUILDERS and is_path(name):
+    if name not in _SOURCES and is_path(name):
         if params:
             raise ValueError(f"{name}: a workload file takes no parameters, got {sorted(params)}")
-        return _load_workload(name)
+        return _builders().load_workload(name)
     _check(name)
+    build = _builders().BUILDERS[name]
     try:
-        return _BUILDERS[name](**params)
+        return build(**params)
     except TypeError:
         raise ValueError(f"scenario {name!r} does not take parameters {sorted(params)}") from None

@@ -51,8 +51,6 @@ KNOWN_LAYER_BREAKS: set[tuple[str, str]] = set()
 #: Modules whose function-level imports do not say why yet (their own work is under way).
 PENDING_REASONS = (
     re.compile(r"jaxqueue/mjqm/.*"),
-    re.compile(r"jaxqueue/cli/_mjqm.*\.py"),
-    re.compile(r"jaxqueue/cli/_sweep\.py"),  # the MJQM sweep command
     re.compile(r"jaxqueue/optimize/_mjqm.*\.py"),
 )
 

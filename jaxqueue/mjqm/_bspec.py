@@ -1,7 +1,7 @@
 """Adapter between :class:`~jaxqueue.mjqm.Workload` and the backward and pile kernels.
 
 The kernels run the plain MJQM (one resource type, no specific servers). Inputs come from the
-counter-based :func:`~jaxqueue.mjqm.draw_jobs`: job ``-n`` (``n >= 1``) of sample ``i`` is a
+counter-based ``_inputs.draw_jobs``: job ``-n`` (``n >= 1``) of sample ``i`` is a
 pure function of ``(key, i, -n)``, so doubling the horizon reuses the same past and the samples
 do not depend on batching, chunking or the number of devices. The kernels walk the jobs in
 chunks of ``CHUNK`` consecutive indices (chunk ``c`` holds jobs ``-(c CHUNK + 1)`` to
@@ -56,7 +56,7 @@ def chunk_inputs(
     """``(alpha, sigma, tau, extra)`` of the ``CHUNK`` jobs of chunk ``chunk``, oldest first.
 
     Chunk ``c`` holds jobs ``-(c CHUNK + CHUNK), ..., -(c CHUNK + 1)`` (the pile reads the
-    same indices as its jobs). The uniforms are those of :func:`~jaxqueue.mjqm.draw_jobs`
+    same indices as its jobs). The uniforms are those of ``_inputs.draw_jobs``
     (same column layout: class, service, inter-arrival, extra), so the jobs are the ones the
     forward simulator would draw for these indices. ``rep`` may be a vector of samples: the
     fields then have shape ``(CHUNK, samples)`` (samples minor, the layout a scan over the

@@ -3,31 +3,24 @@
 A forward run started empty near ``lambda_c``, or with a rare heavy class, spends most of its
 jobs relaxing; its status says so (``nonstationary``) but gives no answer. This driver
 
-1. **starts near the stationary law**: each replication starts from an independent
-   sub-perfect backward sample of the workload seen by an arrival (:func:`sample_backward`,
-   Algorithm 1 of ``mjsre`` with the batch bias control), which is what the
-   recurrence eq. (2) carries from one arrival to the next; plain workloads only (one resource
-   type, no specific servers), else it starts empty. The samples are lower bounds of
-   stationary ones, so a warm-up (``n_jobs // 10``) is still run;
-2. **checks** each run with the diagnostics of :func:`simulate` (``status``): the drift of
-   the mean wait between the two halves of the measured jobs, the idle-server identity
-   ``E[idle servers] = s - lam E[alpha sigma]`` (a workload that still grows or shrinks breaks
-   it, see ``_forward._idle_identity_z``) and, unless the backward sampler said ok (then the
-   start is nearly stationary and independent replications need no long runs), at least
-   ``MIN_EFFECTIVE`` effective waits per replication (``_forward._effective_jobs``). Little's
-   law is no check here: the simulator computes the number in system from the system times;
+1. **starts near the stationary law**: each replication from an independent sub-perfect
+   backward sample (:func:`sample_backward`, Algorithm 1 with the batch bias control), the
+   workload seen by an arrival that eq. (2) carries; plain workloads only (one resource type,
+   no specific servers), else empty. The samples are lower bounds of stationary ones, so a
+   warm-up (``n_jobs // 10``) is still run;
+2. **checks** each run with :func:`simulate`'s status: the drift of the mean wait between the
+   two halves, the idle-server identity ``E[idle servers] = s - lam E[alpha sigma]`` and,
+   unless the backward sampler said ok and its bias bound stays within a quarter of the
+   forward interval's half-width, ``MIN_EFFECTIVE`` effective waits per replication;
 3. **extends** a run that fails: the next round continues every replication from its final
-   state (the previous rounds are its warm-up) with twice as many jobs, as long as the round
-   is expected to end within ``max_seconds`` (a failed round also ends the exemption from the
-   ``MIN_EFFECTIVE`` rule); the answer is the last round, ``ok`` only if it passed every
-   check, else ``nonstationary`` (or ``unconverged`` with fewer than ``MIN_REPLICATIONS``
-   replications, which more jobs do not mend: not extended). The start's exemption holds
-   only while the backward sampler's bias bound stays within a quarter of the forward
-   interval's half-width.
-   Testing round after round until one passes gives a non-stationary run several chances;
-   the doubling makes each round mostly warm-up for the next, and the checks are at 99.9%.
+   state with twice as many jobs, while the round is expected to end within ``max_seconds``
+   (a failed round also ends the exemption above); the answer is the last round, ``ok`` only
+   if it passed every check, else ``nonstationary`` (or ``unconverged`` with fewer than
+   ``MIN_REPLICATIONS`` replications, which more jobs do not mend). The doubling makes each
+   round mostly warm-up for the next; the checks are at 99.9%.
 
-Intervals are Student t over the independent replications (ratio estimators, delta method).
+The load is checked once (``limit=``, :func:`~jaxqueue.mjqm.stability_limit`); intervals are
+Student t over the independent replications (ratio estimators, delta method).
 """
 
 from __future__ import annotations
@@ -50,9 +43,9 @@ __all__ = ["simulate_steady"]
 
 
 _START_RATE = 1e9
-"""Sample-jobs per second times ``s`` that the backward start is budgeted for (measured on a
-2-core CPU: 42 M/s at ``s = 20``, 10 M/s at ``s = 256``): its ``max_work`` is half of
-``max_seconds`` at that rate, so the start cannot eat the forward budget."""
+"""Sample-jobs per second times ``s`` that the backward start is budgeted for, above what a
+CPU reaches: its ``max_work`` is half of ``max_seconds`` at that rate, so the start cannot
+eat the forward budget."""
 
 
 def _backward_start(workload: Workload, lam: float, n: int, key, limit, seconds):

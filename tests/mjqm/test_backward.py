@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 
 from jaxqueue.dist import Deterministic, Exponential
-from jaxqueue.mjqm import UnstableLoadError, Workload, draw_jobs, mjsre_step, stability_limit
+from jaxqueue.mjqm import UnstableLoadError, Workload, stability_limit
 from jaxqueue.mjqm._backward import loynes_state, sample_backward
+from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the sampler draws
 from jaxqueue.mjqm._palm import palm_metrics, wait_density, wait_samples
+from jaxqueue.mjqm._step import mjsre_step
 from jaxqueue.stats import EstimateError, Status
 from tests.helpers import assert_within_ci
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C

@@ -19,7 +19,8 @@ import scipy.stats
 
 from jaxqueue import scenarios
 from jaxqueue.dist import Deterministic, Exponential
-from jaxqueue.mjqm import Workload, draw_jobs, simulate, simulate_steady
+from jaxqueue.mjqm import Workload, simulate, simulate_steady
+from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the simulation draws
 from tests.helpers import assert_close, assert_within_ci
 from tests.references.mjqm_events import bpareto_sampler, event_simulate, exp_sampler, random_jobs
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxqueue.mjqm import (
+# the step functions are internals of the recurrence: this file tests them directly
+from jaxqueue.mjqm._step import (
     mjsre_merge,
     mjsre_step,
     mjsre_step_info,
@@ -152,18 +153,8 @@ def test_policies_are_the_steps():
     function it stands for (those are checked against sorting and the event simulator above),
     and ``policy_for`` picks the policy of the workload."""
     from jaxqueue.dist import Exponential
-    from jaxqueue.mjqm import (
-        FCFSRecurrence,
-        RandomServers,
-        SpecificServers,
-        Workload,
-        mjsre_merge,
-        mjsre_step,
-        mmjsre_step,
-        policy_for,
-        ra_step,
-        smjsre_step,
-    )
+    from jaxqueue.mjqm import FCFSRecurrence, RandomServers, SpecificServers, Workload, policy_for
+    from jaxqueue.mjqm._step import mjsre_merge, mjsre_step, mmjsre_step, ra_step, smjsre_step
 
     rng = np.random.default_rng(7)
     for _ in range(20):

@@ -10,13 +10,12 @@ from jaxqueue.dist import Deterministic, Erlang, Exponential, bimodal_phases, ge
 from jaxqueue.mjqm import (
     UnstableLoadError,
     Workload,
-    draw_jobs,
-    draw_jobs_block,
     lambda_c_closed_form,
-    mjsre_merge,
     simulate,
     stability_limit,
 )
+from jaxqueue.mjqm._inputs import draw_jobs, draw_jobs_block  # the inputs' internals, tested
+from jaxqueue.mjqm._step import mjsre_merge
 from jaxqueue.stats import mean_ci
 from tests.helpers import assert_close, assert_within_ci
 

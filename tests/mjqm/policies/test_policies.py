@@ -10,7 +10,8 @@ import pytest
 
 from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Exponential, HyperExponential
-from jaxqueue.mjqm import Workload, draw_jobs, exact, simulate, simulate_policy, stability_limit
+from jaxqueue.mjqm import Workload, exact, simulate, simulate_policy, stability_limit
+from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the engine draws
 from jaxqueue.mjqm.engines.events import _layout, _loop
 from jaxqueue.mjqm.engines.events._loop import _run
 from jaxqueue.mjqm.policies import POLICIES, parse_policy

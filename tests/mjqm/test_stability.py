@@ -349,3 +349,19 @@ def test_cli_stability_contract(capsys):
     argv = ["mjqm", "stability", "--scenario", "five-class-erlang3", "--rel-tol", "0.05"]
     assert main(argv + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["method"] == "pile-growth"
+
+
+def test_cli_sample_load_uses_the_limit_it_prints(capsys):
+    """``mjqm sample --load F``: the command computes the limit once, runs at ``F`` times it,
+    and prints it as ``"stability": {"lambda_c", "ci", "method"}``."""
+    import json
+
+    from jaxqueue.cli import main
+
+    argv = ["mjqm", "sample", "--scenario", "five-class-exp", "--load", "0.5", "--samples", "64"]
+    assert main(argv + ["--max-seconds", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    st = out["stability"]
+    assert st["method"] == "exact" and st["ci"] == [st["lambda_c"], st["lambda_c"]]
+    assert st["lambda_c"] == pytest.approx(FIVE_CLASS_EXP_LAMBDA_C)
+    assert out["lam"] == pytest.approx(0.5 * st["lambda_c"], rel=1e-12)

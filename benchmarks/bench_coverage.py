@@ -29,7 +29,7 @@ from jaxqueue.mjqm import (
     sample_backward,
     simulate_steady,
 )
-from jaxqueue.mjqm._forward import MIN_REPLICATIONS
+from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
 from jaxqueue.scenarios import get
 
 

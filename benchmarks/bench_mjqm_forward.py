@@ -110,7 +110,9 @@ def _timed(fn, *args, repeats=1, **kw):
 
 def _xla_temp_bytes(wl, n_rep, n_jobs):
     """Temporary buffer bytes of the compiled forward kernel (XLA memory analysis)."""
-    from jaxqueue.mjqm._forward import _hist_layout, _run_for
+    from jaxqueue.mjqm.engines.recurrence._forward import _run_for
+    from jaxqueue.mjqm.engines.recurrence._steps import FCFSStep
+    from jaxqueue.stats import hist_layout as _hist_layout
 
     mean = float(np.sum(np.asarray(wl.probs) * np.asarray(wl.mean_service())))
     n_bins, shift, lo_code, _ = _hist_layout(1e-4 * mean, 1e6 * mean, 16)
@@ -127,7 +129,7 @@ def _xla_temp_bytes(wl, n_rep, n_jobs):
         warmup=n_jobs // 10,
         chunk=256,
         dtype=jnp.dtype(jnp.float32),
-        variant="fcfs",
+        step=FCFSStep(tuple(int(x) for x in wl.servers)),
         n_bins=n_bins,
         shift=shift,
     )

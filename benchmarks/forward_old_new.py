@@ -20,13 +20,13 @@ from benchmarks._timing import load_as
 
 
 def _old_module(checkout: str):
-    path = pathlib.Path(checkout) / "jaxqueue" / "mjqm" / "_forward.py"
-    return load_as("jaxqueue.mjqm._forward_old", path)
+    path = pathlib.Path(checkout) / "jaxqueue" / "mjqm"
+    return load_as("jaxqueue.mjqm_old", path)
 
 
 def main(argv: list[str]) -> None:
     jax.config.update("jax_enable_x64", True)
-    import jaxqueue.mjqm._forward as new
+    import jaxqueue.mjqm as new
     from jaxqueue import scenarios
 
     old = _old_module(argv[0])

@@ -47,6 +47,15 @@ def _same(name: str, a, b) -> None:
     print(f"{name}: same ({len(set(fa) & set(fb))} fields)")
 
 
+def _random(mjqm) -> dict:
+    """Random assignment: ``policy=RandomAssignment()`` where the code has it, else the
+    former ``variant="random"`` / ``random_assignment=True``."""
+    ra = getattr(mjqm.policies, "RandomAssignment", None)
+    if ra is None:
+        return {"variant": "random"}, {"random_assignment": True}
+    return {"policy": ra()}, {"policy": ra()}
+
+
 def _cases(mjqm):
     from jaxqueue.dist import Exponential
 
@@ -56,10 +65,11 @@ def _cases(mjqm):
     spec = W(6, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2, specific=[1, 0])
     fw = dict(n_jobs=3000, n_replications=64, override=True, dtype=np.float64)
     key = jax.random.key(3)
+    ra_fwd, ra_pile = _random(mjqm)
     return {
         "forward fcfs": lambda: mjqm.simulate(plain, 0.9, key=key, **fw),
         "forward fcfs chunked": lambda: mjqm.simulate(plain, 0.9, key=key, chunk=100, **fw),
-        "forward random": lambda: mjqm.simulate(plain, 0.5, key=key, variant="random", **fw),
+        "forward random": lambda: mjqm.simulate(plain, 0.5, key=key, **ra_fwd, **fw),
         "forward multi-resource": lambda: mjqm.simulate(multi, 0.8, key=key, **fw),
         "forward specific": lambda: mjqm.simulate(spec, 1.0, key=key, **fw),
         "backward": lambda: mjqm.sample_backward(
@@ -67,7 +77,7 @@ def _cases(mjqm):
         ),
         "pile growth": lambda: mjqm.pile_growth(plain, key=key, rel_tol=0.05, dtype=np.float64),
         "pile growth random": lambda: mjqm.pile_growth(
-            plain, key=key, rel_tol=0.05, random_assignment=True, dtype=np.float64
+            plain, key=key, rel_tol=0.05, dtype=np.float64, **ra_pile
         ),
     }
 

@@ -57,7 +57,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     # (as jax)
     from ..mjqm import simulate_steady
-    from ..mjqm._forward import MIN_EFFECTIVE, MIN_REPLICATIONS
+    from ..mjqm._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS
     from ..mjqm.policies import parse_policy
 
     with usage_errors():

@@ -21,20 +21,19 @@ Every simulation takes ``limit=`` (a :class:`StabilityResult`, a number or ``Non
 ``lam`` at or beyond ``lambda_ideal``, a closed form or that limit (:class:`UnstableLoadError`)
 and never estimates a limit itself. Inputs: job ``n`` of replication ``r`` is a pure function
 of ``(key, r, n)`` (:func:`job_uniforms`, :func:`jobs_from_uniforms`, :func:`n_uniforms`). The
-step functions and the engines' internals are private (``engines/``).
+step functions and the engines' internals are private (``engines/``): the recurrence engine
+(``engines/recurrence``) runs the policies with a form on the ordered workload vector
+(``policies.FCFS``, ``policies.RandomAssignment``: ``simulate``, ``sample_backward`` and
+``pile_growth`` take ``policy=``), the event engine (``engines/events``) the job-list ones.
 """
 
 from .._tables import metrics_frame as metrics_frame
-from ._backward import BackwardSamples as BackwardSamples
-from ._backward import sample_backward as sample_backward
 from ._events import PolicyResult as PolicyResult
 from ._events import simulate_policy as simulate_policy
 from ._exact import ExactResult as ExactResult
 from ._exact import exact as exact
 from ._exact import exact_lambda_c as exact_lambda_c
 from ._exact import exact_size as exact_size
-from ._forward import ForwardResult as ForwardResult
-from ._forward import simulate as simulate
 from ._inputs import job_uniforms as job_uniforms
 from ._inputs import jobs_from_uniforms as jobs_from_uniforms
 from ._inputs import n_uniforms as n_uniforms
@@ -42,14 +41,13 @@ from ._limit import stability_limit as stability_limit
 from ._palm import palm_metrics as palm_metrics
 from ._palm import wait_density as wait_density
 from ._palm import wait_samples as wait_samples
-from ._policy import FCFSRecurrence as FCFSRecurrence
-from ._policy import Policy as Policy
-from ._policy import RandomServers as RandomServers
-from ._policy import SpecificServers as SpecificServers
-from ._policy import policy_for as policy_for
 from ._stability import StabilityResult as StabilityResult
 from ._stability import UnstableLoadError as UnstableLoadError
 from ._stability import lambda_c_closed_form as lambda_c_closed_form
-from ._stability import pile_growth as pile_growth
 from ._steady import simulate_steady as simulate_steady
 from ._workload import Workload as Workload
+from .engines.recurrence import BackwardSamples as BackwardSamples
+from .engines.recurrence import ForwardResult as ForwardResult
+from .engines.recurrence import pile_growth as pile_growth
+from .engines.recurrence import sample_backward as sample_backward
+from .engines.recurrence import simulate as simulate

@@ -124,21 +124,11 @@ def _service_rows(workload: Workload, cls, rows, dtype):
     return out
 
 
-def service_from_uniforms(workload: Workload, cls, u, dtype):
-    """Service times of jobs of class ``cls`` from their service uniforms ``u`` (..., width).
-
-    Laws of the same type and parameter shapes (the usual case) are stacked and indexed by
-    the class, costing one transform per job; otherwise every class's transform is computed
-    and the right one selected.
-    """
-    return _service_rows(workload, cls, jnp.moveaxis(u, -1, 0), dtype)
-
-
-def _jobs_from_rows(workload: Workload, lam, rows, *, dtype, n_extra=0) -> JobInputs:
+def _jobs_from_rows(workload: Workload, lam, rows, *, dtype, n_extra=0, probs=None) -> JobInputs:
     ws = _service_width(workload)
     arr = workload.arrival_shape()
     na = int(arr.n_uniforms)
-    cdf = jnp.cumsum(jnp.asarray(workload.probs, dtype=dtype))
+    cdf = jnp.cumsum(jnp.asarray(workload.probs if probs is None else probs, dtype=dtype))
     cls = jnp.zeros(rows[0].shape, jnp.int32)
     for i in range(cdf.shape[0] - 1):
         t = cdf[i]
@@ -156,10 +146,19 @@ def _jobs_from_rows(workload: Workload, lam, rows, *, dtype, n_extra=0) -> JobIn
 
 
 def jobs_from_uniforms(
-    workload: Workload, lam: Float[ArrayLike, ""], u: Float[Array, "... n"], *, dtype, n_extra=0
+    workload: Workload,
+    lam: Float[ArrayLike, ""],
+    u: Float[Array, "... n"],
+    *,
+    dtype,
+    n_extra=0,
+    probs=None,
 ) -> JobInputs:
-    """Map the uniforms of jobs (column layout of this module) to :class:`JobInputs`."""
-    return _jobs_from_rows(workload, lam, jnp.moveaxis(u, -1, 0), dtype=dtype, n_extra=n_extra)
+    """Map the uniforms of jobs (column layout of this module) to :class:`JobInputs`;
+    ``probs`` (traced) replaces the workload's class probabilities (a class mix being
+    optimised)."""
+    rows = jnp.moveaxis(u, -1, 0)
+    return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra, probs=probs)
 
 
 def draw_jobs(

@@ -24,10 +24,10 @@ from ._stability import (
     _bounds,
     exact_limit,
     lambda_c_closed_form,
-    pile_growth,
     unknown_limit,
 )
 from .engines.events import saturated_throughput
+from .engines.recurrence import pile_growth
 from .policies import Policy, parse_policy
 
 __all__ = ["stability_limit"]

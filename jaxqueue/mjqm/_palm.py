@@ -28,8 +28,8 @@ from scipy.special import ndtri  # the normal quantile
 
 from .._random import stream_key
 from ..stats import mean_ci
-from ._backward import BackwardSamples
 from ._bspec import workload_fields
+from .engines.recurrence import BackwardSamples
 
 __all__ = ["palm_metrics", "wait_samples", "wait_density"]
 

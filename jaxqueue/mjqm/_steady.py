@@ -34,10 +34,10 @@ import jax
 import jax.numpy as jnp
 
 from ..stats import Status
-from ._backward import sample_backward
-from ._forward import MIN_EFFECTIVE, MIN_REPLICATIONS, ForwardResult, simulate
+from ._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS
 from ._stability import check_load
 from ._workload import Workload
+from .engines.recurrence import ForwardResult, sample_backward, simulate
 
 __all__ = ["simulate_steady"]
 

@@ -1,8 +1,9 @@
 """Differentiable estimators for the multiserver-job queue (MJQM, ``mjsre``).
 
-A small forward scan of the MJSRE (eq. (2), the O(s) step of :mod:`jaxqueue.mjqm`) driven by
-the counter-based uniforms of :func:`jaxqueue.mjqm.job_uniforms`, written so that every input
-is a smooth function of the continuous parameters at fixed uniforms (common random numbers):
+The recurrence engine of :mod:`jaxqueue.mjqm` (eq. (2), ``engines.recurrence.run_jobs``) fed
+the jobs of the counter-based uniforms of :func:`jaxqueue.mjqm.job_uniforms`
+(:func:`jaxqueue.mjqm.jobs_from_uniforms`), so that every input is a smooth function of the
+continuous parameters at fixed uniforms (common random numbers):
 
 * ``tau_n = A(u_n) / lam`` (arrival rate ``lam``),
 * ``sigma_n = scale * B_c(u_n) / speed`` (service-time scale, server speed),
@@ -30,9 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxqueue.mjqm import Workload, job_uniforms, n_uniforms
-from jaxqueue.mjqm._inputs import service_from_uniforms
-from jaxqueue.mjqm._policy import policy_for
+from jaxqueue.mjqm import Workload, job_uniforms, jobs_from_uniforms, n_uniforms
+from jaxqueue.mjqm.engines.recurrence import run_jobs
+from jaxqueue.mjqm.policies import FCFS
+from jaxqueue.scenarios import get as get_scenario
 from jaxqueue.stats import mean_ci
 
 __all__ = [
@@ -44,9 +46,7 @@ __all__ = [
 def five_class_workload() -> Workload:
     """The five-class MJQM of ``mjsre`` Section 8.2 / Table 2 with exponential service
     times (``jaxqueue.scenarios.get("five-class-exp")``)."""
-    from jaxqueue.scenarios import get
-
-    return get("five-class-exp")
+    return get_scenario("five-class-exp")
 
 
 class MJQMSampler:
@@ -108,19 +108,14 @@ class MJQMSampler:
         return out
 
     def _inputs(self, params, rep):
+        """The jobs of replication ``rep`` at ``params``: the class mix ``softmax(logits)``
+        (its draws held fixed: the score function differentiates it), service times scaled
+        by ``scale / speed``, arrivals at rate ``lam``."""
         wl = self.workload
-        arr = wl.arrival_shape()
-        ws = max(int(law.n_uniforms) for law in wl.services)
-        na = int(arr.n_uniforms)
-        jobs = jnp.arange(self.n_jobs)
-        u = job_uniforms(self.key, rep, jobs, n_uniforms(wl), self.dtype)
-        p = jax.nn.softmax(params["logits"])
-        cdf = jnp.cumsum(jax.lax.stop_gradient(p))
-        cls = jnp.sum(u[:, :1] > cdf[:-1], axis=-1).astype(jnp.int32)
-        base = service_from_uniforms(wl, cls, u[:, 1 : 1 + ws], self.dtype)
-        sigma = base * params["scale"] / params["speed"]
-        tau = arr.from_uniforms(u[:, 1 + ws : 1 + ws + na]).astype(self.dtype) / params["lam"]
-        return cls, self.cores[cls], sigma, tau
+        u = job_uniforms(self.key, rep, jnp.arange(self.n_jobs), n_uniforms(wl), self.dtype)
+        p = jax.lax.stop_gradient(jax.nn.softmax(params["logits"]))
+        inp = jobs_from_uniforms(wl, params["lam"], u, dtype=self.dtype, probs=p)
+        return inp._replace(sigma=inp.sigma * params["scale"] / params["speed"])
 
     def waits(self, params: dict):
         """Waiting times ``(replications, n_jobs)`` and classes of every job (full horizon)."""
@@ -128,19 +123,10 @@ class MJQMSampler:
 
     def _waits(self, params: dict):
         params = self.full_params(params)
-        s = self.workload.s
-
-        policy = policy_for(self.workload)
 
         def one(rep):
-            cls, alpha, sigma, tau = self._inputs(params, rep)
-
-            def step(W, x):
-                X, wait, _ = policy.advance(W, *x)
-                return jnp.maximum(X, 0), wait
-
-            _, w = jax.lax.scan(step, jnp.zeros((s,), self.dtype), (alpha, sigma, tau))
-            return w, cls
+            inp = self._inputs(params, rep)
+            return run_jobs(self.workload, FCFS(), inp)[1], inp.cls
 
         return jax.vmap(one)(jnp.arange(self.n_replications))
 

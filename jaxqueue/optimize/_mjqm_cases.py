@@ -21,6 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxqueue.dist import Exponential
+from jaxqueue.mjqm import Workload, exact, exact_lambda_c, simulate
+
 from ._minimize import minimize
 from ._mjqm import MJQMSampler, five_class_workload
 from ._problem import Box, OptimizeResult, Problem, Target, target_status
@@ -67,7 +70,6 @@ def forward_metrics(workload, lam: float, *, speed: float = 1.0, key, n_jobs, n_
         dict with ``W``, ``W_ci`` (per class), ``W_p90`` and ``margin`` (``1 - rate /
         lambda_ideal``; ``-1`` with infinite waits when the simulator refuses the load).
     """
-    from jaxqueue.mjqm import simulate
 
     rate = float(lam) / float(speed)
     C = workload.n_classes
@@ -197,8 +199,6 @@ def small_exact_workload():
     """Three classes on ``s = 6`` servers (1, 2 and 4 cores, probabilities 0.5 / 0.3 / 0.2,
     exponential services of means 1, 1.5 and 2): a 32-phase QBD, the ``fast`` size of
     ``mjqm-max-rate-exact`` (``lambda_c = 1.68789``)."""
-    from jaxqueue.dist import Exponential
-    from jaxqueue.mjqm import Workload
 
     return Workload(
         6,
@@ -254,7 +254,6 @@ def exact_max_rate(
     Raises:
         ValueError: a workload the exact solver refuses, a non-positive target or ``lam0``.
     """
-    from jaxqueue.mjqm import exact, exact_lambda_c
 
     if not float(target) > 0:
         raise ValueError(f"target: must be positive, got {target}")

@@ -21,10 +21,10 @@ import pytest
 
 from jaxqueue.dist import Deterministic, Exponential
 from jaxqueue.mjqm import UnstableLoadError, Workload, stability_limit
-from jaxqueue.mjqm._backward import loynes_state, sample_backward
 from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the sampler draws
 from jaxqueue.mjqm._palm import palm_metrics, wait_density, wait_samples
-from jaxqueue.mjqm._step import mjsre_step
+from jaxqueue.mjqm.engines.recurrence._backward import loynes_state, sample_backward
+from jaxqueue.mjqm.engines.recurrence._step import mjsre_step
 from jaxqueue.stats import EstimateError, Status
 from tests.helpers import assert_within_ci
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
@@ -175,7 +175,7 @@ def test_same_samples_on_four_host_devices(tmp_path):
         "import jax, numpy as np;"
         "jax.config.update('jax_enable_x64', True);"
         "from jaxqueue.dist import Exponential; from jaxqueue.mjqm import Workload;"
-        "from jaxqueue.mjqm._backward import sample_backward;"
+        "from jaxqueue.mjqm.engines.recurrence._backward import sample_backward;"
         "assert jax.device_count() == 4, jax.devices();"
         "wl = Workload(20, [1, 2, 5, 10, 15], [0.5, 0.1, 0.2, 0.19, 0.01],"
         " [Exponential(m) for m in [0.5, 0.83, 1.25, 3.33, 10.0]]);"
@@ -480,7 +480,7 @@ def test_time_budget_pilot_then_more_samples_at_its_horizon():
     back, the bias bound is the count-weighted mean of the two horizons' bounds, and the pooled
     estimate holds the exact value (rare big class at 0.85 lambda_c, where too short a horizon
     falls far below)."""
-    from jaxqueue.mjqm._backward import _PILOT, _shortest_horizon
+    from jaxqueue.mjqm.engines.recurrence._backward import _PILOT, _shortest_horizon
 
     wl = _rare_big_class()
     lam = 0.85 * RARE_LAMBDA_C
@@ -509,7 +509,7 @@ def test_time_budget_pilot_then_more_samples_at_its_horizon():
 def test_bias_test_all_zero_differences_rule_of_three():
     """No sample moved: the t bound would be 0 (se 0); the rule of three gives ``3 jump / n``
     with the previous test's mean nonzero jump, so an all-zero test is not a free pass."""
-    from jaxqueue.mjqm._backward import _bias_test
+    from jaxqueue.mjqm.engines.recurrence._backward import _bias_test
     from jaxqueue.stats import t_quantile
 
     n = 500
@@ -534,7 +534,7 @@ def test_shortest_horizon_walks_back_while_the_bound_allows():
     """``B(h / 2) = step(h) + B(h)`` over contiguous paired tests, stopping where the bound
     would pass ``tol`` times the passing test's half-width, at a Loynes test, or at a horizon
     the test jumped over."""
-    from jaxqueue.mjqm._backward import BiasTest, _shortest_horizon
+    from jaxqueue.mjqm.engines.recurrence._backward import BiasTest, _shortest_horizon
 
     def t(ell, kind, step, bound=0.0):
         z = np.zeros(1)
@@ -554,3 +554,19 @@ def test_shortest_horizon_walks_back_while_the_bound_allows():
     assert _shortest_horizon(tests, 0.06)[0] == 8192  # 1.0 > 0.6: stays at the passing test
     jumped = [tests[0], t(8192, "paired", 0.1, bound=0.5)]  # 2048 and 4096 jumped over
     assert _shortest_horizon(jumped, 1.0)[0] == 4096
+
+
+def test_backward_and_pile_refuse_a_policy_without_their_form():
+    """The backward sampler runs FCFS only and pile growth FCFS or random assignment: any
+    other policy is refused in one line, before anything runs."""
+    from jaxqueue.mjqm import pile_growth
+    from jaxqueue.mjqm.policies import FirstFit, RandomAssignment
+
+    wl = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2)
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="first-fit: no recurrence form"):
+        sample_backward(wl, 0.5, 8, key=key, policy=FirstFit())
+    with pytest.raises(ValueError, match="random-assignment has no backward form"):
+        sample_backward(wl, 0.5, 8, key=key, policy=RandomAssignment())
+    with pytest.raises(ValueError, match="first-fit: no recurrence form"):
+        pile_growth(wl, key=key, policy=FirstFit())

@@ -255,6 +255,8 @@ def test_same_numbers_on_four_host_devices():
 
 # ------------------------------------------------------------------ variants
 def test_random_assignment_one_core_is_independent_mm1():
+    from jaxqueue.mjqm.policies import RandomAssignment
+
     """RA with one-core jobs: each server is an M/M/1 queue with rate lam / s."""
     w = Workload(2, [1], [1.0], [Exponential(1.0)])
     r = simulate(
@@ -263,7 +265,7 @@ def test_random_assignment_one_core_is_independent_mm1():
         key=jax.random.key(13),
         n_jobs=20_000,
         n_replications=64,
-        variant="random",
+        policy=RandomAssignment(),
         dtype=jnp.float64,
         level=0.99,
     )
@@ -342,7 +344,7 @@ def test_too_few_replications_are_unconverged_and_not_extended():
     too short (90% coverage with 32 on a rare-class workload, bench_coverage), so the status is
     unconverged, and simulate_steady does not spend its budget on more jobs (they do not
     mend it); the same run with MIN_REPLICATIONS replications is ok."""
-    from jaxqueue.mjqm._forward import MIN_REPLICATIONS
+    from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
 
     wl = Workload(2, [1], [1.0], [Exponential(1.0)])
     few = simulate_steady(wl, 1.0, key=jax.random.key(5), n_jobs=2000, n_replications=32)
@@ -411,7 +413,7 @@ def test_cli_simulate_strict_exit_status(capsys):
 def test_idle_control_variate_on_mmc(monkeypatch):
     """End to end on M/M/3 at rho = 2/3 (Erlang C), the same 128 replications with and without
     the control: the corrected estimate holds the exact wait and its interval is narrower."""
-    import jaxqueue.mjqm._forward as fwd
+    import jaxqueue.mjqm.engines.recurrence._forward_result as fwd
 
     w = Workload(3, [1], [1.0], [Exponential(1.0)])
     want = erlang_c_wait(3, 2.0, 1.0)

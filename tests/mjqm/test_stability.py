@@ -284,7 +284,7 @@ def test_simulate_runs_no_estimate_without_limit(monkeypatch):
     limit and where it comes from."""
     import jaxqueue.mjqm._exact as exact_mod
     import jaxqueue.mjqm._limit as limit_mod
-    import jaxqueue.mjqm._stability as stab_mod
+    import jaxqueue.mjqm.engines.recurrence._pile as stab_mod
 
     def boom(*args, **kwargs):
         raise AssertionError("an estimate ran behind a simulation")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 # the step functions are internals of the recurrence: this file tests them directly
-from jaxqueue.mjqm._step import (
+from jaxqueue.mjqm.engines.recurrence._step import (
     mjsre_merge,
     mjsre_step,
     mjsre_step_info,
@@ -148,13 +148,27 @@ def test_random_subset_size_and_uniformity(beta):
     assert np.all(np.abs(masks.mean(axis=0) - p) <= 3.3 * sd + 1e-12)
 
 
-def test_policies_are_the_steps():
-    """The policy layer adds no formula: each policy's ``step`` / ``merge`` equals the step
-    function it stands for (those are checked against sorting and the event simulator above),
-    and ``policy_for`` picks the policy of the workload."""
+def test_internal_engine_steps_are_the_step_functions():
+    """The recurrence engine's step objects add no formula: each one's ``step`` / ``merge``
+    equals the step function it stands for (those are checked against sorting and the event
+    simulator above), ``step_for`` picks the step of the policy and the workload, and a policy
+    with no recurrence form is refused in one line."""
     from jaxqueue.dist import Exponential
-    from jaxqueue.mjqm import FCFSRecurrence, RandomServers, SpecificServers, Workload, policy_for
-    from jaxqueue.mjqm._step import mjsre_merge, mjsre_step, mmjsre_step, ra_step, smjsre_step
+    from jaxqueue.mjqm import Workload
+    from jaxqueue.mjqm.engines.recurrence._step import (
+        mjsre_merge,
+        mjsre_step,
+        mmjsre_step,
+        ra_step,
+        smjsre_step,
+    )
+    from jaxqueue.mjqm.engines.recurrence._steps import (
+        FCFSStep,
+        RandomStep,
+        SpecificStep,
+        step_for,
+    )
+    from jaxqueue.mjqm.policies import FCFS, FirstFit, RandomAssignment
 
     rng = np.random.default_rng(7)
     for _ in range(20):
@@ -162,21 +176,21 @@ def test_policies_are_the_steps():
         a = int(rng.integers(1, 9))
         sg, t = float(rng.exponential()), float(rng.exponential(0.5))
         u = jnp.asarray(rng.uniform(size=8))
-        np.testing.assert_array_equal(
-            FCFSRecurrence((8,)).step(W, a, sg, t), mjsre_step(W, a, sg, t)
-        )
-        np.testing.assert_array_equal(FCFSRecurrence((8,)).merge(W, a, sg), mjsre_merge(W, a, sg))
-        np.testing.assert_array_equal(RandomServers().step(W, a, sg, t, u), ra_step(W, a, sg, t, u))
+        np.testing.assert_array_equal(FCFSStep((8,)).step(W, a, sg, t), mjsre_step(W, a, sg, t))
+        np.testing.assert_array_equal(FCFSStep((8,)).merge(W, a, sg), mjsre_merge(W, a, sg))
+        np.testing.assert_array_equal(RandomStep().step(W, a, sg, t, u), ra_step(W, a, sg, t, u))
         b = int(rng.integers(0, 9 - a))
         np.testing.assert_array_equal(
-            SpecificServers().step(W, (a, b), sg, t, u), smjsre_step(W, a, b, sg, t, u)
+            SpecificStep().step(W, jnp.asarray([a, b]), sg, t, u), smjsre_step(W, a, b, sg, t, u)
         )
         Ws = (W[:5], jnp.sort(W[5:] + 0.3))
         al = jnp.asarray([int(rng.integers(0, 6)), int(rng.integers(1, 4))])
-        got = FCFSRecurrence((5, 3)).step(jnp.concatenate(Ws), al, sg, t)
+        got = FCFSStep((5, 3)).step(jnp.concatenate(Ws), al, sg, t)
         np.testing.assert_array_equal(got, jnp.concatenate(mmjsre_step(Ws, al, sg, t)))
     w1 = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2)
-    assert policy_for(w1) == FCFSRecurrence((4,))
-    assert isinstance(policy_for(w1, "random"), RandomServers)
+    assert step_for(FCFS(), w1) == FCFSStep((4,))
+    assert isinstance(step_for(RandomAssignment(), w1), RandomStep)
     w2 = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2, specific=[0, 1])
-    assert isinstance(policy_for(w2), SpecificServers)
+    assert isinstance(step_for(FCFS(), w2), SpecificStep)
+    with pytest.raises(ValueError, match="first-fit: no recurrence form"):
+        step_for(FirstFit(), w1)

@@ -15,7 +15,7 @@ from jaxqueue.mjqm import (
     stability_limit,
 )
 from jaxqueue.mjqm._inputs import draw_jobs, draw_jobs_block  # the inputs' internals, tested
-from jaxqueue.mjqm._step import mjsre_merge
+from jaxqueue.mjqm.engines.recurrence._step import mjsre_merge
 from jaxqueue.stats import mean_ci
 from tests.helpers import assert_close, assert_within_ci
 

@@ -23,7 +23,7 @@ from jaxqueue.mjqm import (
     simulate_steady,
     stability_limit,
 )
-from jaxqueue.mjqm._forward import MIN_REPLICATIONS
+from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
 from jaxqueue.optimize import Positive, Problem, SubsetBF, Target, minimize
 from jaxqueue.sched import ClassAssignment
 from jaxqueue.sched import simulate as sched_simulate

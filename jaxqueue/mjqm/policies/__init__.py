@@ -1,7 +1,9 @@
-"""Scheduling policies of the multiserver-job queue on the event engine, one file each.
+"""Scheduling policies of the multiserver-job queue, one file each.
 
 ``parse_policy("window:4")`` gives the policy object of a command-line name; ``POLICIES``
-lists the names. The engine that runs them is :mod:`jaxqueue.mjqm.engines.events`.
+lists the names. The engine that runs them on job lists is :mod:`jaxqueue.mjqm.engines.events`;
+those with ``recurrence = True`` (``FCFS``, ``RandomAssignment``) also have a form on the
+ordered workload vector that :mod:`jaxqueue.mjqm.engines.recurrence` runs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from .first_fit import FirstFit
 from .least_servers_first import LeastServersFirst
 from .msf import MostServersFirst
 from .preemptive_first_fit import PreemptiveFirstFit
+from .random_assignment import RandomAssignment
 from .server_filling import ServerFilling
 from .window import Window
 
@@ -32,6 +35,7 @@ __all__ = [
     "LeastServersFirst",
     "ServerFilling",
     "EasyBackfilling",
+    "RandomAssignment",
     "POLICIES",
     "parse_policy",
     "first_fit",

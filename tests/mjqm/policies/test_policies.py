@@ -633,7 +633,7 @@ def test_server_filling_is_stationary_near_lambda_ideal():
 def test_too_few_replications_are_unconverged_as_in_the_forward_scan():
     """The forward scan's rule (``MIN_REPLICATIONS``): 32 replications of a heavy-tailed
     ratio give an interval too short to trust, so the status says so, with its reason."""
-    from jaxqueue.mjqm._forward import MIN_REPLICATIONS
+    from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
 
     wl = _ctmc_workload()
     run = dict(key=jax.random.key(7), n_jobs=1000)

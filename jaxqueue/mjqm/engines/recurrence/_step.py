@@ -1,4 +1,5 @@
-"""One step of the multiserver-job stochastic recurrence (MJSRE) and its variants.
+"""The step formulas of the recurrence engine: one job of the multiserver-job stochastic
+recurrence (MJSRE) and its variants, once each.
 
 State: the ordered workload vector ``W`` (ascending, length ``s``) seen by an arriving job,
 ``mjsre`` eq. (2)::
@@ -7,9 +8,8 @@ State: the ordered workload vector ``W`` (ascending, length ``s``) seen by an ar
     S(alpha, W)^i = W^alpha v W^i,  L(alpha)^i = 1{i <= alpha}.
 
 After ``S + sigma L`` the vector is sorted except for the block of ``alpha`` equal values
-``v = W^alpha + sigma`` in front, so ``R`` is an O(s) merge instead of a sort (a scan step
-with a sort runs 10-60x slower on the CPU): with ``X = W`` shifted left by ``alpha`` and padded
-with ``+inf``,
+``v = W^alpha + sigma`` in front, so ``R`` is an O(s) merge instead of a sort: with ``X = W``
+shifted left by ``alpha`` and padded with ``+inf``,
 
     R(S(alpha, W) + sigma L(alpha)) = min(X, max(v, W))      (elementwise).
 
@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 from numpy import cumsum as np_cumsum
 
@@ -48,6 +49,11 @@ __all__ = [
     "smjsre_step_info",
     "ra_step",
     "ra_step_info",
+    "core_groups",
+    "type_rows",
+    "fcfs_rows_wait",
+    "fcfs_rows_step",
+    "fcfs_rows_next_wait",
 ]
 
 
@@ -243,3 +249,117 @@ def ra_step_info(W, alpha, sigma, tau, u) -> tuple[Float[Array, " s"], StepInfo]
 def ra_step(W, alpha, sigma, tau, u) -> Float[Array, " s"]:
     """Random-assignment MJSRE step (Appendix A)."""
     return ra_step_info(W, alpha, sigma, tau, u)[0]
+
+
+# ---------------------------------------------------------------- the FCFS step on rows
+# The forward scan's form of eq. (2) / (15): a batch of workload vectors is ``(s, R)``, row i
+# holding coordinate i of every replication, so a job is elementwise work on rows of R lanes
+# and the shift of the merge is a select among the few shifts the classes' server counts
+# allow (static slices: no gather, no sort).
+
+
+def core_groups(workload) -> tuple[tuple[tuple[int, tuple[int, ...]], ...], ...]:
+    """Per resource type, the distinct server counts ``d`` the classes ask for, each with
+    the classes that ask for it: ``((d, classes), ...)`` (static)."""
+    c = np.asarray(workload.cores, np.int64)
+    return tuple(
+        tuple((int(d), tuple(np.nonzero(c[:, t] == d)[0].tolist())) for d in np.unique(c[:, t]))
+        for t in range(c.shape[1])
+    )
+
+
+def _masks(cls, groups):
+    """``[cls asks for d servers]`` for the ``(d, classes)`` of ``groups``."""
+    out = []
+    for _, classes in groups:
+        m = cls == classes[0]
+        for c in classes[1:]:
+            m = m | (cls == c)
+        out.append(m)
+    return out
+
+
+def _choose(eqs, options):
+    """``options[k]`` where ``eqs[k]`` (the first option where none holds): a select chain."""
+    out = options[0]
+    for e, o in zip(eqs[1:], options[1:], strict=True):
+        out = jnp.where(e, o, out)
+    return out
+
+
+def _merge_rows(X, W, v, tau):
+    """``max(min(X, max(v, W)) - tau, 0)`` elementwise (eq. (2) with the merge
+    :func:`_merge` above), with compare-and-select for min and max: the same values here (no NaN;
+    no negative zero: ``X, W, v >= 0`` and ``a - tau = 0`` is ``+0``), without the NaN and
+    signed-zero handling of XLA's min/max (3 instructions more each on XLA:CPU)."""
+    m = jnp.where(v > W, v, W)
+    x = jnp.where(X < m, X, m) - tau
+    return jnp.where(x > 0, x, 0)
+
+
+def type_rows(W, sizes):
+    """The row blocks of the resource types of ``(s, R)`` states."""
+    return jnp.split(W, tuple(int(i) for i in np.cumsum(sizes)[:-1]), axis=0)
+
+
+def fcfs_rows_wait(W, cls, *, sizes, groups):
+    """Waits ``w = max_t W_t^{alpha_t}`` (eq. (15); ``W^alpha`` for one type) of jobs of
+    classes ``cls`` ``(R,)`` on the states ``W`` ``(s, R)``: the ascending vectors of the
+    types stacked as row blocks of ``sizes``; ``groups``: :func:`core_groups`. A select
+    among the few rows ``alpha`` can name, no gather."""
+    w = None
+    for Wt, grp in zip(type_rows(W, sizes), groups, strict=True):
+        eq, vals = _masks(cls, grp), [d for d, _ in grp]
+        wt = _choose(eq, [Wt[d - 1] if d > 0 else jnp.zeros_like(W[0]) for d in vals])
+        w = wt if w is None else jnp.maximum(w, wt)
+    return w if len(sizes) == 1 else jnp.maximum(w, 0)
+
+
+def fcfs_rows_step(W, w, cls, sigma, tau, *, sizes, groups):
+    """One FCFS job on all replications at once (eq. (2); eq. (15) for several types), its
+    wait ``w`` (:func:`fcfs_rows_wait`) given.
+
+    With ``d = alpha_t`` and ``v = w + sigma``, the merge :func:`_merge` is
+    ``min(X, max(v, W_t))`` with ``X`` the rows of ``W_t`` shifted up by ``d`` (padded with
+    ``+inf``): a select among the ``len(groups[t])`` static shifts. The HOL idle server-time
+    of the job (Section 6, ``docs/errata.md`` item 1), ``sum_{i <= d} (w - W_t^i)``, is a
+    select among partial sums of non-negative terms.
+
+    Returns:
+        ``(W_next (s, R), hol (T, R))``.
+    """
+    v = w + sigma
+    new, hol = [], []
+    for Wt, grp in zip(type_rows(W, sizes), groups, strict=True):
+        eq, vals = _masks(cls, grp), [d for d, _ in grp]
+        pad = jnp.full_like(Wt, jnp.inf)
+        X = _choose(eq, [jnp.concatenate([Wt[d:], pad[:d]]) for d in vals])
+        new.append(_merge_rows(X, Wt, v, tau))
+        partial, acc = [], jnp.zeros_like(w)
+        for i in range(max(vals) + 1):
+            if i in vals:
+                partial.append(acc)
+            if i < Wt.shape[0]:
+                acc = acc + (w - Wt[i])
+        hol.append(_choose(eq, partial))
+    return jnp.concatenate(new), jnp.stack(hol)
+
+
+def fcfs_rows_next_wait(W, w, cls, sigma, tau, cls_next, *, sizes, groups):
+    """``fcfs_rows_wait(fcfs_rows_step(W, w, cls, sigma, tau)[0], cls_next)`` (bit for
+    bit), written on the rows of ``W`` so that XLA:CPU fuses it without storing the shifted
+    copies of ``W`` the step builds: only the rows the next job can name are merged."""
+    v = w + sigma
+    wn = None
+    for Wt, grp in zip(type_rows(W, sizes), groups, strict=True):
+        eq, vals = _masks(cls, grp), [d for d, _ in grp]
+        n = Wt.shape[0]
+
+        def row(r, Wt=Wt, eq=eq, vals=vals, n=n):
+            x = _choose(eq, [Wt[r + d] if r + d < n else jnp.full_like(w, jnp.inf) for d in vals])
+            return _merge_rows(x, Wt[r], v, tau)
+
+        rows = [row(d - 1) if d > 0 else jnp.zeros_like(w) for d in vals]
+        wt = _choose(_masks(cls_next, grp), rows)
+        wn = wt if wn is None else jnp.maximum(wn, wt)
+    return wn if len(sizes) == 1 else jnp.maximum(wn, 0)

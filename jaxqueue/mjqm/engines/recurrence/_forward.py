@@ -1,0 +1,394 @@
+"""The forward driver of the recurrence engine (F-MJSRE, ``mjsre`` Section 7.4).
+
+``lax.scan`` over blocks of ``chunk`` jobs, an inner ``lax.scan`` over the jobs of a block
+running the engine's step on all replications at once (``_jobs.py``: FCFS on rows, eq. (2)
+and (15); eq. (14) and Appendix A by the step object), the replication axis split over
+``jax.devices()`` with ``shard_map`` and over tiles on the CPU. Each job's inputs are drawn
+inside the loop from the counter-based inputs (``jaxqueue._random``), so the numbers do not
+depend on ``chunk``, tiles or devices. The warm-up jobs run first without statistics; then
+the per-job terms (Section 6) are summed in the loop's carry in the state dtype over at most
+``chunk`` jobs, and the block sums accumulated across blocks with compensated (Kahan) sums in
+the widest float type enabled; the waits are binned into one histogram per device. Memory
+does not grow with the number of jobs and a float32 state does not bias the means. The
+result and its estimators: ``_forward_result.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import PartitionSpec as P
+from jaxtyping import PRNGKeyArray
+
+from ...._jit import jit_per_platform
+from ...._random import replication_keypairs
+from ...._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
+from ..._estimators import wait_histogram
+from ..._inputs import draw_jobs_block_reps, draw_jobs_each
+from ..._stability import check_load
+from ..._workload import Workload
+from ...policies import FCFS
+from ...policies.random_assignment import RandomAssignment
+from ._forward_result import ForwardResult, summarise
+from ._jobs import block_stats, fcfs_jobs, kahan_add, policy_jobs
+from ._step import core_groups
+from ._steps import FCFSStep, step_for
+
+__all__ = ["simulate", "forward_policy"]
+
+_VARIANTS = ("fcfs", "random")
+
+TILE_CPU = 512
+"""Most replications one job loop runs at once on XLA:CPU: larger arrays make XLA split each
+fused loop of the step over its threads, a synchronisation per fused loop per job
+(``benchmarks/RESULTS.md``)."""
+
+
+def _replication_tile(n: int, platform: str) -> int:
+    """Replications per job loop: all of them except on the CPU, where the largest divisor
+    of ``n`` from ``TILE_CPU / 4`` to :data:`TILE_CPU` (``n`` if none)."""
+    if platform != "cpu" or n <= TILE_CPU:
+        return n
+    return next((t for t in range(TILE_CPU, TILE_CPU // 4 - 1, -1) if n % t == 0), n)
+
+
+def _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static):
+    """The forward scan on this device's replications ``reps`` from states ``W0`` ``(R, s)``:
+    :func:`_run_tile` on tiles of :func:`_replication_tile` replications, one after the
+    other (``lax.map``; the replications are independent, so the numbers do not depend on
+    the tiles). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist (1, C, n_bins))``."""
+    R = reps.shape[0]
+    tile = _replication_tile(R, jax.devices()[0].platform)
+    if tile == R:
+        return _run_tile(workload, lam, key, reps, W0, lo_code, offset, **static)
+    W, fsum, counts, hist = jax.lax.map(
+        lambda x: _run_tile(workload, lam, key, *x, lo_code, offset, **static),
+        (reps.reshape(-1, tile), W0.reshape(-1, tile, W0.shape[1])),
+    )
+    merge = lambda x: x.reshape(R, *x.shape[2:])  # noqa: E731
+    return merge(W), merge(fsum), merge(counts), hist.sum(axis=0)
+
+
+def _run_tile(
+    workload,
+    lam,
+    key,
+    reps,
+    W0,
+    lo_code,
+    offset,
+    *,
+    n_jobs,
+    warmup,
+    chunk,
+    dtype,
+    step,
+    n_bins,
+    shift,
+):
+    """The forward scan on replications ``reps`` from states ``W0`` ``(R, s)``.
+
+    Blocks of ``chunk`` jobs (the last one shorter): the jobs run in a ``lax.scan`` with the
+    states ``(s, R)`` and the block's sums in the carry (state dtype, at most ``chunk``
+    terms), and the block's sums are added to the run's compensated (Kahan) sums in the
+    widest float type enabled; the waits go to a histogram shared by the replications
+    (integer counts: their sum over tiles and devices does not depend on how the
+    replications are spread). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist
+    (1, C, n_bins))``.
+    """
+    C, T, sizes = workload.n_classes, workload.n_types, workload.servers
+    acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
+    n_blocks = -(-(n_jobs - warmup) // chunk)
+    hist_layout = dict(lo_code=lo_code, n_bins=n_bins, shift=shift)
+    jobs = _jobs_runner(workload, lam, key, reps, dtype=dtype, step=step, hist=hist_layout)
+
+    def warm_body(W, start, length, b):
+        return jobs(W, start, length, stats=False)[0]
+
+    def measured_body(carry, start, length, b):
+        W, fsum, fcomp, counts, hist = carry
+        W2, (by_class, other), bins = jobs(W, start, length)
+        x = block_stats(W, W2, by_class, other, sizes=sizes, second=b >= n_blocks // 2)
+        fsum, fcomp = kahan_add(fsum, fcomp, x.astype(acc_dtype))
+        hist = hist.at[bins.reshape(-1)].add(1, mode="promise_in_bounds")
+        return W2, fsum, fcomp, counts + by_class[3].astype(jnp.int32), hist
+
+    W = _blocks(warmup, chunk, warm_body, W0.T, offset)
+    R, nf = W0.shape[0], 3 * C + 1 + 3 * T + 2
+    carry = (
+        W,
+        jnp.zeros((nf, R), acc_dtype),
+        jnp.zeros((nf, R), acc_dtype),
+        jnp.zeros((C, R), jnp.int32),
+        jnp.zeros((C * n_bins,), jnp.int32),
+    )
+    W, fsum, _, counts, hist = _blocks(
+        n_jobs - warmup, chunk, measured_body, carry, offset + warmup
+    )
+    return W.T, fsum.T, counts.T, hist.reshape(1, C, n_bins)
+
+
+def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist):
+    """``jobs(W, start, length, stats=True) -> (W, sums, bins)``: the jobs ``start ..
+    start + length - 1`` of replications ``reps`` on states ``W`` ``(s, R)`` with the
+    engine's ``step``: FCFS (eq. (2), (15)) on the fast path :func:`fcfs_jobs` (the step's row
+    form), inputs drawn job by job; specific servers and random assignment (eq. (14),
+    Appendix A) with ``step.advance`` (:func:`policy_jobs`), inputs drawn for the block."""
+    sizes, C = workload.servers, workload.n_classes
+    if isinstance(step, FCFSStep):
+        keypairs = replication_keypairs(key, reps)
+        groups, cores = core_groups(workload), np.asarray(workload.cores, np.int32)
+
+        def draw(j):
+            inp = draw_jobs_each(workload, lam, keypairs, jnp.full(reps.shape, j), dtype=dtype)
+            return inp.cls, inp.sigma, inp.tau
+
+        def jobs(W, start, length, stats=True):
+            kw = dict(sizes=sizes, groups=groups, cores=cores, hist=hist, stats=stats)
+            return fcfs_jobs(W, draw, start, length, **kw)
+
+        return jobs
+
+    def jobs(W, start, length, stats=True):
+        inp = draw_jobs_block_reps(
+            workload, lam, key, reps, start, length, dtype=dtype, n_extra=workload.s
+        )
+        held = jnp.moveaxis(inp.alpha, -1, 1)  # (L, T, R) servers held per type
+        alpha = step.job_alpha(workload, inp.cls, inp.alpha)
+        xs = (inp.cls, held, inp.sigma, inp.tau, alpha, inp.extra)
+        kw = dict(sizes=sizes, n_classes=C, hist=hist, stats=stats)
+        return policy_jobs(step, W, xs, **kw)
+
+    return jobs
+
+
+def _blocks(n, chunk, body, carry, first):
+    """``carry = body(carry, start, length, index)`` over the blocks of ``n`` jobs from job
+    ``first``: the full blocks of ``chunk`` jobs in a ``lax.scan``, then the shorter last
+    block (static lengths: no masked jobs)."""
+    full, rest = divmod(n, chunk)
+    if full:
+        carry = jax.lax.scan(
+            lambda c, b: (body(c, first + b * chunk, chunk, b), None),
+            carry,
+            jnp.arange(full, dtype=jnp.int32),
+        )[0]
+    if rest:
+        carry = body(carry, first + full * chunk, rest, full)
+    return carry
+
+
+def _run_sharded(workload, lam, key, reps, W0, lo_code, offset, *, mesh=None, **static):
+    """:func:`_run_impl` on each device's share of the replications (``shard_map``: every
+    device runs the single-device kernel on its own replications; no communication; the
+    histograms come back one per device)."""
+
+    def local(reps, W0):
+        return _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static)
+
+    if mesh is None:
+        return local(reps, W0)
+    rows = P(BATCH)
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(rows, rows),
+        out_specs=(rows, rows, rows, rows),
+        check_vma=False,
+    )(reps, W0)
+
+
+_RUN_STATIC = ("mesh", "n_jobs", "warmup", "chunk", "dtype", "step", "n_bins", "shift")
+
+_CPU_OPTIONS = {
+    "xla_cpu_copy_insertion_use_region_analysis": True,
+    "xla_cpu_prefer_vector_width": 512,
+}
+"""XLA:CPU options of the forward kernel (not passed to other backends). Copy insertion with
+region analysis: the job loop then runs without loop-carry copies (9 per pair of jobs
+without it: the state, the wait and the inputs). 512-bit vectors where the CPU has them
+(AVX-512; LLVM's default is 256). Neither changes the numbers."""
+
+_run_for = jit_per_platform(_run_sharded, _CPU_OPTIONS, static_argnames=_RUN_STATIC)
+"""``_run_for(platform)``: the jitted kernel (:func:`_run_sharded`) for devices of
+``platform``, with :data:`_CPU_OPTIONS` on the CPU."""
+
+
+def forward_policy(policy, variant: str = "fcfs"):
+    """The policy of a forward run: ``policy`` (default ``FCFS()``), or ``RandomAssignment()``
+    for the former ``variant="random"``.
+
+    Raises:
+        ValueError: an unknown ``variant``, or a ``variant`` that contradicts ``policy``.
+    """
+    if variant not in _VARIANTS:
+        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
+    if variant == "random":
+        if policy is not None and not isinstance(policy, RandomAssignment):
+            raise ValueError(f"variant='random' contradicts policy {policy.label}")
+        return RandomAssignment()
+    return FCFS() if policy is None else policy
+
+
+def simulate(
+    workload: Workload,
+    lam: float,
+    *,
+    key: PRNGKeyArray,
+    n_jobs: int = 100_000,
+    n_replications: int = 256,
+    warmup: int | None = None,
+    chunk: int = 256,
+    dtype=jnp.float32,
+    init=None,
+    job_offset: int = 0,
+    variant: str = "fcfs",
+    policy=None,
+    level: float = 0.95,
+    bins_per_octave: int = 16,
+    hist_range: tuple[float, float] | None = None,
+    devices=None,
+    limit=None,
+    override: bool = False,
+    stationary_start: bool = False,
+    throw: bool = False,
+) -> ForwardResult:
+    """Forward MJSRE simulation of ``n_replications`` independent queues (Section 7.4).
+
+    Each replication starts from ``init`` (default: empty) and runs ``n_jobs`` jobs of the
+    recurrence eq. (2) (eq. (15) for several resource types, eq. (14) with specific servers,
+    random assignment of Appendix A with ``RandomAssignment()``); the first ``warmup`` jobs are
+    left out of the statistics. Job ``n`` of replication ``r`` is a pure function of
+    ``(key, r, n)``, so the numbers do not depend on ``chunk`` or on the devices.
+
+    Args:
+        workload: the model.
+        lam: arrival rate; refused at or beyond ``lambda_ideal``, eq. (8) (FCFS) or ``limit``
+            unless ``override``.
+        key: PRNG key.
+        n_jobs: jobs per replication (warm-up included).
+        n_replications: independent replications (>= 2, for the confidence intervals).
+        warmup: jobs discarded at the start (default ``n_jobs // 10``, ``0`` with ``init``).
+        chunk: jobs drawn at once inside the jit (memory ~ replications x chunk).
+        dtype: float dtype of the workload state and inputs (float32 or float64).
+        init: optional initial ascending workload vectors, ``(s,)`` or ``(replications, s)``.
+        job_offset: index of the first job. Continuing a run ``res`` with
+            ``init=res.final_state, job_offset=res.n_jobs, warmup=0`` uses fresh jobs and
+            reproduces the longer run exactly.
+        variant: ``"fcfs"`` or ``"random"`` (the same as ``policy=RandomAssignment()``).
+        policy: a policy with a recurrence form (:func:`forward_policy`): ``FCFS()`` (the
+            default) or ``RandomAssignment()`` (Appendix A).
+        level: confidence level of the intervals.
+        bins_per_octave: resolution of the waiting-time histograms (a power of 2 up to 64):
+            bin edges are the floats ``2^e (1 + j / bins_per_octave)``.
+        hist_range: ``(low, high)`` of the log-spaced histogram (default
+            ``1e-4`` to ``1e6`` times the mean service time).
+        devices: devices to shard the replications over (default ``jax.devices()``; the
+            largest count dividing ``n_replications`` is used).
+        limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
+            :func:`~jaxqueue.mjqm.stability_limit`, a number, or ``None`` (the checks above
+            only; the status catches a load beyond the limit).
+        override: skip the stability checks.
+        stationary_start: ``init`` is (nearly) a stationary sample (backward samples whose
+            sampler said ok, or the final state of such a run): the rule "at least
+            ``MIN_EFFECTIVE`` effective waits per replication" is then not applied.
+        throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
+            (default: return the result with its status).
+
+    Returns:
+        :class:`ForwardResult`. ``status`` is ``"unconverged"`` when a class of positive
+        probability has waits in fewer than 2 replications (no interval for it; raise
+        ``n_jobs``), and ``"nonstationary"`` when the mean wait grows
+        between the two halves of the measured jobs (:func:`jaxqueue.stats.drift`), when the
+        idle-server identity fails (``|idle_z|`` beyond the two-sided 99.9% t quantile), or
+        (without ``stationary_start``) when a replication holds fewer than ``MIN_EFFECTIVE``
+        effective waits.
+
+    Raises:
+        ValueError: bad sizes, dtype, variant, init, a policy with no recurrence form, or an
+            unstable ``lam``.
+        EstimateError: with ``throw``, a status other than ``ok``.
+    """
+    policy = forward_policy(policy, variant)
+    fcfs = "fcfs" if isinstance(policy, FCFS) else None  # eq. (8) is the FCFS limit
+    lam_f = check_load(workload, lam, limit=limit, policy=fcfs, override=override)
+    _check_sizes(n_jobs, n_replications, chunk)
+    step = step_for(policy, workload)
+    dtype = jnp.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise ValueError(f"dtype must be a float dtype, got {dtype}")
+    if warmup is None:
+        warmup = n_jobs // 10 if init is None else 0
+    if not isinstance(warmup, (int, np.integer)) or not 0 <= warmup < n_jobs:
+        raise ValueError(f"warmup must be an integer in [0, n_jobs), got {warmup!r}")
+    if not isinstance(job_offset, (int, np.integer)) or job_offset < 0:
+        raise ValueError(f"job_offset must be an integer >= 0, got {job_offset!r}")
+    chunk = int(min(chunk, n_jobs))
+    W0 = _initial_states(workload, init, n_replications)
+    n_bins, shift, lo_code, edges = wait_histogram(workload, hist_range, bins_per_octave)
+
+    mesh = batch_mesh(batch_devices(n_replications, devices))
+    reps, W0 = shard_batch(
+        mesh, jnp.arange(n_replications, dtype=jnp.int32), jnp.asarray(W0, dtype=dtype)
+    )
+    W, fsum, counts, hist = _run_for(mesh.devices.flat[0].platform)(
+        workload,
+        jnp.asarray(lam_f, dtype=dtype),
+        key,
+        reps,
+        W0,
+        jnp.asarray(lo_code, dtype=jnp.int32),
+        jnp.asarray(job_offset, dtype=jnp.int32),
+        n_jobs=int(n_jobs),
+        warmup=int(warmup),
+        chunk=chunk,
+        dtype=dtype,
+        step=step,
+        n_bins=n_bins,
+        shift=shift,
+        mesh=mesh if mesh.size > 1 else None,
+    )
+    res = summarise(
+        workload,
+        lam_f,
+        to_host(fsum).astype(float),
+        to_host(counts),
+        to_host(hist),
+        to_host(W),
+        edges,
+        n_jobs=int(n_jobs),
+        warmup=int(warmup),
+        level=level,
+        device=f"{mesh.devices.flat[0].platform} x{mesh.size}",
+        stationary_start=bool(stationary_start and init is not None),
+    )
+    if init is not None:
+        res = dataclasses.replace(res, start="init")
+    return res.raise_for_status() if throw else res
+
+
+def _check_sizes(n_jobs, n_replications, chunk) -> None:
+    for name, v, lo in (("n_jobs", n_jobs, 1), ("n_replications", n_replications, 2)):
+        if not isinstance(v, (int, np.integer)) or v < lo:
+            raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+
+
+def _initial_states(workload, init, n_replications: int) -> np.ndarray:
+    """``(replications, s)`` initial states: empty, or ``init`` checked and sorted per type."""
+    s = workload.s
+    if init is None:
+        return np.zeros((n_replications, s))
+    W0 = np.asarray(init, dtype=float)
+    if W0.ndim == 1:
+        W0 = np.broadcast_to(W0, (n_replications, W0.shape[0]))
+    if W0.shape != (n_replications, s):
+        raise ValueError(f"init must have shape ({s},) or ({n_replications}, {s})")
+    if not np.all(np.isfinite(W0)) or np.any(W0 < 0):
+        raise ValueError("init must be finite and >= 0")
+    parts = np.split(W0, np.cumsum(workload.servers)[:-1], axis=1)
+    return np.concatenate([np.sort(p, axis=1) for p in parts], axis=1)

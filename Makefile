@@ -7,7 +7,7 @@ VENV_MIN ?= .venv-min
 # A fast subset of the suite for the minimum versions (ci/constraints-min.txt).
 MIN_TESTS := tests/distributions/test_laws.py tests/stats/test_ci.py tests/pools/test_core.py \
 	tests/mjqm/test_step.py tests/mjqm/test_workload.py tests/scenarios/test_files.py \
-	tests/core/test_sharding.py tests/networks/test_networks.py tests/mjqm/test_exact.py \
+	tests/core/test_sharding_internal.py tests/networks/test_networks.py tests/mjqm/test_exact.py \
 	tests/cli/test_bad_input.py tests/core/test_tables.py
 
 .PHONY: setup demo test test-slow test-min lint style bench docs notebooks clean

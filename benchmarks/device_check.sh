@@ -33,7 +33,7 @@ for s in $STEPS; do
     scale) step scale "${T_SCALE:-170}" $PY -m benchmarks.device_scale --budget "${BUDGET:-8}" \
       --only ${SCALE_ONLY:-forward sched-m sched-random backward policy-fcfs policy-sf} ;;
     tests) step tests "${T_TESTS:-50}" $PY -m pytest -q -x -p no:cacheprovider \
-      tests/mjqm/test_step.py tests/core/test_sharding.py ;;
+      tests/mjqm/test_step.py tests/core/test_sharding_internal.py ;;
     ref) step ref "${T_REF:-100}" $PY -m benchmarks.bench_honesty --reference \
       five-class-hyperexp 4000000 8192 903 ;;
   esac

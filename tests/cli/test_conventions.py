@@ -76,7 +76,7 @@ def test_a_refused_value_is_a_runtime_error(words, tmp_path, capsys):
     _check_error(status, 1, out, err, True)
 
 
-def test_every_command_takes_json_and_global_options():
+def test_every_command_takes_json_and_global_options_internal():
     for leaf in _leaves(build_parser()):
         options = {s for a in leaf._actions for s in a.option_strings}
         assert {"--json", "--debug", "-q", "-v", "--help"} <= options, leaf.prog
@@ -125,7 +125,7 @@ def test_quiet_and_verbose(capsys):
     assert "bf solve: 2 classes" in capsys.readouterr().err
 
 
-def test_progress_line_on_stderr_leaves_stdout_alone(monkeypatch, capsys):
+def test_progress_line_on_stderr_leaves_stdout_alone_internal(monkeypatch, capsys):
     """The live progress line (forced: stderr is not a terminal here) goes to stderr, the log
     lines above it; stdout keeps exactly the JSON object; ``-q`` turns it off."""
     monkeypatch.setenv("JAXQUEUE_PROGRESS", "1")
@@ -140,7 +140,7 @@ def test_progress_line_on_stderr_leaves_stdout_alone(monkeypatch, capsys):
     assert "00:0" not in err and "replications x" not in err  # warnings only
 
 
-def test_demo_json_is_one_object(monkeypatch, capsys):
+def test_demo_json_is_one_object_internal(monkeypatch, capsys):
     """``demo --json``: one JSON object with a section per step, each command's own JSON
     object inside (the tour shortened to one command here; the text sections stubbed)."""
     import jaxqueue.cli._bf as bf
@@ -170,7 +170,7 @@ def test_sched_json_reports_its_elapsed_time_as_the_other_commands(capsys):
     assert status in (0, 3) and out["elapsed_s"] > 0, out
 
 
-def test_parser_imports_no_model():
+def test_parser_imports_no_model_internal():
     """Building the parser (``jaxqueue --help``, usage errors) imports neither jax nor a model,
     and the case names it offers are the optimisation cases."""
     code = (

@@ -97,7 +97,9 @@ def test_sweep_runs_resumes_and_skips_finished_points(sweep_file, tmp_path, caps
     assert summary["computed"] == 0 and len(_rows(out)) == 60
 
 
-def test_interrupted_sweep_keeps_its_finished_points(sweep_file, tmp_path, capsys, monkeypatch):
+def test_interrupted_sweep_keeps_its_finished_points_internal(
+    sweep_file, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "out"
     calls = []
     estimate = _sweep._estimate

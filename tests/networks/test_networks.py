@@ -355,7 +355,7 @@ def _brute_population_sums(sets, mu, lam, marked, n_max, open_cap=40):
 
 
 @pytest.mark.parametrize("dense", [True, False])
-def test_population_sums_both_lattices_against_balance_function(dense, monkeypatch):
+def test_population_sums_both_lattices_against_balance_function_internal(dense, monkeypatch):
     from jaxqueue.networks import _lattice, lattice_tables, pool_population_sums
 
     if not dense:

@@ -72,7 +72,7 @@ def test_pathwise_gradients_agree_with_finite_differences(sampler):
         assert close.mean() > 0.9, name
 
 
-def test_score_function_agrees_with_finite_differences():
+def test_score_function_agrees_with_finite_differences_internal():
     S = MJQMSampler(WL, key=jax.random.key(5), n_jobs=200, n_replications=400, n_warmup=20)
     p = {"lam": jnp.asarray(0.6)}
     sf = np.asarray(S.score_per_rep(p))
@@ -103,7 +103,7 @@ def max_rate_fast():
     return C.CASES["mjqm-max-rate"](fast=True)[1]
 
 
-def test_mjqm_max_rate_fast_vs_bisection(max_rate_fast):
+def test_mjqm_max_rate_fast_vs_bisection_internal(max_rate_fast):
     out = max_rate_fast
     assert out["targets_met"] and np.all(np.asarray(out["slack"]) >= 0)
     sz = _sizes(True)["sampler"]

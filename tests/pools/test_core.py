@@ -143,7 +143,7 @@ def test_vmap_and_batch_match_single_calls():
         assert_close(batch.psi_server[j], one.psi_server, rtol=1e-12)
 
 
-def test_vmap_gradients_and_batched_sweep_underflow_fallback():
+def test_vmap_gradients_and_batched_sweep_underflow_fallback_internal():
     """vmap of grad equals per-vector grads; the batched sweep survives float32 underflow."""
     pool, w = random_pool(5, 4, seed=8)
     lams = np.stack([at_load(pool, w, f) for f in (0.3, 0.6, 0.9)])
@@ -175,7 +175,7 @@ def test_vmap_gradients_and_batched_sweep_underflow_fallback():
     assert_close(got[:, 0], ref, rtol=1e-5, atol=1e-3)
 
 
-def test_second_graph_same_K_does_not_recompile():
+def test_second_graph_same_K_does_not_recompile_internal():
     p1, w1 = random_pool(6, 5, seed=6)
     p2, w2 = random_pool(6, 5, seed=7)
     assert p1.server_sets != p2.server_sets

@@ -366,7 +366,7 @@ def test_gradients_match_finite_differences():
 
 
 @pytest.mark.parametrize("periodic", [False, True], ids=["line", "ring"])
-def test_interval_pool_reverse_pass_matches_finite_differences(periodic):
+def test_interval_pool_reverse_pass_matches_finite_differences_internal(periodic):
     # the hand-written adjoint of the arc table (O(K^2) memory), called as a first-order
     # reverse pass: d log(1/psi) / d mu_k and d/d lam_i against central differences
     from jaxqueue.pools.structured._local import _interval_core
@@ -518,7 +518,7 @@ def test_study_runs(tmp_path):
     assert 0.1 < summary["premium_loss_rho_0.99"] < 0.18
 
 
-def test_sweeps_do_not_recompile():
+def test_sweeps_do_not_recompile_internal():
     ra = RandomAssignment(K_GENERIC, (1, 4), p=[0.3, 0.7])
     ra.sweep(jnp.array([0.1, 0.5, 0.97]))
     before = random_assignment_sweep._cache_size()

@@ -53,7 +53,7 @@ def _immutable(res) -> None:
         res.status = Status.ok
 
 
-def test_status_is_a_string_for_json_and_comparisons():
+def test_status_is_a_string_for_json_and_comparisons_internal():
     from jaxqueue.cli._common import STATUSES
 
     assert Status.ok == "ok" and f"{Status.biased}" == "biased" and str(Status.overflow)

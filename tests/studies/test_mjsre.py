@@ -12,7 +12,7 @@ from jaxqueue.mjqm import Workload, exact, lambda_c_closed_form
 from jaxqueue.studies.mjsre import _exact_column
 
 
-def test_table1_exact_column_uses_the_exact_limit():
+def test_table1_exact_column_uses_the_exact_limit_internal():
     wl = Workload(4, [1, 4], np.array([0.8, 0.2]), [Exponential(1.0), Exponential(3.0)])
     ks = [2, 8]
     lmax, waits, times, t_compile = _exact_column(wl, ks)

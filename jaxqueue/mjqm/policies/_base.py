@@ -31,6 +31,7 @@ __all__ = [
     "Jobs",
     "Order",
     "Policy",
+    "PreemptiveByOrder",
     "first_fit",
     "fcfs_start",
     "positions",
@@ -152,6 +153,18 @@ class Policy(eqx.Module):
         """The stability limit of this policy on ``workload`` in closed form, where one is
         known (``None`` otherwise)."""
         return None
+
+
+class PreemptiveByOrder(Policy):
+    """Preemptive first fit in the class's :class:`Order`: at every event all jobs in the
+    system are scanned in that order and every one that fits is served (preempt-resume).
+    The shared ``select`` of ``preemptive-first-fit``, ``msf`` and ``least-servers-first``."""
+
+    preemptive = True
+    backfills = True
+
+    def select(self, jobs: Jobs, s: int, needs):
+        return first_fit(jobs.live, jobs.need, s, by_need=self.order.needs(needs))
 
 
 def _cumulative(left, need, by_need):

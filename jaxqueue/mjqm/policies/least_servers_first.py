@@ -3,18 +3,13 @@ msj-simulator of Grosof et al. calls it ``LeastServersFirst``)."""
 
 from __future__ import annotations
 
-from ._base import Jobs, Order, Policy, first_fit
+from ._base import Order, PreemptiveByOrder
 
 
-class LeastServersFirst(Policy):
+class LeastServersFirst(PreemptiveByOrder):
     """Preemptive: order all jobs in the system by need, smallest first (arrival order within
     a need), and serve them first fit until the servers are full. No stability method is
     known in general."""
 
     name = "least-servers-first"
-    preemptive = True
-    backfills = True
     order = Order.LEAST_SERVERS
-
-    def select(self, jobs: Jobs, s: int, needs):
-        return first_fit(jobs.live, jobs.need, s, by_need=self.order.needs(needs))

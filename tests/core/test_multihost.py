@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from jaxqueue.cli import main
 from tests.helpers.multihost_cases import run_cases
@@ -49,6 +50,9 @@ def _launch(make_cmd, out_dir, n: int = 2) -> list[str]:
     return outs
 
 
+# Every batched simulator in 2 processes (98 CPU seconds: with the slow tests); the default
+# suite runs the command line's backward sampler distributed below (37 CPU seconds).
+@pytest.mark.slow
 def test_two_processes_give_the_single_process_numbers(tmp_path):
     outs = _launch(
         lambda i, port: [

@@ -205,8 +205,9 @@ class TypedPool(StructuredPool):
     # :func:`jaxqueue.pools.solve`, :func:`~jaxqueue.pools.solve_unchecked`,
     # :func:`~jaxqueue.pools.log_inv_psi` and :func:`~jaxqueue.pools.stability` call these on a
     # typed pool: each builds the aggregated pool and calls the generic kernel on it.
-    def _bf_kernel_pool(self, mu=None) -> tuple[Pool, Array]:
-        """``(aggregated pool, its capacities)`` for the generic kernels (``mu`` per type)."""
+    def _type_mu(self, mu) -> Array:
+        """``mu`` per type (the pool's own where ``None``), its shape checked and, where
+        concrete, its values."""
         mu = self.mu if mu is None else jnp.asarray(mu)
         if mu.shape != (self.num_types,):
             raise ValueError(
@@ -214,6 +215,11 @@ class TypedPool(StructuredPool):
             )
         if _is_concrete(mu):
             check_type_mu(mu)
+        return mu
+
+    def _bf_kernel_pool(self, mu=None) -> tuple[Pool, Array]:
+        """``(aggregated pool, its capacities)`` for the generic kernels (``mu`` per type)."""
+        mu = self._type_mu(mu)
         _check_typed_size(self, jnp.dtype(jnp.result_type(mu.dtype, float)).itemsize, None, 1)
         caps = self.capacities(mu)
         return Pool(self.type_sets, caps), caps
@@ -221,13 +227,7 @@ class TypedPool(StructuredPool):
     def _bf_solve(self, lam, mu, check: bool, class_idle, max_bytes) -> BFResult:
         """:func:`jaxqueue.pools.solve`: the generic kernel on the aggregated pool (eq. (1))."""
         lam = self.rates(lam)
-        mu = self.mu if mu is None else jnp.asarray(mu)
-        if mu.shape != (self.num_types,):
-            raise ValueError(
-                f"mu must have shape ({self.num_types},), one per type; got {mu.shape}"
-            )
-        if _is_concrete(mu):
-            check_type_mu(mu)
+        mu = self._type_mu(mu)
         dtype = jnp.result_type(lam.dtype, mu.dtype, float)
         batch = math.prod(lam.shape[:-1])
         _check_typed_size(self, jnp.dtype(dtype).itemsize, max_bytes, batch)

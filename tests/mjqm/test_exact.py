@@ -355,7 +355,7 @@ jax.config.update("jax_enable_x64", True)
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT
 from jaxqueue import scenarios
 from jaxqueue.mjqm import exact
-lams = sorted(FIVE_CLASS_EXP_EXACT)
+lams = sorted(FIVE_CLASS_EXP_EXACT)[:N_LOADS]
 w = jax.jit(jax.vmap(lambda lam: exact(scenarios.get("five-class-exp"), lam).wait_mean))
 got = np.asarray(w(jnp.asarray(lams)))
 want = np.array([FIVE_CLASS_EXP_EXACT[lam]["wait_mean"] for lam in lams])
@@ -364,18 +364,22 @@ print("ok")
 """
 
 
-def test_exact_vmap_over_loads_does_not_hang():
+@pytest.mark.parametrize(
+    "n_loads", [2, pytest.param(4, marks=pytest.mark.slow)], ids=lambda n: f"{n}-loads"
+)
+def test_exact_vmap_over_loads_does_not_hang(n_loads):
     """``jax.vmap(exact)`` on five-class-exp (842 phases): with XLA:CPU's batched LU two
     factorisations could wait on each other in a 2-thread pool and the call never returned
     (seen with 2 loads); the LU is now one matrix at a time under ``vmap``. In a subprocess
-    with a time limit, so that a hang fails the test instead of the suite."""
+    with a time limit, so that a hang fails the test instead of the suite. Two loads in the
+    default suite, the four tabulated ones with the slow tests."""
     import os
     import subprocess
     import sys
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run(
-        [sys.executable, "-c", _VMAP_FIVE],
+        [sys.executable, "-c", f"N_LOADS = {n_loads}\n" + _VMAP_FIVE],
         cwd=root,
         capture_output=True,
         text=True,

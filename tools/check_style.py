@@ -51,7 +51,8 @@ _LAB = {
         # "measured" as a report of a measurement, not "the measured jobs" of a window
         r"\b[Mm]easured(?:[:,] (?!the jobs)| on (?:a|the|two|\d)\b| at \d| in one process| coverage"
         r"| with \d| against| \d| peak| \d+(?:\.\d+)?x)"
-        r"|\bprofiled\b|\btried and not kept\b|\bnot kept\b|\bbest of \d\b"
+        r"|\bMeasured \(|\(measured[:,]|\bprofiled\b"
+        r"|\btried and not kept\b|\bnot kept\b|\bbest of \d\b"
         r"|\b\d+(?:\.\d+)?(?:-\d+(?:\.\d+)?)? ?x (?:faster|slower|speed|as fast|quicker|cheaper"
         r"|costlier|the cost|the work|the necessary|longer to)"
         r"|(?<!between )\b\d+\.\d+x\b|\b\d+(?:\.\d+)?-\d+(?:\.\d+)?x\b"
@@ -109,6 +110,8 @@ _SELFTEST = {
     "deadlocks the thread pool of a 2-core machine": None,
     "the measured jobs of each class": None,
     "(measured - expected) / se": None,
+    "Measured (tests/stats/test_ci.py, 95% level": "timing",
+    "(measured, five-class-exp at 0.75": "timing",
     "Measured: the jobs warmup .. n_jobs - 1 of each replication": None,
     "Measured totals of one replication": None,
     "26 classes measured on Google Borg cell B": None,

@@ -20,11 +20,9 @@ Front doors, each returning a result with a ``status``:
 Every simulation takes ``limit=`` (a :class:`StabilityResult`, a number or ``None``): it refuses
 ``lam`` at or beyond ``lambda_ideal``, a closed form or that limit (:class:`UnstableLoadError`)
 and never estimates a limit itself. Inputs: job ``n`` of replication ``r`` is a pure function
-of ``(key, r, n)`` (:func:`job_uniforms`, :func:`jobs_from_uniforms`, :func:`n_uniforms`). The
-step functions and the engines' internals are private (``engines/``): the recurrence engine
-(``engines/recurrence``) runs the policies with a form on the ordered workload vector
-(``policies.FCFS``, ``policies.RandomAssignment``: ``simulate``, ``sample_backward`` and
-``pile_growth`` take ``policy=``), the event engine (``engines/events``) the job-list ones.
+of ``(key, r, n)`` (:func:`job_uniforms`, :func:`jobs_from_uniforms`, :func:`n_uniforms`).
+Engines (private, ``engines/``): ``recurrence`` runs the policies with a form on the ordered
+workload vector, ``events`` the job-list ones.
 """
 
 from .._tables import metrics_frame as metrics_frame

@@ -1,47 +1,23 @@
 """The exact FCFS multiserver-job queue for exponential services: a level-dependent QBD.
 
-Poisson arrivals of rate ``lam``, class ``i`` with probability ``p_i``, ``a_i`` servers out of
-``s`` held for an exponential time of mean ``m_i`` (rate ``mu_i = 1 / m_i``), strict FCFS with
-head-of-line blocking (``mjsre`` Section 2, the model of its Table 1, solved there for
-two classes by the matrix-analytic method of Anggraito et al. 2024). Here any number of classes.
+Poisson arrivals of rate ``lam``, class ``i`` with probability ``p_i`` holding ``a_i`` of ``s``
+servers for an exponential time of mean ``m_i``, strict FCFS with head-of-line blocking
+(``mjsre`` Section 2, the model of its Table 1; here any number of classes).
 
-The chain. Level ``N`` = jobs in the system. Phase ``(n, h)``: ``n`` jobs in service per class
-(``a . n <= s``) and ``h`` the class of the blocked head of the queue, or *none* when nobody
-waits (then ``|n| = N``). The classes of the ``b = N - |n| - 1`` jobs behind the head are not
-revealed until they reach the head (they are i.i.d. with law ``p``), so ``(N, n, h)`` is Markov:
+The chain: level ``N`` = jobs in the system; phase ``(n, h)``, ``n`` the jobs in service per
+class and ``h`` the class of the blocked head (or *none*). The classes behind the head are
+revealed only when they reach it, so a departure starts a *cascade* whose outcomes are
+transitions between global phases: every block is a sub-block of two global matrices (down
+``D``, up ``U``) cut by the valid phases of a level. From ``N* = max |n| + 1`` on the chain is
+level-independent and its tail matrix-geometric (``R`` from ``G`` by cyclic reduction, Bini
+and Meini 1996); the boundary levels are reduced from the top and the metrics accumulated as
+linear functionals in the same pass (no level stored). The stability limit is the saturated
+departure rate ``lambda_c = phi . d`` (``phi`` stationary for ``D_HH - diag(d)``).
 
-* arrival (rate ``lam``): ``N + 1``; if nobody waits it reveals its class ``k`` (prob ``p_k``)
-  and enters service if it fits, else becomes the head ``h = k``;
-* departure of a class-``j`` job (rate ``n_j mu_j``): ``N - 1``, ``n - e_j``, then the
-  *cascade*: while the head fits it enters service and the next waiting job is revealed. A
-  cascade that admits the multiset ``m`` of revealed jobs (``a . m <= f``, the servers free after
-  the head entered) and stops at a head ``k`` that does not fit has probability
-  ``|m|! / prod_i m_i! * p^m * p_k`` (every order of ``m`` is admissible because fitting is
-  monotone); one that reveals all ``b`` waiting jobs and admits them ends with ``h = none``.
-
-Both outcomes are transitions between *global* phases, and the limit ``b`` on the reveals is
-exactly the validity of the target phase one level down (a head phase ``(n', k)`` is valid at
-level ``N - 1`` iff ``|n'| <= N - 2``, a none phase iff ``|n'| = N - 1``). So every block of the
-chain is a sub-block of two global matrices (down ``D``, up ``U``), cut by the valid phases of
-each level; levels are padded to one size ``P`` with inert phases.
-
-From ``N* = max |n| + 1`` on, the levels hold exactly the head phases ``H`` and the blocks are
-``A0 = lam I``, ``A1 = -diag(lam + d)`` (``d`` the departure rate of a phase), ``A2 = D_HH``;
-the tail is matrix-geometric, ``pi_{N*+k} = pi_{N*} R^k``, with ``R`` the minimal solution of
-``A0 + R A1 + R^2 A2 = 0``, from ``G`` by cyclic reduction on the shifted equation (Bini and
-Meini 1996; He, Meini and Rhee 2001; :func:`_g_cyclic_reduction`) and
-``R = A0 (-A1 - A0 G)^{-1}``. The boundary levels ``N* - 1, ..., 0`` are reduced from
-the top (``R_N = U_N (-(L_{N+1} + R_{N+1} D_{N+2}))^{-1}``, ``pi_{N+1} = pi_N R_N``), and the
-metrics are linear functionals ``sum_N pi_N f_N`` accumulated in the same pass (Horner form,
-``v_N = f_N + R_N v_{N+1}``), so no level is stored. Level 0 has a single phase.
-
-The stability limit: in saturation the phase process has generator ``D_HH - diag(d)``; with
-``phi`` its stationary law, ``lambda_c = phi . d`` (the saturated departure rate).
-
-Differentiation: everything after ``R`` is a fixed-length scan; ``R`` itself has a custom
-adjoint (implicit function theorem on ``A0 + R A1 + R^2 A2 = 0``, the resulting Stein
-equation summed by doubling), so ``grad`` in ``lam``, the service means and the class
-probabilities works, also under ``vmap``.
+Differentiable in ``lam``, the service means and the class probabilities: ``R`` has a custom
+adjoint (the implicit function theorem on ``A0 + R A1 + R^2 A2 = 0``, a Stein equation summed
+by doubling), the rest is a fixed-length scan. The derivation, with the cascade
+probabilities, is in ``docs/concepts/exact.md``.
 """
 
 from __future__ import annotations
@@ -58,6 +34,7 @@ from jax import lax
 from jaxtyping import Array, Float
 
 from .._memory import memory_budget
+from .._tables import per_class
 from ..dist import Exponential
 from ..stats import Result, Status
 from ._workload import Workload
@@ -430,8 +407,8 @@ def _triangular(lu, bt, **kw):
 def _lu_solve(factors, b: Array) -> Array:
     """``a^-1 b`` from ``a[perm] = L U``, as triangular solves on the right of ``b^T``:
     ``x^T = b[perm]^T U^-T L^-T`` read backwards. XLA:CPU's LAPACK call takes column-major
-    operands, and ``b^T`` column-major is ``b`` as stored, so nothing is copied: 20% faster
-    than ``jax.scipy.linalg.lu_solve`` (P = 842, 2P right-hand sides, this CPU)."""
+    operands, and ``b^T`` column-major is ``b`` as stored, so nothing is copied (unlike
+    ``jax.scipy.linalg.lu_solve``)."""
     lu, perm = factors
     bt = (b[:, None] if b.ndim == 1 else b).T
     y = _triangular(lu, bt[:, perm], lower=True, transpose_a=True, unit_diagonal=True)
@@ -627,7 +604,6 @@ class ExactResult(Result):
         ``jobs_in_service`` and, given the ``workload``, ``cores``, ``prob``, ``mean_service``,
         ``response_mean``; a batched result (``jax.vmap`` over loads) gets a ``point`` column.
         Needs pandas (``pip install 'jaxqueue[tables]'``)."""
-        from .._tables import per_class
 
         wait = np.asarray(self.wait_mean_class, dtype=float)
         cols = {"wait_mean": wait}

@@ -68,9 +68,8 @@ def mean_ci(
       ``df = 2 / (2 / (n - 1) + max(k, 0) / n)`` in ``[2, n - 1]``: normal data keep
       ``n - 1``; heavy tails, whose sample variance is often too small, get a longer interval.
 
-    Measured (``tests/stats/test_ci.py``, 95% level, 32 lognormal(0, 1.5) observations): plain t
-    79%, skewness term 81%, both 86%; a 1% all-server class, 400 backward samples: 91% -> 93.5%
-    (``benchmarks/bench_coverage.py``). What no sample shows (a tail it did not reach) no
+    Coverage is checked in ``tests/stats/test_ci.py`` and ``benchmarks/bench_coverage.py``
+    (figures in ``benchmarks/RESULTS.md``). What no sample shows (a tail it did not reach) no
     formula restores: estimators also require enough replications (their status says so).
     """
     x = jnp.asarray(x)

@@ -1,33 +1,30 @@
 """The multiserver-job queue (MJQM): FCFS as a stochastic recurrence (``mjsre``) and other
 scheduling policies on job lists (:mod:`jaxqueue.mjqm.policies`).
 
-Model: :class:`Workload` (servers, per-class cores, probabilities, service laws; resource
-vectors, Section 9.2; specific servers, Section 9.1).
+Model: :class:`Workload` (cores, probabilities, laws; Sections 9.1-9.2). Front doors, each
+returning a result with a ``status``:
 
-Front doors, each returning a result with a ``status``:
-
-* :func:`simulate` (forward MJSRE, eq. (2), Section 7.4) and :func:`simulate_steady` (from
-  backward samples, extended until it passes its stationarity checks): :class:`ForwardResult`;
+* :func:`simulate` ``(workload, lam, policy)``, any policy, the engine chosen for it: the
+  forward MJSRE (eq. (2), Section 7.4; :class:`ForwardResult`) where the policy has a
+  recurrence form, else the event engine (:class:`PolicyResult`, also
+  :func:`simulate_policy`); :func:`simulate_steady` (FCFS from backward samples, extended
+  until its stationarity checks pass);
 * :func:`sample_backward` (sub-perfect samples, Algorithm 1): :class:`BackwardSamples`, and
   :func:`palm_metrics`, :func:`wait_samples`, :func:`wait_density` (Section 6);
-* :func:`simulate_policy` (the event engine, any policy): :class:`PolicyResult`;
 * :func:`exact` (the QBD, exponential services): :class:`ExactResult`, with
   :func:`exact_lambda_c` and :func:`exact_size`;
 * :func:`stability_limit` (exact where known, else estimated with a key, else unknown):
   :class:`StabilityResult`, with :func:`pile_growth` (Algorithm 2) and
   :func:`lambda_c_closed_form` (eq. (8)).
 
-Every simulation takes ``limit=`` (a :class:`StabilityResult`, a number or ``None``): it refuses
-``lam`` at or beyond ``lambda_ideal``, a closed form or that limit (:class:`UnstableLoadError`)
-and never estimates a limit itself. Inputs: job ``n`` of replication ``r`` is a pure function
-of ``(key, r, n)`` (:func:`job_uniforms`, :func:`jobs_from_uniforms`, :func:`n_uniforms`).
-Engines (private, ``engines/``): ``recurrence`` runs the policies with a form on the ordered
-workload vector, ``events`` the job-list ones.
+Every simulation takes ``limit=`` (a :class:`StabilityResult`, a number or ``None``) and
+refuses ``lam`` at or beyond ``lambda_ideal``, a closed form or that limit
+(:class:`UnstableLoadError`); it never estimates a limit itself. Job ``n`` of replication
+``r`` is a pure function of ``(key, r, n)`` (:func:`job_uniforms`, :func:`jobs_from_uniforms`,
+:func:`n_uniforms`).
 """
 
 from .._tables import metrics_frame as metrics_frame
-from ._events import PolicyResult as PolicyResult
-from ._events import simulate_policy as simulate_policy
 from ._exact import ExactResult as ExactResult
 from ._exact import exact as exact
 from ._exact import exact_lambda_c as exact_lambda_c
@@ -39,13 +36,15 @@ from ._limit import stability_limit as stability_limit
 from ._palm import palm_metrics as palm_metrics
 from ._palm import wait_density as wait_density
 from ._palm import wait_samples as wait_samples
+from ._simulate import simulate as simulate
 from ._stability import StabilityResult as StabilityResult
 from ._stability import UnstableLoadError as UnstableLoadError
 from ._stability import lambda_c_closed_form as lambda_c_closed_form
 from ._steady import simulate_steady as simulate_steady
 from ._workload import Workload as Workload
+from .engines.events import PolicyResult as PolicyResult
+from .engines.events import simulate_policy as simulate_policy
 from .engines.recurrence import BackwardSamples as BackwardSamples
 from .engines.recurrence import ForwardResult as ForwardResult
 from .engines.recurrence import pile_growth as pile_growth
 from .engines.recurrence import sample_backward as sample_backward
-from .engines.recurrence import simulate as simulate

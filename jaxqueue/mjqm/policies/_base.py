@@ -123,7 +123,8 @@ class Policy(eqx.Module):
 
     Class attributes: ``name`` (as on the command line), ``preemptive``, ``clairvoyant``
     (uses the service times of waiting jobs), ``recurrence`` (has a form on the ordered
-    workload vector, ``mjsre`` eq. (2)), ``saturation_limit`` (its stability limit is the
+    workload vector, ``mjsre`` eq. (2)), ``job_list`` (defined by ``select`` on the job
+    list, so the event engine runs it), ``saturation_limit`` (its stability limit is the
     throughput of the saturated system); the engine facts ``order``, ``backfills``,
     ``lookahead``, ``reserves``, ``prefix_servers`` (module docstring)."""
 
@@ -131,6 +132,7 @@ class Policy(eqx.Module):
     preemptive: ClassVar[bool] = False
     clairvoyant: ClassVar[bool] = False
     recurrence: ClassVar[bool] = False
+    job_list: ClassVar[bool] = True  # defined on the job list (select): the event engine runs it
     saturation_limit: ClassVar[bool] = False
     order: ClassVar[Order] = Order.ARRIVAL
     backfills: ClassVar[bool] = False  # may start a job behind a waiting one that does not fit

@@ -16,6 +16,7 @@ class RandomAssignment(Policy):
 
     name = "random-assignment"
     recurrence = True
+    job_list = False
 
     def select(self, jobs: Jobs, s: int, needs):
         raise NotImplementedError(

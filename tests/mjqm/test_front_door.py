@@ -1,0 +1,58 @@
+"""``mjqm.simulate``, the one front door: the engine chosen from the policy, the same numbers as
+the engine called directly, and one-line refusals."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxqueue import mjqm, scenarios
+from jaxqueue.mjqm import engines
+from jaxqueue.mjqm.policies import FCFS, MostServersFirst, RandomAssignment
+
+WL = scenarios.get("five-class-exp")
+KW = dict(n_jobs=1500, n_replications=8, dtype=jnp.float64)
+
+
+def _same(a, b):
+    for f in ("wait_mean", "wait_mean_ci", "idle_servers"):
+        x, y = getattr(a, f, None), getattr(b, f, None)
+        if x is not None:
+            assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True), f
+
+
+def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers():
+    key = jax.random.key(5)
+    res = mjqm.simulate(WL, 1.2, key=key, **KW)
+    assert isinstance(res, mjqm.ForwardResult)
+    _same(res, engines.recurrence.simulate(WL, 1.2, key=key, **KW))
+    _same(res, mjqm.simulate(WL, 1.2, FCFS(), key=key, **KW))
+    ra = mjqm.simulate(WL, 0.8, RandomAssignment(), key=key, **KW)
+    _same(ra, engines.recurrence.simulate(WL, 0.8, key=key, variant="random", **KW))
+
+
+def test_a_job_list_policy_runs_on_the_event_engine_with_its_numbers():
+    key = jax.random.key(6)
+    res = mjqm.simulate(WL, 1.2, "msf", key=key, **KW)
+    assert isinstance(res, mjqm.PolicyResult)
+    direct = mjqm.simulate_policy(WL, 1.2, MostServersFirst(), key=key, **KW)
+    assert np.array_equal(np.asarray(res.wait_mean.mean), np.asarray(direct.wait_mean.mean))
+    fcfs_events = mjqm.simulate(WL, 1.2, "fcfs", key=key, engine="events", **KW)
+    assert isinstance(fcfs_events, mjqm.PolicyResult)
+
+
+@pytest.mark.parametrize(
+    "policy, engine, options, match",
+    [
+        ("msf", "recurrence", {}, "no form on the ordered workload vector"),
+        (RandomAssignment(), "events", {}, "recurrence engine only"),
+        ("fcfs", "auto", {"buffer": 64}, "option buffer does not apply to the recurrence"),
+        ("msf", "auto", {"chunk": 64}, "option chunk does not apply to the events"),
+        ("fcfs", "gpu", {}, "engine must be one of"),
+        ("lifo", "auto", {}, "unknown policy"),
+    ],
+)
+def test_refusals_are_one_line(policy, engine, options, match):
+    with pytest.raises(ValueError, match=match) as err:
+        mjqm.simulate(WL, 1.2, policy, key=jax.random.key(0), engine=engine, **options)
+    assert "\n" not in str(err.value)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from benchmarks._timing import load_as
@@ -130,12 +131,16 @@ def _exact(jq):
 
 
 def _forward(jq):
-    res = jq.mjqm.simulate(_wl(jq), 1.5, key=jax.random.key(0), n_jobs=20_000, n_replications=256)
+    kw = dict(n_jobs=20_000, n_replications=256, dtype=jnp.float64)
+    res = jq.mjqm.simulate(_wl(jq), 1.5, key=jax.random.key(0), **kw)
     return res.wait_mean, res.wait_mean_ci, res.idle_servers, res.status
 
 
 def _backward(jq):
-    res = jq.mjqm.sample_backward(_wl(jq), 1.35, 2000, key=jax.random.key(1))
+    wl, m = _wl(jq), jq.mjqm
+    # the horizon floor reads the limit: the old code computed it inside, the new takes it
+    kw = {"limit": m.stability_limit(wl)} if hasattr(m, "stability_limit") else {}
+    res = m.sample_backward(wl, 1.35, 2000, key=jax.random.key(1), **kw)
     return res.W, res.status
 
 

@@ -55,6 +55,8 @@ def _leaves(x) -> list[np.ndarray]:
         return [a for v in x for a in _leaves(v)]
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return [a for f in dataclasses.fields(x) for a in _leaves(getattr(x, f.name))]
+    if isinstance(x, str):
+        return [np.asarray(x)]
     if isinstance(x, int | float | bool | np.ndarray | jax.Array | np.generic):
         return [np.asarray(x)]
     return []
@@ -158,7 +160,7 @@ def _policy(name):
             res = m.simulate(_wl(jq), 0.900428, m.policies.parse_policy(name), **kw)
         else:
             res = simulate(_wl(jq), 0.900428, name, **kw)
-        return res
+        return res.wait_mean, res.response_mean, str(res.status)
 
     return run
 

@@ -1,7 +1,7 @@
 """The multiserver-job queue (MJQM): FCFS as a stochastic recurrence (``mjsre``) and other
 scheduling policies on job lists (:mod:`jaxqueue.mjqm.policies`).
 
-Model: :class:`Workload` (cores, probabilities, laws; Sections 9.1-9.2). Front doors, each
+Model: :class:`Workload` (Sections 2, 9.1-9.2; read by :func:`load_workload`). Front doors, each
 returning a result with a ``status``:
 
 * :func:`simulate` ``(workload, lam, policy)``, any policy, the engine chosen for it: the
@@ -29,6 +29,7 @@ from ._exact import ExactResult as ExactResult
 from ._exact import exact as exact
 from ._exact import exact_lambda_c as exact_lambda_c
 from ._exact import exact_size as exact_size
+from ._files import load_workload as load_workload
 from ._inputs import job_uniforms as job_uniforms
 from ._inputs import jobs_from_uniforms as jobs_from_uniforms
 from ._inputs import n_uniforms as n_uniforms

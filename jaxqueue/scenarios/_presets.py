@@ -9,7 +9,7 @@ import numpy as np
 
 from ..dist import BoundedPareto, Erlang, Exponential, HyperExponential
 from ..mjqm import Workload
-from ..mjqm._files import load_workload as load_workload
+from ..mjqm import load_workload as load_workload
 from ..pools import preset_pool
 
 

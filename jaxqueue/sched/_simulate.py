@@ -17,7 +17,6 @@ not much longer than its own correlation time, too short to tell), ``unconverged
 
 from __future__ import annotations
 
-import collections
 import functools
 import math
 import time as _time
@@ -28,8 +27,7 @@ import numpy as np
 
 from .._sharding import batch_mesh, shard_batch, to_host
 from .._tables import per_class
-from ..dist._laws import Law
-from ..dist._phase import PhaseMixture, phase_mixture
+from ..dist import Law, PhaseMixture, phase_mixture
 from ..stats import Result, Status, StatusRules, drift, judge, log_mean_ci
 from ._kernel import KernelParams, KernelSpec, run_chain
 from ._model import RandomModel, as_assignment, check_stability
@@ -157,29 +155,22 @@ def _run_batch(spec: KernelSpec, params: KernelParams, keys, n_warm, n_chunks):
     )
 
 
-_COMPILED: collections.OrderedDict = collections.OrderedDict()
-"""Memo of ahead-of-time compiled ``_run_batch`` executables, keyed by everything the
-compilation depends on (the static spec, the shapes and dtypes of the parameters, the key
-array's shape and sharding); the 16 most recently used are kept."""
-_COMPILED_MAX = 16
+def _abstract(x):
+    """The shape, dtype and sharding of an array: what its compilation depends on."""
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
+
+
+@functools.lru_cache(maxsize=16)  # the most recently used executables, one per signature
+def _executable(spec: KernelSpec, abstract_args: tuple):
+    return _run_batch.lower(spec, *abstract_args).compile()
 
 
 def _compiled(spec, params, keys, counts):
-    """Ahead-of-time compilation through ``_COMPILED`` (so that the timed call excludes
-    compilation). Returns ``(executable, seconds spent compiling or looking up)``."""
-    sig = (
-        spec,
-        tuple((x.shape, str(x.dtype)) for x in jax.tree_util.tree_leaves(params)),
-        keys.shape,
-        str(getattr(keys, "sharding", None)),
-    )
+    """The ahead-of-time compiled ``_run_batch`` for these arguments (so that the timed call
+    excludes compilation). Returns ``(executable, seconds spent compiling or looking up)``."""
+    abstract = jax.tree_util.tree_map(_abstract, (params, keys, *counts))
     t0 = _time.perf_counter()
-    if sig not in _COMPILED:
-        _COMPILED[sig] = _run_batch.lower(spec, params, keys, *counts).compile()
-        while len(_COMPILED) > _COMPILED_MAX:
-            _COMPILED.popitem(last=False)
-    _COMPILED.move_to_end(sig)
-    return _COMPILED[sig], _time.perf_counter() - t0
+    return _executable(spec, abstract), _time.perf_counter() - t0
 
 
 def _replication_keys(key, replications: int):

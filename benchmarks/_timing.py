@@ -3,9 +3,13 @@ loaded beside this one (old against new in one process)."""
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import pathlib
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -50,3 +54,15 @@ def load_as(name: str, path: pathlib.Path):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def git_extract(root: pathlib.Path, rev: str, path: str) -> pathlib.Path:
+    """``path`` of git revision ``rev`` of the repository at ``root``, extracted to a temporary
+    folder removed at exit; returns that folder (``path`` lies inside it)."""
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="jaxqueue_old_"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+    tar = subprocess.run(
+        ["git", "-C", str(root), "archive", rev, path], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar, check=True)
+    return tmp

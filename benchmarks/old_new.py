@@ -11,14 +11,10 @@ the same, and the best of 3 interleaved runs of each after a compiling run. Set
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import pathlib
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
@@ -26,19 +22,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._timing import load_as
+from benchmarks._timing import git_extract, load_as
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def old_package(rev: str):
     """``jaxqueue`` of git revision ``rev`` as the package ``jaxqueue_old``."""
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="jaxqueue_old_"))
-    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    tar = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "jaxqueue"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar, check=True)
+    tmp = git_extract(ROOT, rev, "jaxqueue")
     for f in (tmp / "jaxqueue").rglob("*.py"):  # absolute imports point at the old copy
         text = f.read_text()
         new = re.sub(r"\b(from|import) jaxqueue\b", r"\1 jaxqueue_old", text)

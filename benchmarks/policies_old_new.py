@@ -18,22 +18,18 @@ the load of the machine.
 
 from __future__ import annotations
 
-import atexit
 import difflib
 import importlib
 import pathlib
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks._timing import load_as
+from benchmarks._timing import git_extract, load_as
 from benchmarks.bench_policies import POLICIES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -41,12 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def _old_package(rev: str):
     """``jaxqueue/mjqm`` of git revision ``rev`` as the package ``jaxqueue.mjqm_old``."""
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="mjqm_old_"))
-    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-    tar = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "jaxqueue/mjqm"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tmp)], input=tar, check=True)
+    tmp = git_extract(ROOT, rev, "jaxqueue/mjqm")
     load_as("jaxqueue.mjqm_old", tmp / "jaxqueue" / "mjqm")
     return _engine("jaxqueue.mjqm_old"), importlib.import_module("jaxqueue.mjqm_old.policies")
 

@@ -39,6 +39,10 @@ Policies (jobs are kept in arrival order):
     time ``t_r`` is the earliest time ``>= now`` at which ``free now + needs of running jobs with
     remaining work <= t_r - now`` reaches the head's need; (3) each later waiting job, in arrival
     order, starts now if it fits in the currently free servers and ``work <= t_r - now``.
+``maxweight``, ``srpt-greedy``, ``first-fit-srpt``, ``server-filling-srpt``,
+``server-filling-gittins``
+    preemptive; at every event the served set is ``select_reference.select`` of the jobs present
+    (arrival order) with their remaining and attained service times (definitions there).
 
 Events are handled one at a time in time order. Exact ties: completions before arrivals,
 completions in arrival order of the jobs, arrivals in input order; the policy is applied after
@@ -67,6 +71,8 @@ from itertools import islice
 
 import numpy as np
 
+from tests.references import select_reference
+
 __all__ = [
     "POLICIES",
     "bpareto_sampler",
@@ -89,8 +95,10 @@ POLICIES = (
     "least-servers-first",
     "server-filling",
     "easy-backfilling",
-)
+) + select_reference.PREEMPTIVE
 _PREEMPTIVE = ("preemptive-first-fit", "msf", "least-servers-first", "server-filling")
+# Preemptive policies whose rule is select_reference.select on the present state.
+_SELECT_PREEMPTIVE = select_reference.PREEMPTIVE
 
 _INF = math.inf
 
@@ -161,9 +169,17 @@ def _earliest_fit_in_arrival_order(groups: dict[int, dict[int, _Job]], free: int
 class _Engine:
     """State of the pool: jobs present, jobs in service, and the policy rule."""
 
-    def __init__(self, policy: str, s: int, on_depart: Callable[[_Job], None] | None = None):
+    def __init__(
+        self,
+        policy: str,
+        s: int,
+        on_depart: Callable[[_Job], None] | None = None,
+        laws: Sequence | None = None,
+    ):
         self.kind, self.window = _parse_policy(policy)
-        self.preemptive = self.kind in _PREEMPTIVE
+        self.preemptive = self.kind in _PREEMPTIVE or self.kind in _SELECT_PREEMPTIVE
+        self.policy = policy
+        self.laws = laws  # per-class duration laws (server-filling-gittins)
         self.s = int(s)
         self.busy = 0  # servers in use
         self.system: dict[int, _Job] = {}  # every job present, arrival order
@@ -252,7 +268,7 @@ class _Engine:
             return
         finished: list[_Job] = []  # preempted at the instant their remaining work hit 0
         while True:
-            target = self._preemptive_target()
+            target = self._preemptive_target(now)
             assert sum(j.need for j in target) <= self.s
             keep = {j.idx for j in target}
             for job in list(self.running.values()):
@@ -322,8 +338,17 @@ class _Engine:
         for job in backfill:
             self._start(job, now)
 
-    def _preemptive_target(self) -> list[_Job]:
+    def _preemptive_target(self, now: float) -> list[_Job]:
         s = self.s
+        if self.kind in _SELECT_PREEMPTIVE:
+            present = list(self.system.values())  # arrival order
+            views = []
+            for job in present:
+                rem = job.end - now if job.end is not None else job.rem
+                running = job.end is not None
+                views.append(select_reference.Job(job.need, rem, job.work - rem, job.cls, running))
+            chosen = select_reference.select(self.policy, views, s, laws=self.laws)
+            return [present[i] for i in chosen]
         if self.kind == "preemptive-first-fit":
             return _earliest_fit_in_arrival_order(self.by_need, s)
         if self.kind == "msf":
@@ -401,15 +426,24 @@ def run_trace(
     needs: Sequence[int],
     arrivals: Sequence[float],
     works: Sequence[float],
+    *,
+    classes: Sequence[int] | None = None,
+    laws: Sequence | None = None,
 ) -> tuple[list[float], list[float]]:
     """Simulate an explicit job list until every job has departed.
 
-    ``needs[j]``, ``arrivals[j]`` (nondecreasing) and ``works[j]`` (positive) describe job ``j``.
+    ``needs[j]``, ``arrivals[j]`` (nondecreasing) and ``works[j]`` (positive) describe job ``j``;
+    ``classes[j]`` (default 0) its class, whose duration law ``laws[classes[j]]`` only
+    ``server-filling-gittins`` reads (the laws of ``select_reference.gittins_index``).
     Returns ``(first_start, departure)``, per job in input order.
     """
     n = len(needs)
     if not (len(arrivals) == n and len(works) == n):
         raise ValueError("needs, arrivals and works must have the same length")
+    if classes is None:
+        classes = [0] * n
+    elif len(classes) != n:
+        raise ValueError("classes must have one entry per job")
     s = int(s)
     jobs = []
     prev = -_INF
@@ -422,8 +456,8 @@ def run_trace(
         if not (math.isfinite(w) and w > 0.0):
             raise ValueError(f"job {j}: work must be positive and finite")
         prev = a
-        jobs.append(_Job(j, 0, need, w, a))
-    engine = _Engine(policy, s)
+        jobs.append(_Job(j, int(classes[j]), need, w, a))
+    engine = _Engine(policy, s, laws=laws)
     feed = iter(jobs)
     _drive(engine, lambda: next(feed, None))
     assert not engine.system
@@ -440,6 +474,8 @@ def simulate(
     n_jobs: int,
     warmup: int,
     seed: int,
+    *,
+    laws: Sequence | None = None,
 ) -> dict:
     """Poisson(``lam``) arrivals, class ``k`` w.p. ``probs[k]`` with need ``needs[k]`` and work
     ``sample_work(rng, k)``.
@@ -451,6 +487,7 @@ def simulate(
 
     Random draws, per job in order: interarrival (``rng.expovariate(lam)``), class
     (``rng.random()`` against the cumulative ``probs``), then ``sample_work(rng, k)``.
+    ``laws`` (per class) are the duration laws ``server-filling-gittins`` reads.
     """
     s = int(s)
     n_jobs, warmup = int(n_jobs), int(warmup)
@@ -511,7 +548,7 @@ def simulate(
             area["idle"] += (eng.s - eng.busy) * (b - a)
         area["t"] = t
 
-    engine = _Engine(policy, s, on_depart=on_depart)
+    engine = _Engine(policy, s, on_depart=on_depart, laws=laws)
     _drive(engine, next_job, stop=lambda: counter["done"] == n_jobs, observe=observe)
     assert counter["done"] == n_jobs
 

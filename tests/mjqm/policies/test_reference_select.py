@@ -1,0 +1,313 @@
+"""Sanity tests of the size-aware / weighted / threshold policy references:
+``tests/references/select_reference.py`` (the definitions) and the heapq event simulator
+``tests/references/mjqm_events.py`` driven by them.
+
+Hand-worked cases per policy (select on one state, run_trace on short traces), policies that
+must coincide on special workloads, the Gittins closed forms against the definition computed
+numerically, and the mean response on the k = 8 workload (needs 1, 2, 4, 8 w.p. 1/4, exponential
+durations of mean 1/need) against isaacg1/msj-simulator's ``srpt-data.txt`` (1e7 jobs per point).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from tests.references.mjqm_events import exp_work, run_trace, simulate
+from tests.references.select_reference import (
+    Job,
+    gittins_index,
+    gittins_index_numeric,
+    select,
+)
+
+NEW_PREEMPTIVE = [
+    "maxweight",
+    "srpt-greedy",
+    "first-fit-srpt",
+    "server-filling-srpt",
+    "server-filling-gittins",
+]
+
+
+def _jobs(needs, rems=None, attained=None, classes=None):
+    n = len(needs)
+    rems = rems or [1.0] * n
+    attained = attained or [0.0] * n
+    classes = classes or [0] * n
+    return [Job(d, r, a, c) for d, r, a, c in zip(needs, rems, attained, classes, strict=True)]
+
+
+# ---------------------------------------------------------------------------------------------
+# select on one state, worked by hand.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_maxweight_select_by_hand():
+    # s = 8; counts: need 1 x2 (w 16), need 2 x3 (w 12), need 4 x1 (w 2), need 8 x1 (w 1).
+    # Order: 0, 4 (need 1), 1, 2, 6 (need 2), 3, 5. First fit: 0, 4, 1, 2, 6 fill 8.
+    assert select("maxweight", _jobs([1, 2, 2, 4, 1, 8, 2]), 8) == [0, 1, 2, 4, 6]
+    # Tie: need 1 x2 (w 16), need 2 x4 (w 16): larger need first -> the four need-2 jobs.
+    assert select("maxweight", _jobs([1, 2, 2, 1, 2, 2, 8]), 8) == [1, 2, 4, 5]
+    # s = 6 (4 does not divide it): need 4 x5 weighs 5 * floor(6/4) = 5 < need 1 x1 (6):
+    # the need-1 job first, then the earliest need-4 job; 1 server left idle.
+    assert select("maxweight", _jobs([4, 4, 4, 4, 4, 1]), 6) == [0, 5]
+    # need 4 x7 weighs 7 > 6: the earliest need-4 job, then the need-1 job fits.
+    assert select("maxweight", _jobs([4] * 7 + [1]), 6) == [0, 7]
+    assert select("maxweight", [], 4) == []
+
+
+def test_srpt_family_select_by_hand():
+    # s = 4; (need, rem): remaining works 6, 1, 2, 0.8, 5 -> order 3, 1, 2, 4, 0.
+    jobs = _jobs([2, 1, 4, 2, 1], [3.0, 1.0, 0.5, 0.4, 5.0])
+    # greedy: 3 (2 left), 1 (1 left), 2 (need 4) does not fit: stop.
+    assert select("srpt-greedy", jobs, 4) == [1, 3]
+    # first fit: 3, 1, skip 2, 4 (need 1) fills the last server.
+    assert select("first-fit-srpt", jobs, 4) == [1, 3, 4]
+    # server filling: prefix 3, 1, 2 (needs 2 + 1 + 4 >= 4); need 4 first fills all servers.
+    assert select("server-filling-srpt", jobs, 4) == [2]
+    # Equal remaining works: arrival order.
+    assert select("srpt-greedy", _jobs([1, 2], [2.0, 1.0]), 2) == [0]
+    # Remaining work, not remaining time: need 4 x 0.3 = 1.2 > need 1 x 1.0.
+    assert select("srpt-greedy", _jobs([4, 1], [0.3, 1.0]), 4) == [1]
+    # Fewer servers needed in all than s: everybody.
+    assert select("server-filling-srpt", _jobs([1, 2], [5.0, 1.0]), 4) == [0, 1]
+
+
+def test_server_filling_gittins_select_by_hand():
+    laws = [("exponential", 1.0), ("exponential", 0.25)]
+    # Indices 1 / (need * mean): 0.5, 4, 1, 1 -> order 1, 2, 3, 0.
+    jobs = _jobs([2, 1, 4, 1], classes=[0, 1, 1, 0])
+    # s = 6: prefix 1, 2, 3 (needs 1 + 4 + 1 = 6), need 4 first, then 1 and 3 fit.
+    assert select("server-filling-gittins", jobs, 6, laws=laws) == [1, 2, 3]
+    # s = 4: prefix 1, 2 (needs 5 >= 4); the need-4 job takes every server.
+    assert select("server-filling-gittins", jobs, 4, laws=laws) == [2]
+    # Hyperexponential class: an old job (attained 1) has a low hazard (~0.1), a fresh one
+    # (5.05); the fresh one goes first and takes both servers.
+    hyp = [("hyperexponential", [0.5, 0.5], [0.1, 10.0])]
+    jobs = _jobs([2, 2], attained=[1.0, 0.0])
+    assert select("server-filling-gittins", jobs, 2, laws=hyp) == [1]
+    with pytest.raises(ValueError, match="laws"):
+        select("server-filling-gittins", jobs, 2)
+
+
+def test_select_rejects_bad_input():
+    with pytest.raises(ValueError, match="unknown policy"):
+        select("srpt", _jobs([1]), 2)
+    with pytest.raises(ValueError, match="need"):
+        select("maxweight", _jobs([3]), 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gittins index: closed forms against the definition (sup over a grid of D).
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "law, ages, want",
+    [
+        (("exponential", 2.0), [0.0, 3.0], lambda a: 0.5),
+        (("deterministic", 2.0), [0.0, 1.5], lambda a: 1.0 / (2.0 - a)),
+        # Hyperexponential: hazard at age a, e.g. at 0: 0.5 * 10 + 0.5 * 0.1 = 5.05.
+        (("hyperexponential", [0.5, 0.5], [0.1, 10.0]), [0.0], lambda a: 5.05),
+        # Erlang-2 of mean 2 (rate 1 per phase): E[X] = 2 at age 0.
+        (("erlang", 2, 2.0), [0.0], lambda a: 0.5),
+        # ... at age 1: S(x) = (1 + x) e^-x, E[X - 1 | X > 1] = (e^-1 + 2 e^-1) / (2 e^-1) = 1.5.
+        (("erlang", 2, 2.0), [1.0], lambda a: 1.0 / 1.5),
+    ],
+)
+def test_gittins_closed_forms_by_hand(law, ages, want):
+    for a in ages:
+        assert gittins_index(law, a) == pytest.approx(want(a), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "law",
+    [
+        ("exponential", 1.5),
+        ("hyperexponential", [0.3, 0.7], [0.2, 3.0]),
+        ("erlang", 3, 1.0),
+    ],
+)
+def test_gittins_closed_forms_are_the_sup_of_the_definition(law):
+    deltas = [10.0**e for e in (-3, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 2)]
+    for a in (0.0, 0.7, 2.0):
+        numeric = gittins_index_numeric(law, a, deltas)
+        assert numeric == pytest.approx(gittins_index(law, a), rel=2e-2)
+        assert numeric <= gittins_index(law, a) * (1 + 1e-6)  # the closed form is the sup
+
+
+# ---------------------------------------------------------------------------------------------
+# run_trace on short traces worked by hand (s = 4).
+# ---------------------------------------------------------------------------------------------
+
+
+def _check(policy, trace, starts, deps, s=4, **kw):
+    got_s, got_d = run_trace(policy, s, *trace, **kw)
+    assert got_s == pytest.approx(starts, abs=1e-12)
+    assert got_d == pytest.approx(deps, abs=1e-12)
+
+
+# j0 (need 2, t 0, w 3), j1 (need 4, t 0.5, w 1), j2 (need 1, t 1, w 1).
+TRACE_S = ([2, 4, 1], [0.0, 0.5, 1.0], [3.0, 1.0, 1.0])
+
+
+def test_srpt_greedy_trace():
+    # t0 j0 (ends 3). t0.5 works: j1 4, j0 2 x 2.5 = 5: j1 served, j0 out (rem 2.5).
+    # t1 works: j2 1, j1 2, j0 5: j2 served; j1 (need 4) does not fit: stop; j1 out (rem 0.5).
+    # t2 j2 leaves: j1 back (ends 2.5). t2.5: j0 back (ends 5).
+    _check("srpt-greedy", TRACE_S, [0, 0.5, 1], [5, 2.5, 2])
+
+
+def test_first_fit_srpt_trace():
+    # As greedy to t1, where first fit goes on past j1: j0 (need 2) back (rem 2.5, ends 3.5).
+    # t2 j2 leaves: works j1 2, j0 2 x 1.5 = 3: j1 back (ends 2.5), j0 out (rem 1.5).
+    # t2.5 j1 leaves: j0 back, ends 4.
+    _check("first-fit-srpt", TRACE_S, [0, 0.5, 1], [4, 2.5, 2])
+
+
+def test_server_filling_srpt_trace():
+    # As greedy to t1, where the prefix j2, j1 (needs 5 >= 4) is served need 4 first: j1 stays,
+    # j2 waits. t1.5 j1 leaves: j2 and j0 (needs 3 < 4) both served: j2 ends 2.5, j0 ends 4.
+    _check("server-filling-srpt", TRACE_S, [0, 0.5, 1.5], [4, 1.5, 2.5])
+
+
+def test_server_filling_gittins_trace():
+    # Classes 0, 1, 0 with exponential means 1, 0.25: indices 1/(need mean) 0.5, 1, 1.
+    # t0 j0. t0.5 j1 (index 1) first, its prefix fills s: j0 out (rem 2.5).
+    # t1 order j1, j2 (tie: arrival), j0: prefix j1 only. t1.5 j1 leaves: j2, j0 (needs 3)
+    # served: j2 ends 2.5, j0 ends 4.
+    laws = [("exponential", 1.0), ("exponential", 0.25)]
+    _check(
+        "server-filling-gittins", TRACE_S, [0, 0.5, 1.5], [4, 1.5, 2.5],
+        classes=[0, 1, 0], laws=laws,
+    )  # fmt: skip
+
+
+def test_maxweight_trace():
+    # needs 2, 2, 1, 1, 1 at 0, 0.5, 1, 1.1, 1.2; all works 2.
+    # t0 j0 (ends 2). t0.5 j1 (ends 2.5).
+    # t1 j2: w(2) = 2 x 2 = 4 = w(1) = 1 x 4, tie -> need 2 first: j0, j1 fill; j2 waits.
+    # t1.1 j3: w(1) = 8 > 4: j2, j3, j0 (ends 2); j1 out (rem 1.4).
+    # t1.2 j4: w(1) = 12: j2, j3, j4 (ends 3.2); j0 (need 2) no longer fits: out (rem 0.8).
+    # t3.1 j2 leaves: w(1) = 8 > w(2) = 4: j3, j4, then j0 back (ends 3.9).
+    # t3.1 j3 leaves: w(1) = 4 = w(2) tie: j0, j1 (back, ends 4.5); j4 out (rem 0.1).
+    # t3.9 j0 leaves: w(1) = 4 > w(2) = 2: j4 back (ends 4.0), j1 stays. t4.5 j1 leaves.
+    trace = ([2, 2, 1, 1, 1], [0.0, 0.5, 1.0, 1.1, 1.2], [2.0] * 5)
+    _check("maxweight", trace, [0, 0.5, 1.1, 1.1, 1.2], [3.9, 4.5, 3.1, 3.1, 4.0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Policies that must coincide.
+# ---------------------------------------------------------------------------------------------
+
+
+def _random_trace(seed, n, s, needs, probs, means, load):
+    rng = random.Random(seed)
+    lam = load * s / sum(p * d * m for p, d, m in zip(probs, needs, means, strict=True))
+    t, out = 0.0, ([], [], [], [])
+    for _ in range(n):
+        t += rng.expovariate(lam)
+        k = rng.choices(range(len(needs)), weights=probs)[0]
+        for lst, x in zip(out, (needs[k], t, rng.expovariate(1.0 / means[k]), k), strict=True):
+            lst.append(x)
+    return out
+
+
+def _same(a, b):
+    for x, y in zip(a, b, strict=True):
+        assert x == pytest.approx(y, abs=1e-9)
+
+
+def test_unit_needs_all_srpt_variants_are_srpt_k():
+    # All needs 1: greedy, first fit and server filling all serve the s smallest remaining.
+    needs, arr, works, _ = _random_trace(1, 300, 3, [1], [1.0], [1.0], 0.9)
+    base = run_trace("srpt-greedy", 3, needs, arr, works)
+    for p in ("first-fit-srpt", "server-filling-srpt"):
+        got = run_trace(p, 3, needs, arr, works)
+        _same(got[0], base[0])
+        _same(got[1], base[1])
+    # SRPT really reorders: the served set differs from arrival-order preemptive first fit.
+    assert run_trace("preemptive-first-fit", 3, needs, arr, works)[1] != base[1]
+
+
+def test_one_need_maxweight_is_arrival_order():
+    needs, arr, works, _ = _random_trace(2, 300, 6, [2], [1.0], [1.0], 0.9)
+    _same(run_trace("maxweight", 6, needs, arr, works)[1],
+          run_trace("preemptive-first-fit", 6, needs, arr, works)[1])  # fmt: skip
+
+
+def test_gittins_with_deterministic_laws_is_server_filling_srpt():
+    # Deterministic duration per class: the index 1 / (need x remaining) orders as SRPT.
+    rng = random.Random(3)
+    needs_c, dur_c = [1, 2, 4], [1.3, 0.7, 0.4]
+    t, needs, arr, works, cls = 0.0, [], [], [], []
+    for _ in range(300):
+        t += rng.expovariate(4 * 0.85 / (1.3 + 1.4 + 1.6) * 3)
+        k = rng.randrange(3)
+        needs.append(needs_c[k]), arr.append(t), works.append(dur_c[k]), cls.append(k)
+    laws = [("deterministic", d) for d in dur_c]
+    got = run_trace("server-filling-gittins", 4, needs, arr, works, classes=cls, laws=laws)
+    want = run_trace("server-filling-srpt", 4, needs, arr, works)
+    _same(got[1], want[1])
+
+
+def test_new_policies_differ_and_conserve_work():
+    trace = _random_trace(4, 400, 8, [1, 2, 4, 8], [0.25] * 4, [1, 0.5, 0.25, 0.125], 0.8)
+    laws = [("exponential", m) for m in (1, 0.5, 0.25, 0.125)]
+    deps = {}
+    for p in NEW_PREEMPTIVE:
+        start, dep = run_trace(p, 8, *trace[:3], classes=trace[3], laws=laws)
+        assert all(d - a >= w - 1e-9 for d, a, w in zip(dep, trace[1], trace[2], strict=True))
+        assert all(a <= st <= d for a, st, d in zip(trace[1], start, dep, strict=True))
+        deps[p] = tuple(dep)
+    assert len(set(deps.values())) == len(deps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Published figures: isaacg1/msj-simulator srpt-data.txt, k = 8, needs 1, 2, 4, 8 (1/4 each),
+# exponential durations of mean 1/need, rho = lam E[need x duration] / k = lam / 8.
+# ---------------------------------------------------------------------------------------------
+
+PUBLISHED = {  # (policy, rho): mean response time, one run of 1e7 jobs
+    ("server-filling", 0.6): 0.6605309690959078,
+    ("maxweight", 0.6): 1.6060470108718568,
+    ("server-filling-srpt", 0.6): 0.6226818653510711,
+    ("server-filling", 0.9): 1.5837887789880074,
+    ("maxweight", 0.9): 3.6349273490121106,
+    ("server-filling-srpt", 0.9): 0.9757400204048676,
+}
+# Student t 0.995 quantiles (two-sided 99%) for the replication counts used.
+_T995 = {5: 4.032, 10: 3.169}  # degrees of freedom: quantile
+
+
+def _k8_interval(policy, rho, reps, n_jobs):
+    means = []
+    for seed in range(reps):
+        r = simulate(policy, 8, [1, 2, 4, 8], [0.25] * 4, exp_work([1.0, 0.5, 0.25, 0.125]),
+                     8.0 * rho, n_jobs, n_jobs // 10, 1000 + seed)  # fmt: skip
+        means.append(r["response_mean"])
+    m = statistics.fmean(means)
+    half = _T995[reps - 1] * statistics.stdev(means) / math.sqrt(reps)
+    return m, half
+
+
+@pytest.mark.parametrize("policy", ["server-filling", "maxweight", "server-filling-srpt"])
+def test_k8_published_means_short(policy):
+    # Loose: 6 x 4000 jobs at rho 0.6, the 99% interval of the mean plus 3% of slack.
+    m, half = _k8_interval(policy, 0.6, 6, 4000)
+    want = PUBLISHED[(policy, 0.6)]
+    assert abs(m - want) <= half + 0.03 * want, (m, half, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rho", [0.6, 0.9])
+@pytest.mark.parametrize("policy", ["server-filling", "maxweight", "server-filling-srpt"])
+def test_k8_published_means_long(policy, rho):
+    # 11 x 40000 jobs: the published figure lies in the 99% interval of the mean.
+    m, half = _k8_interval(policy, rho, 11, 40000)
+    want = PUBLISHED[(policy, rho)]
+    assert abs(m - want) <= half, (m, half, want)

@@ -12,6 +12,7 @@ Subpackages (data flows models -> kernels -> estimators -> optimisation):
 - :mod:`jaxqueue.stats`: estimators with confidence intervals.
 - :mod:`jaxqueue.optimize`: gradient-based dimensioning with optax.
 - :mod:`jaxqueue.scenarios`: the papers' presets.
+- :mod:`jaxqueue.traces`: cluster job logs (SWF, CSV) read, fitted as workloads, replayed.
 
 The most used entry points are re-exported here. Subpackages and re-exports are imported on
 first use (PEP 562): ``import jaxqueue`` costs nothing, and ``jaxqueue --help`` or a command
@@ -23,7 +24,17 @@ __version__ = "0.1.0"
 import importlib
 from typing import TYPE_CHECKING
 
-_SUBPACKAGES = ("dist", "mjqm", "networks", "optimize", "pools", "scenarios", "sched", "stats")
+_SUBPACKAGES = (
+    "dist",
+    "mjqm",
+    "networks",
+    "optimize",
+    "pools",
+    "scenarios",
+    "sched",
+    "stats",
+    "traces",
+)
 
 _REEXPORTS = {  # name -> (subpackage, its attribute)
     "Workload": ("mjqm", "Workload"),
@@ -64,7 +75,7 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # what static analysers and IDEs see
-    from . import dist, mjqm, networks, optimize, pools, scenarios, sched, stats
+    from . import dist, mjqm, networks, optimize, pools, scenarios, sched, stats, traces
     from .mjqm import Workload, palm_metrics, pile_growth, sample_backward
     from .mjqm import simulate as simulate_mjqm
     from .networks import Network

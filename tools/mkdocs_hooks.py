@@ -31,6 +31,7 @@ API_MODULES = (
     "jaxqueue.dist",
     "jaxqueue.stats",
     "jaxqueue.scenarios",
+    "jaxqueue.traces",
     "jaxqueue",
 )
 STUDIES = (

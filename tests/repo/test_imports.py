@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("jaxqueue.dist", "jaxqueue.stats"),
     ("jaxqueue.pools", "jaxqueue.networks", "jaxqueue.sched", "jaxqueue.mjqm"),
-    ("jaxqueue.scenarios", "jaxqueue.optimize", "jaxqueue.studies"),
+    ("jaxqueue.scenarios", "jaxqueue.optimize", "jaxqueue.studies", "jaxqueue.traces"),
     ("jaxqueue.cli", "jaxqueue.plot", "jaxqueue", "jaxqueue.__main__"),
 ]
 

@@ -11,19 +11,26 @@ The sweep file (TOML or JSON)::
     [simulate]                        # sizes: jobs, replications; [sample]: samples
     jobs = 20000
 
-``DIR/sweep.csv`` has one row per point and class plus a row ``class = all``: the point's
-``scenario, method, policy, load, lam``, then ``class, wait_mean, wait_mean_low,
+``DIR/sweep.csv`` has one row per point and class (0-based) plus a row ``class = all``: the
+point's ``scenario, method, policy, load, lam``, then ``class, cores, wait_mean, wait_mean_low,
 wait_mean_high, response_mean, response_mean_low, response_mean_high, status, run``. A row is
 appended as soon as its point is done, so an interrupted sweep keeps its finished points and a
-rerun skips them (``run`` tells which invocation computed a row). The exact method solves all
-the loads of a scenario at once (``jax.vmap``). ``DIR/METRIC.png``: each metric of all jobs
-against the load, one line per scenario, method and policy.
+rerun skips them (``run`` tells which invocation computed a row; a row cut short by a kill is
+repaired). ``DIR/sweep-manifest.json`` records what decides a row's numbers (seed, sizes, loads
+or lams, each workload file's content, the package version): a rerun that differs in any of
+them is refused (``--fresh`` starts over); an edited grid keeps the points still in the file
+and drops the others. The exact method solves all the loads of a scenario at once
+(``jax.vmap``). ``DIR/METRIC.png``: each metric of all jobs against the load, one line per
+scenario, method and policy of the file.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import io
+import json
 import math
 import os
 import sys
@@ -32,9 +39,11 @@ import zlib
 
 import numpy as np
 
+from .. import __version__
 from ._common import (
     DEFAULT_SEED,
     LOGGER,
+    STATUSES,
     UsageError,
     _HelpFormatter,
     _is_lead_process,
@@ -55,8 +64,9 @@ class _RawHelp(_HelpFormatter, argparse.RawDescriptionHelpFormatter):
 
 KEYS = ("scenario", "method", "policy", "load", "lam")
 VALUES = ("wait_mean", "response_mean")
-COLUMNS = (*KEYS, "class", *(f"{v}{s}" for v in VALUES for s in ("", "_low", "_high")))
-COLUMNS += ("status", "run")
+NUMBERS = tuple(f"{v}{s}" for v in VALUES for s in ("", "_low", "_high"))
+COLUMNS = (*KEYS, "class", "cores", *NUMBERS, "status", "run")
+MANIFEST = "sweep-manifest.json"
 METHODS = ("exact", "sample", "simulate")
 _FILE_KEYS = {"scenarios", "loads", "lams", "methods", "policies", "metrics", "seed"}
 _FILE_KEYS |= set(METHODS)
@@ -98,28 +108,150 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < math.inf
 
 
-def _finished(path: str) -> tuple[set, int]:
+def _manifest(spec: dict, path: str, seed: int) -> dict:
+    """What decides the numbers of a row: the package version, the seed, the sizes, loads or
+    lams, and each workload file's content (a preset comes with the version); and, for the
+    record, the sweep file's text."""
+    scenarios = {}
+    for sc in spec["scenarios"]:
+        if os.path.isfile(sc):
+            with open(sc, "rb") as f:
+                scenarios[sc] = hashlib.sha256(f.read()).hexdigest()
+        else:
+            scenarios[sc] = "preset"
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    return {
+        "jaxqueue": __version__, "seed": seed, "grid": "loads" if spec["fractions"] else "lams",
+        "simulate": spec["simulate"], "sample": spec["sample"], "scenarios": scenarios,
+        "file": path, "content": text,
+    }  # fmt: skip
+
+
+def _mismatch(old: dict, new: dict) -> str | None:
+    """How the manifest of the rows in ``--out`` differs from this run's (``None``: it does
+    not, in anything that decides a row's numbers)."""
+    if old.get("jaxqueue") != new["jaxqueue"]:
+        return f"computed by jaxqueue {old.get('jaxqueue')}, this is {new['jaxqueue']}"
+    if old.get("seed") != new["seed"]:
+        return f"computed with seed {old.get('seed')}, this run has seed {new['seed']}"
+    if old.get("grid") != new["grid"]:
+        return f"computed for {old.get('grid')}, this sweep file gives {new['grid']}"
+    for m in SIZES:
+        for k, v in new[m].items():
+            if (old.get(m) or {}).get(k) != v:
+                was = (old.get(m) or {}).get(k)
+                return f"computed with [{m}] {k} = {was}, this sweep file has {k} = {v}"
+    for sc, digest in new["scenarios"].items():
+        if (old.get("scenarios") or {}).get(sc, digest) != digest:
+            return f"computed for another content of the workload file {sc}"
+    return None
+
+
+def _check_manifest(out_dir: str, manifest: dict, fresh: bool) -> None:
+    """Refuse (one line) rows in ``out_dir`` computed otherwise than this run would, start
+    over under ``--fresh``, then record this run's manifest."""
+    csv_path, path = os.path.join(out_dir, "sweep.csv"), os.path.join(out_dir, MANIFEST)
+    if fresh:
+        for name in (csv_path, path):
+            if os.path.exists(name):
+                os.remove(name)
+    has_rows = os.path.exists(csv_path) and os.path.getsize(csv_path) > 0
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                old = json.load(f)
+            if not isinstance(old, dict):
+                raise ValueError
+        except ValueError:
+            raise ValueError(
+                f"{path}: not a sweep manifest; use --fresh to start over or another --out"
+            ) from None
+        why = _mismatch(old, manifest) if has_rows else None
+        if why:
+            raise ValueError(
+                f"{csv_path}: its rows were {why}; use --fresh to start over or another --out"
+            )
+    elif has_rows:
+        raise ValueError(
+            f"{csv_path}: no {MANIFEST} beside it says how its rows were computed; use --fresh "
+            "to start over or another --out"
+        )
+    _write_atomic(path, json.dumps(manifest, indent=1) + "\n")
+
+
+def _write_atomic(path: str, text: str) -> None:
+    """Replace ``path`` by ``text`` whole or not at all (a kill leaves the old file)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _bad_row(row: list[str]) -> str | None:
+    """Why a whole line of the CSV is not a sweep row (``None``: it is one)."""
+    if len(row) != len(COLUMNS):
+        return f"{len(row)} fields, a row has {len(COLUMNS)}"
+    r = dict(zip(COLUMNS, row, strict=True))
+    try:
+        for k in ("load", "lam", *NUMBERS):
+            float(r[k])
+        if r["class"] != "all":
+            int(r["class"])
+        if r["run"] and int(r["run"]) < 1:
+            raise ValueError
+    except ValueError:
+        return "a number that does not read"
+    if r["status"] not in STATUSES or r["method"] not in METHODS:
+        return f"status {r['status']!r} or method {r['method']!r} unknown"
+    return None
+
+
+def _finished(path: str, keys: set, file: str) -> tuple[set, int]:
     """The keys of the points already in the CSV, and the last run number. A point is finished
-    when its row ``class = all`` (written last) is whole; the rows of an unfinished point (a
-    run killed while writing) are dropped from the file."""
+    when its row ``class = all`` (written last) is whole. The file is repaired in place (and
+    says so): a line cut by a kill, the rows of an unfinished point, and the points no longer
+    in the sweep file ``file`` (``keys``: those it has) leave it. A damaged whole line is
+    refused in one line naming it."""
     if not os.path.exists(path):
         return set(), 0
-    with open(path, newline="") as f:
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
         text = f.read()
     whole = text[: text.rfind("\n") + 1]  # a line cut by a kill is not a row
-    rows = list(csv.DictReader(whole.splitlines()))
-    header = next(csv.reader(whole.splitlines()), [])
-    if whole and header != list(COLUMNS):
-        raise ValueError(f"{path}: not a sweep CSV of this version (columns differ); move it away")
+    lines = list(csv.reader(whole.splitlines()))
+    if not lines:
+        return set(), 0
+    if lines[0] != list(COLUMNS):
+        raise ValueError(f"{path}: not a sweep CSV of this version (columns differ); use --fresh")
+    for n, row in enumerate(lines[1:], start=2):
+        why = _bad_row(row)
+        if why:
+            raise ValueError(
+                f"{path} line {n}: not a sweep row ({why}); remove the line or use --fresh"
+            )
+    rows = [dict(zip(COLUMNS, row, strict=True)) for row in lines[1:]]
     point = lambda r: (r["scenario"], r["method"], r["policy"], r["load"])
-    done = {point(r) for r in rows if r["class"] == "all" and r.get("run")}
-    kept = [r for r in rows if point(r) in done]
+    done = {point(r) for r in rows if r["class"] == "all" and r["run"]}
+    gone = sorted(done - keys)
+    kept = [r for r in rows if point(r) in done and point(r) in keys]
+    unfinished = {point(r) for r in rows} - done
+    if whole != text or unfinished:
+        log(
+            f"sweep: repaired {path}: removed "
+            + ("a row cut short" if whole != text else "")
+            + (" and " if whole != text and unfinished else "")
+            + (f"the rows of {len(unfinished)} unfinished point(s)" if unfinished else "")
+        )
+    if gone:
+        shown = ", ".join(" ".join(k) for k in gone[:3]) + (", ..." if len(gone) > 3 else "")
+        log(f"sweep: dropped {len(gone)} point(s) no longer in {file} from {path}: {shown}")
     if len(kept) < len(rows) or whole != text:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(kept)
-    return done, max((int(r["run"]) for r in kept), default=0)
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(kept)
+        _write_atomic(path, buffer.getvalue())
+    return done & keys, max((int(r["run"]) for r in kept), default=0)
 
 
 def _points(spec: dict) -> list[tuple[str, str, str, float]]:
@@ -137,9 +269,10 @@ def _key(point) -> tuple[str, str, str, str]:
     return (sc, method, policy, repr(float(x)))
 
 
-def _rows(point, lam: float, result: dict, run: int) -> list[list]:
+def _rows(point, lam: float, result: dict, run: int, cores: list[str]) -> list[list]:
     """The CSV rows of one point from a result dict with ``classes`` (``wait_mean``,
-    ``response_mean`` and their ``_ci``), the same for all jobs, and ``status``."""
+    ``response_mean`` and their ``_ci``), the same for all jobs, and ``status``; ``cores``:
+    each class's cores (``a+b`` for several resource types)."""
     sc, method, policy, x = point
     head = [sc, method, policy, repr(float(x)), repr(float(lam))]
 
@@ -152,8 +285,11 @@ def _rows(point, lam: float, result: dict, run: int) -> list[list]:
             out += [m, float("nan") if lo is None else lo, float("inf") if hi is None else hi]
         return out
 
-    rows = [[*head, i, *values(c), result["status"], run] for i, c in enumerate(result["classes"])]
-    return rows + [[*head, "all", *values(result), result["status"], run]]
+    rows = [
+        [*head, i, cores[i], *values(c), result["status"], run]
+        for i, c in enumerate(result["classes"])
+    ]
+    return rows + [[*head, "all", "", *values(result), result["status"], run]]
 
 
 def _exact_results(wl, lams) -> list[dict]:
@@ -266,8 +402,10 @@ def _figures(csv_path: str, spec: dict, out_dir: str) -> list[str]:
     from .._tables import pandas
     from ..plot import load_curve
 
-    df = pandas().read_csv(csv_path)
-    df = df[df["class"].astype(str) == "all"]
+    df = pandas().read_csv(csv_path, dtype={"class": str, "load": str})
+    df = df[df["class"] == "all"]
+    df = df[df["load"].isin({repr(float(x)) for x in spec["grid"]})]  # the file's points
+    df = df[df["scenario"].isin(spec["scenarios"])].assign(load=lambda d: d["load"].astype(float))
     files = []
     for metric in spec["metrics"]:
         x = "load" if spec["fractions"] else "lam"
@@ -296,8 +434,9 @@ def _run(args) -> int:
     wls = _workloads(spec, args.file)
     out_dir = writable_folder(args.out, "--out")
     csv_path = os.path.join(out_dir, "sweep.csv")
-    done, last = _finished(csv_path)
+    _check_manifest(out_dir, _manifest(spec, args.file, seed), args.fresh)
     points = _points(spec)
+    done, last = _finished(csv_path, {_key(p) for p in points}, args.file)
     todo = [p for p in points if _key(p) not in done]
     run, t0 = last + 1, time.perf_counter()
     log(f"sweep: {len(points)} points, {len(points) - len(todo)} already in {csv_path}")
@@ -307,12 +446,14 @@ def _run(args) -> int:
         open(csv_path, "a", newline="") as f,
         tqdm(total=len(todo), desc="sweep", file=sys.stderr, disable=quiet) as bar,
     ):
-        writer = csv.writer(f)
         if f.tell() == 0:
-            writer.writerow(COLUMNS)
+            csv.writer(f).writerow(COLUMNS)
+        cores = {sc: ["+".join(map(str, c)) for c in wl.cores] for sc, wl in wls.items()}
 
         def write(point, lam, result):
-            writer.writerows(_rows(point, lam, result, run))
+            buffer = io.StringIO()  # a point's rows in one write: a kill rarely cuts them
+            csv.writer(buffer).writerows(_rows(point, lam, result, run, cores[point[0]]))
+            f.write(buffer.getvalue())
             f.flush()
             statuses.append(result["status"])
 
@@ -345,5 +486,10 @@ def register(top, group) -> None:
     )
     p.add_argument("file", metavar="FILE.toml", help="the sweep file (TOML or JSON)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder of sweep.csv and figures")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over: remove the rows (and manifest) of an earlier sweep in --out",
+    )
     add_common(p, strict=True, seed_default=None)
     p.set_defaults(func=_run)

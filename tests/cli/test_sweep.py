@@ -138,3 +138,87 @@ def test_bad_sweep_files_are_runtime_errors(text, message, tmp_path, capsys):
     assert main(["sweep", str(path), "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+
+
+EXACT = """scenarios = ["{a}"]
+{grid} = [{loads}]
+methods = ["exact"]
+seed = 3
+[simulate]
+jobs = {jobs}
+"""
+
+
+def _exact_file(tmp_path, loads="0.5, 0.9", grid="loads", jobs=500):
+    a = tmp_path / "a.toml"
+    if not a.exists():
+        a.write_text(WORKLOAD.format(name="a", s=4, c=2))
+    path = tmp_path / "exact.toml"
+    path.write_text(EXACT.format(a=a, grid=grid, loads=loads, jobs=jobs))
+    return path
+
+
+def _refused(argv, capsys, *words):
+    assert main(argv) == 1
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert all(w in err[0] for w in words), err[0]
+
+
+def test_sweep_refuses_a_changed_seed_size_grid_kind_or_workload(tmp_path, capsys):
+    """Rows computed with another seed, size, kind of grid or workload are never reused: the
+    run refuses in one line, and ``--fresh`` starts over."""
+    path, out = _exact_file(tmp_path), tmp_path / "out"
+    argv = ["sweep", str(path), "--out", str(out), "--json"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert (out / "sweep-manifest.json").exists()
+    _refused([*argv, "--seed", "4"], capsys, "seed", "--fresh")
+    _exact_file(tmp_path, jobs=600)
+    _refused(argv, capsys, "jobs", "--fresh")
+    _exact_file(tmp_path, grid="lams")
+    _refused(argv, capsys, "lams", "--fresh")
+    _exact_file(tmp_path)
+    (tmp_path / "a.toml").write_text(WORKLOAD.format(name="a", s=5, c=2))
+    _refused(argv, capsys, "a.toml", "--fresh")
+    assert main([*argv, "--fresh"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["computed"] == 2 and summary["skipped"] == 0
+    assert main(argv) == 0 and json.loads(capsys.readouterr().out)["computed"] == 0
+
+
+def test_sweep_file_edited_keeps_only_its_points(tmp_path, capsys):
+    """Changed loads: the points still in the file are kept, the others leave the CSV."""
+    path, out = _exact_file(tmp_path), tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    capsys.readouterr()
+    _exact_file(tmp_path, loads="0.5, 0.7")
+    status, summary, err = _sweep_run(path, out, capsys)
+    assert status == 0 and summary["computed"] == 1 and summary["skipped"] == 1
+    assert "dropped" in err and "0.9" in err
+    assert sorted({r["load"] for r in _rows(out)}) == ["0.5", "0.7"]
+
+
+def test_sweep_repairs_a_cut_row_and_refuses_a_corrupt_one(tmp_path, capsys):
+    path, out = _exact_file(tmp_path), tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    capsys.readouterr()
+    text = (out / "sweep.csv").read_text()
+    (out / "sweep.csv").write_text(text[: len(text) - 7])  # a kill in the middle of a row
+    status, summary, err = _sweep_run(path, out, capsys)
+    assert status == 0 and summary["computed"] == 1 and "repaired" in err
+    assert (out / "sweep.csv").read_text().count("\n") == text.count("\n")
+    lines = text.splitlines(keepends=True)
+    lines[2] = lines[2].replace(",", ";", 3)  # a row damaged in the middle of the file
+    (out / "sweep.csv").write_text("".join(lines))
+    _refused(["sweep", str(path), "--out", str(out)], capsys, "sweep.csv", "line 3")
+    (out / "sweep.csv").write_text(text)
+    (out / "sweep-manifest.json").unlink()  # a CSV without its manifest: whose rows?
+    _refused(["sweep", str(path), "--out", str(out)], capsys, "manifest", "--fresh")
+
+
+def test_sweep_csv_has_the_cores_of_each_class(tmp_path, capsys):
+    path, out = _exact_file(tmp_path), tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    cores = {(r["class"], r["cores"]) for r in _rows(out)}
+    assert cores == {("0", "1"), ("1", "2"), ("all", "")}

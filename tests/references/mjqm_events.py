@@ -43,6 +43,12 @@ Policies (jobs are kept in arrival order):
 ``server-filling-gittins``
     preemptive; at every event the served set is ``select_reference.select`` of the jobs present
     (arrival order) with their remaining and attained service times (definitions there).
+``msfq:L``, ``balanced-splitting:R0/.../Rm-1+H``
+    non-preemptive; at every event the jobs ``select_reference`` starts (definitions there;
+    msfq's K is the largest need of the workload, its swap flag lives in the engine).
+``easy-backfilling:estimate=F``
+    as easy-backfilling, planning with ``select_reference.estimate(work, F)``: a running job's
+    planned end is ``first_start + estimate``, a later job backfills if ``estimate <= t_r - now``.
 
 Events are handled one at a time in time order. Exact ties: completions before arrivals,
 completions in arrival order of the jobs, arrivals in input order; the policy is applied after
@@ -99,12 +105,16 @@ POLICIES = (
 _PREEMPTIVE = ("preemptive-first-fit", "msf", "least-servers-first", "server-filling")
 # Preemptive policies whose rule is select_reference.select on the present state.
 _SELECT_PREEMPTIVE = select_reference.PREEMPTIVE
+# Parametrised names (NAME:PARAM) whose definitions are in select_reference.
+_SELECT_FORMS = ("msfq", "balanced-splitting", "easy-backfilling")
 
 _INF = math.inf
 
 
 class _Job:
-    __slots__ = ("idx", "cls", "need", "work", "arrival", "rem", "end", "first_start", "departure")
+    __slots__ = (
+        "idx", "cls", "need", "work", "arrival", "rem", "end", "first_start", "departure", "helper",
+    )  # fmt: skip
 
     def __init__(self, idx: int, cls: int, need: int, work: float, arrival: float):
         self.idx = idx  # arrival rank: arrival order is idx order
@@ -116,11 +126,14 @@ class _Job:
         self.end: float | None = None  # completion time while in service, else None
         self.first_start: float | None = None
         self.departure: float | None = None
+        self.helper = False  # balanced-splitting: started on the helper servers
 
 
-def _parse_policy(policy: str) -> tuple[str, int | None]:
+def _parse_policy(policy: str) -> tuple[str, int | dict | None]:
     if policy in POLICIES:
         return policy, None
+    if isinstance(policy, str) and policy.partition(":")[0] in _SELECT_FORMS:
+        return select_reference.parse_policy(policy)  # ValueError if malformed
     if isinstance(policy, str) and policy.startswith("window:"):
         try:
             w = int(policy[len("window:") :])
@@ -128,7 +141,10 @@ def _parse_policy(policy: str) -> tuple[str, int | None]:
             w = 0
         if w >= 1:
             return "window", w
-    raise ValueError(f"unknown policy {policy!r}; expected one of {POLICIES} or 'window:W'")
+    raise ValueError(
+        f"unknown policy {policy!r}; expected one of {POLICIES}, 'window:W' or "
+        + select_reference._FORMS
+    )
 
 
 def _earliest_fit_in_arrival_order(groups: dict[int, dict[int, _Job]], free: int) -> list[_Job]:
@@ -175,8 +191,12 @@ class _Engine:
         s: int,
         on_depart: Callable[[_Job], None] | None = None,
         laws: Sequence | None = None,
+        max_need: int | None = None,
     ):
         self.kind, self.window = _parse_policy(policy)
+        self.params = self.window if isinstance(self.window, dict) else {}
+        self.max_need = max_need  # msfq: K, the workload's largest need
+        self.msfq_state = {"swap": False}
         self.preemptive = self.kind in _PREEMPTIVE or self.kind in _SELECT_PREEMPTIVE
         self.policy = policy
         self.laws = laws  # per-class duration laws (server-filling-gittins)
@@ -214,6 +234,10 @@ class _Engine:
         return _INF
 
     def arrive(self, job: _Job) -> None:
+        if self.kind == "balanced-splitting":
+            reserve, helpers = self.params["reserve"], self.params["helpers"]
+            if not (job.cls < len(reserve) and job.need <= max(reserve[job.cls], helpers)):
+                raise ValueError(f"job {job.idx}: class {job.cls} need {job.need} fits nowhere")
         self.system[job.idx] = job
         if job.need not in self.by_need:
             self.by_need[job.need] = {}
@@ -309,6 +333,65 @@ class _Engine:
             if pick is None:
                 return
             self._start(pick, now)
+
+    def _views(self, now: float) -> tuple[list[_Job], list]:
+        """The jobs present (arrival order) and their select_reference.Job views at ``now``."""
+        present = list(self.system.values())
+        views = []
+        for job in present:
+            running = job.end is not None
+            rem = job.end - now if running else job.rem
+            views.append(
+                select_reference.Job(job.need, rem, job.work - rem, job.cls, running, job.helper)
+            )
+        return present, views
+
+    def _apply_msfq(self, now: float) -> None:
+        present, views = self._views(now)
+        chosen = select_reference.select(
+            self.policy, views, self.s, max_need=self.max_need, state=self.msfq_state
+        )
+        for i in chosen:
+            if not views[i].running:
+                self._start(present[i], now)
+
+    def _apply_balanced_splitting(self, now: float) -> None:
+        present, views = self._views(now)
+        for i, on_helpers in select_reference.balanced_splitting_starts(
+            views, self.s, **self.params
+        ):
+            present[i].helper = on_helpers
+            self._start(present[i], now)
+
+    def _apply_easy_backfilling_estimate(self, now: float) -> None:
+        """EASY with planned ends ``first_start + estimate(work)`` (see select_reference)."""
+        F = self.params["F"]
+        self._apply_fcfs(now)  # (1)
+        if not self.waiting:
+            return
+        it = iter(self.waiting.values())
+        head = next(it)
+        free = self.free
+        t_r = None
+        planned = sorted(
+            (j.first_start + select_reference.estimate(j.work, F), j.idx, j.need)
+            for j in self.running.values()
+        )
+        for end, _, need in planned:
+            free += need
+            if free >= head.need:
+                t_r = end
+                break
+        assert t_r is not None
+        horizon = t_r - now
+        backfill = []
+        free = self.free
+        for job in it:
+            if job.need <= free and select_reference.estimate(job.work, F) <= horizon:
+                backfill.append(job)
+                free -= job.need
+        for job in backfill:
+            self._start(job, now)
 
     def _apply_easy_backfilling(self, now: float) -> None:
         self._apply_fcfs(now)  # (1)
@@ -429,12 +512,14 @@ def run_trace(
     *,
     classes: Sequence[int] | None = None,
     laws: Sequence | None = None,
+    max_need: int | None = None,
 ) -> tuple[list[float], list[float]]:
     """Simulate an explicit job list until every job has departed.
 
     ``needs[j]``, ``arrivals[j]`` (nondecreasing) and ``works[j]`` (positive) describe job ``j``;
     ``classes[j]`` (default 0) its class, whose duration law ``laws[classes[j]]`` only
-    ``server-filling-gittins`` reads (the laws of ``select_reference.gittins_index``).
+    ``server-filling-gittins`` reads (the laws of ``select_reference.gittins_index``);
+    ``max_need`` (default the largest need of the list) is msfq's K.
     Returns ``(first_start, departure)``, per job in input order.
     """
     n = len(needs)
@@ -457,7 +542,9 @@ def run_trace(
             raise ValueError(f"job {j}: work must be positive and finite")
         prev = a
         jobs.append(_Job(j, int(classes[j]), need, w, a))
-    engine = _Engine(policy, s, laws=laws)
+    if max_need is None:
+        max_need = max(int(d) for d in needs) if n else s
+    engine = _Engine(policy, s, laws=laws, max_need=max_need)
     feed = iter(jobs)
     _drive(engine, lambda: next(feed, None))
     assert not engine.system
@@ -548,7 +635,7 @@ def simulate(
             area["idle"] += (eng.s - eng.busy) * (b - a)
         area["t"] = t
 
-    engine = _Engine(policy, s, on_depart=on_depart, laws=laws)
+    engine = _Engine(policy, s, on_depart=on_depart, laws=laws, max_need=max(int(d) for d in needs))
     _drive(engine, next_job, stop=lambda: counter["done"] == n_jobs, observe=observe)
     assert counter["done"] == n_jobs
 

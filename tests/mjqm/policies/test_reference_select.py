@@ -19,8 +19,11 @@ import pytest
 from tests.references.mjqm_events import exp_work, run_trace, simulate
 from tests.references.select_reference import (
     Job,
+    balanced_splitting_starts,
+    estimate,
     gittins_index,
     gittins_index_numeric,
+    parse_policy,
     select,
 )
 
@@ -201,6 +204,139 @@ def test_maxweight_trace():
 
 
 # ---------------------------------------------------------------------------------------------
+# Non-preemptive: msfq:L, balanced-splitting, easy-backfilling:estimate=F.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_parse_policy_forms():
+    assert parse_policy("msfq:2") == ("msfq", {"L": 2})
+    assert parse_policy("balanced-splitting:2/2/4+1") == (
+        "balanced-splitting", {"reserve": (2, 2, 4), "helpers": 1},
+    )  # fmt: skip
+    assert parse_policy("balanced-splitting:3/5") == (
+        "balanced-splitting", {"reserve": (3, 5), "helpers": 0},
+    )  # fmt: skip
+    assert parse_policy("easy-backfilling:estimate=2") == ("easy-backfilling-estimate", {"F": 2.0})
+    bad = ["msfq", "msfq:-1", "msfq:x", "balanced-splitting", "balanced-splitting:1/a+2",
+           "balanced-splitting:2+-1", "easy-backfilling:estimate=1", "easy-backfilling:2",
+           "easy-backfilling:estimate=inf", "srpt"]  # fmt: skip
+    for name in bad:
+        with pytest.raises(ValueError, match="unknown policy"):
+            parse_policy(name)
+        with pytest.raises(ValueError, match="unknown policy"):
+            run_trace(name, 4, [1], [0.0], [1.0])
+
+
+def test_estimate_rounds_up_to_a_power():
+    assert estimate(3.0, 2.0) == 4.0
+    assert estimate(4.0, 2.0) == 4.0  # a power is its own estimate
+    assert estimate(0.3, 2.0) == 0.5
+    assert estimate(1.0, 10.0) == 1.0
+    assert estimate(1.01, 10.0) == 10.0
+    assert estimate(1e-3, 10.0) == pytest.approx(1e-3)
+
+
+def _run(*flags):
+    return [Job(d, running=r) for d, r in flags]
+
+
+def test_msfq_select_by_hand():
+    # s = 4, K = 4: one 1-server job running, a 4-server job and a 1-server job waiting.
+    jobs = _run((1, True), (4, False), (1, False))
+    st = {"swap": False}
+    # L = 1: (b) the 4-job does not fit, the 1-job starts (busy 2); (c) busy 2 > 1: no swap.
+    assert select("msfq:1", jobs, 4, max_need=4, state=st) == [0, 2] and not st["swap"]
+    # L = 2: the same start, then busy 2 <= 2 with the 4-job waiting: swap.
+    assert select("msfq:2", jobs, 4, max_need=4, state=st) == [0, 2] and st["swap"]
+    # Swap on, free 3 < K: nothing starts, swap stays.
+    assert select("msfq:2", jobs, 4, max_need=4, state=st) == [0] and st["swap"]
+    # Swap on, all free: swap off, then MSF starts the 4-job first.
+    assert select("msfq:2", _run((4, False), (1, False)), 4, max_need=4, state=st) == [0]
+    assert not st["swap"]
+    # L = 0 never swaps (busy 0 means the K-job fits).
+    st = {"swap": False}
+    assert select("msfq:0", jobs, 4, max_need=4, state=st) == [0, 2] and not st["swap"]
+    with pytest.raises(ValueError, match="max_need"):
+        select("msfq:1", jobs, 4)
+    with pytest.raises(ValueError, match="threshold"):
+        select("msfq:4", jobs, 4, max_need=4, state=st)
+
+
+# One-or-all, s = 4: three 1-jobs at 0 (works 5, 1, 2), a 4-job at 0.5 (work 1), 1-jobs at 1.5
+# and 2.5 (work 1).
+TRACE_Q = ([1, 1, 1, 4, 1, 1], [0.0, 0.0, 0.0, 0.5, 1.5, 2.5], [5.0, 1.0, 2.0, 1.0, 1.0, 1.0])
+
+
+def test_msfq_traces():
+    # L = 0 (MSF): 1-jobs keep starting while the 4-job waits. j4 starts 1.5 (ends 2.5), j5 at
+    # 2.5 (after j4's completion at the same instant), ends 3.5. The 4-job starts when j0
+    # leaves at 5.
+    _check("msfq:0", TRACE_Q, [0, 0, 0, 5, 1.5, 2.5], [5, 1, 2, 6, 2.5, 3.5])
+    # L = 1: j4 starts at 1.5 (busy 3 > 1). t2 j2 leaves: busy 2 > 1. t2.5 j4 leaves: busy 1
+    # <= 1 with the 4-job waiting: swap; j5 (same instant) waits. t5 j0 leaves: 4 free, swap
+    # off, the 4-job starts (ends 6), then j5 (ends 7).
+    _check("msfq:1", TRACE_Q, [0, 0, 0, 5, 1.5, 6], [5, 1, 2, 6, 2.5, 7])
+    # L = 2: t1 j1 leaves: busy 2 <= 2: swap; j4 and j5 wait until the 4-job is done.
+    _check("msfq:2", TRACE_Q, [0, 0, 0, 5, 6, 6], [5, 1, 2, 6, 7, 7])
+
+
+def test_balanced_splitting_select_by_hand():
+    # s = 6, class 0 (need 1) owns 2 servers, class 1 (need 2) owns 2, 2 helpers.
+    jobs = [Job(1, cls=0), Job(1, cls=0), Job(1, cls=0), Job(2, cls=1), Job(2, cls=1),
+            Job(1, cls=0), Job(2, cls=1)]  # fmt: skip
+    # j0, j1 fill partition 0; j2 goes to the helpers (1 left); j3 fills partition 1; j4 fits
+    # neither and (need 2 <= 2 helpers) blocks the helpers: j5, j6 wait.
+    got = balanced_splitting_starts(jobs, 6, (2, 2), 2)
+    assert got == [(0, False), (1, False), (2, True), (3, False)]
+    assert select("balanced-splitting:2/2+2", jobs, 6) == [0, 1, 2, 3]
+    # A running helper job of class 1 takes the helpers; partitions are free.
+    jobs = [Job(2, cls=1, running=True, helper=True), Job(1, cls=0), Job(2, cls=1)]
+    assert select("balanced-splitting:2/2+2", jobs, 6) == [0, 1, 2]
+    # FCFS inside a partition: class 0 owns 3; a need-2 job that does not fit there blocks the
+    # partition (and goes to the helpers), so the need-1 job behind it waits, though 1 is free.
+    jobs = [Job(2, running=True), Job(2), Job(1)]
+    assert balanced_splitting_starts(jobs, 5, (3,), 2) == [(1, True)]
+    with pytest.raises(ValueError, match="> 4"):
+        select("balanced-splitting:2/2+1", jobs, 4)
+
+
+def test_balanced_splitting_trace():
+    # s = 3, partitions 1/1, 1 helper; j0, j1, j2 of class 0 at 0, 0.5, 1 (work 2), j3 of
+    # class 1 at 1.5 (work 1). j0 partition 0 (ends 2); j1 the helper (ends 2.5); j2 waits;
+    # j3 partition 1 (ends 2.5); t2 j0 leaves: j2 partition 0 (ends 4).
+    trace = ([1, 1, 1, 1], [0.0, 0.5, 1.0, 1.5], [2.0, 2.0, 2.0, 1.0])
+    _check("balanced-splitting:1/1+1", trace, [0, 0.5, 2, 1.5], [2, 2.5, 4, 2.5], s=3,
+           classes=[0, 0, 0, 1])  # fmt: skip
+    with pytest.raises(ValueError, match="fits nowhere"):
+        run_trace("balanced-splitting:1/1+1", 3, [2], [0.0], [1.0])
+
+
+def test_easy_backfilling_estimate_select_by_hand():
+    # s = 4: running need 2 with work 3 (attained 1, so planned remaining 4 - 1 = 3); head
+    # need 4; later jobs need 2 with works 2.5 (estimate 4 > 3: no) and 1.5 (2 <= 3: yes).
+    jobs = [Job(2, 2.0, 1.0, running=True), Job(4, 1.0), Job(2, 2.5), Job(2, 1.5)]
+    assert select("easy-backfilling:estimate=2", jobs, 4) == [0, 3]
+    # Jobs started in step (1) count in the reservation: nothing running, need 2 (work 3,
+    # planned 4) starts, head need 4 waits until 4; work 1.5 backfills.
+    jobs = [Job(2, 3.0), Job(4, 1.0), Job(2, 1.5)]
+    assert select("easy-backfilling:estimate=2", jobs, 4) == [0, 2]
+    # F = 10: both plan 10; ending no later than the reservation is allowed.
+    assert select("easy-backfilling:estimate=10", jobs, 4) == [0, 2]
+    jobs = [Job(2, 3.0), Job(4, 1.0), Job(2, 11.0)]
+    assert select("easy-backfilling:estimate=10", jobs, 4) == [0]  # estimate 100 > 10
+
+
+def test_easy_backfilling_estimate_trace():
+    # s = 4. j0 (need 2, t 0, work 3: planned end 4); j1 (4, t 0.1, 1) waits, reservation 4;
+    # j2 (2, t 0.2, 2.5: estimate 4 > 3.8) waits; j3 (2, t 0.3, 1.5: estimate 2 <= 3.7)
+    # backfills, ends 1.8. t3 j0 leaves: j1 starts (ends 4); t4: j2 (ends 6.5).
+    trace = ([2, 4, 2, 2], [0.0, 0.1, 0.2, 0.3], [3.0, 1.0, 2.5, 1.5])
+    _check("easy-backfilling:estimate=2", trace, [0, 3, 4, 0.3], [3, 4, 6.5, 1.8])
+    # With true sizes j2 (2.5 <= 3 - 0.2) backfills at 0.2 instead and j3 waits for j1.
+    _check("easy-backfilling", trace, [0, 3, 0.2, 4], [3, 4, 2.7, 5.5])
+
+
+# ---------------------------------------------------------------------------------------------
 # Policies that must coincide.
 # ---------------------------------------------------------------------------------------------
 
@@ -253,6 +389,24 @@ def test_gittins_with_deterministic_laws_is_server_filling_srpt():
     got = run_trace("server-filling-gittins", 4, needs, arr, works, classes=cls, laws=laws)
     want = run_trace("server-filling-srpt", 4, needs, arr, works)
     _same(got[1], want[1])
+
+
+def test_special_cases_of_the_nonpreemptive_policies_are_fcfs_or_easy():
+    trace = _random_trace(5, 300, 6, [1, 2, 3, 6], [0.4, 0.3, 0.2, 0.1], [1, 1, 1, 1], 0.7)
+    needs, arr, works, cls = trace
+    fcfs = run_trace("fcfs", 6, needs, arr, works)
+    # All helpers, no partitions: one FCFS queue. One class owning every server: the same.
+    for p, c in (("balanced-splitting:0/0/0/0+6", cls), ("balanced-splitting:6", None)):
+        got = run_trace(p, 6, needs, arr, works, classes=c)
+        _same(got[0], fcfs[0])
+    # Works that are powers of F: the estimates are exact: EASY with true sizes.
+    rng = random.Random(6)
+    pw = [2.0 ** rng.randrange(-2, 3) for _ in works]
+    _same(run_trace("easy-backfilling:estimate=2", 6, needs, arr, pw)[0],
+          run_trace("easy-backfilling", 6, needs, arr, pw)[0])  # fmt: skip
+    # msfq:0 is non-preemptive MSF: with one need everything is FCFS.
+    one = [2] * len(needs)
+    _same(run_trace("msfq:0", 6, one, arr, works)[0], run_trace("fcfs", 6, one, arr, works)[0])
 
 
 def test_new_policies_differ_and_conserve_work():

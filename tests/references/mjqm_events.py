@@ -46,6 +46,9 @@ Policies (jobs are kept in arrival order):
 ``msfq:L``, ``balanced-splitting:R0/.../Rm-1+H``
     non-preemptive; at every event the jobs ``select_reference`` starts (definitions there;
     msfq's K is the largest need of the workload, its swap flag lives in the engine).
+``maxweight-msj``
+    maxweight with isaacg1/msj-simulator's tie handling (random pick among needs of equal
+    weight, a job order kept between decisions): only to reproduce its published figures.
 ``easy-backfilling:estimate=F``
     as easy-backfilling, planning with ``select_reference.estimate(work, F)``: a running job's
     planned end is ``first_start + estimate``, a later job backfills if ``estimate <= t_r - now``.
@@ -102,7 +105,9 @@ POLICIES = (
     "server-filling",
     "easy-backfilling",
 ) + select_reference.PREEMPTIVE
-_PREEMPTIVE = ("preemptive-first-fit", "msf", "least-servers-first", "server-filling")
+_PREEMPTIVE = (
+    "preemptive-first-fit", "msf", "least-servers-first", "server-filling", "maxweight-msj",
+)  # fmt: skip
 # Preemptive policies whose rule is select_reference.select on the present state.
 _SELECT_PREEMPTIVE = select_reference.PREEMPTIVE
 # Parametrised names (NAME:PARAM) whose definitions are in select_reference.
@@ -130,7 +135,7 @@ class _Job:
 
 
 def _parse_policy(policy: str) -> tuple[str, int | dict | None]:
-    if policy in POLICIES:
+    if policy in POLICIES or policy == "maxweight-msj":
         return policy, None
     if isinstance(policy, str) and policy.partition(":")[0] in _SELECT_FORMS:
         return select_reference.parse_policy(policy)  # ValueError if malformed
@@ -192,11 +197,14 @@ class _Engine:
         on_depart: Callable[[_Job], None] | None = None,
         laws: Sequence | None = None,
         max_need: int | None = None,
+        tie_seed: int = 0,
     ):
         self.kind, self.window = _parse_policy(policy)
         self.params = self.window if isinstance(self.window, dict) else {}
         self.max_need = max_need  # msfq: K, the workload's largest need
         self.msfq_state = {"swap": False}
+        self._shadow: list[int] = []  # maxweight-msj: its job order, kept between decisions
+        self._tie_rng = random.Random(tie_seed)  # maxweight-msj: its arbitrary tie picks
         self.preemptive = self.kind in _PREEMPTIVE or self.kind in _SELECT_PREEMPTIVE
         self.policy = policy
         self.laws = laws  # per-class duration laws (server-filling-gittins)
@@ -421,8 +429,39 @@ class _Engine:
         for job in backfill:
             self._start(job, now)
 
+    def _maxweight_msj_target(self) -> list[_Job]:
+        """MaxWeight as isaacg1/msj-simulator runs it (its published figures): the need of
+        largest weight floor(c_n s / n) is picked at random among ties; if its jobs fill the
+        servers, the first floor(s / n) of them are served; otherwise a job order kept between
+        decisions (arrivals appended) is stably sorted by weight and served first fit."""
+        s = self.s
+        present = self.system
+        if not present:
+            return []
+        self._shadow = [i for i in self._shadow if i in present]
+        seen = set(self._shadow)
+        self._shadow += [i for i in present if i not in seen]
+        count: dict[int, int] = {}
+        for job in present.values():
+            count[job.need] = count.get(job.need, 0) + 1
+        weight = {d: c * s // d for d, c in count.items()}
+        top = max(weight.values())
+        best = self._tie_rng.choice(sorted(d for d in weight if weight[d] == top))
+        if best * count[best] >= s:
+            return list(self.by_need[best].values())[: s // best]
+        self._shadow.sort(key=lambda i: -weight[present[i].need])
+        chosen, free = [], s
+        for i in self._shadow:
+            job = present[i]
+            if job.need <= free:
+                chosen.append(job)
+                free -= job.need
+        return chosen
+
     def _preemptive_target(self, now: float) -> list[_Job]:
         s = self.s
+        if self.kind == "maxweight-msj":
+            return self._maxweight_msj_target()
         if self.kind in _SELECT_PREEMPTIVE:
             present = list(self.system.values())  # arrival order
             views = []
@@ -635,7 +674,14 @@ def simulate(
             area["idle"] += (eng.s - eng.busy) * (b - a)
         area["t"] = t
 
-    engine = _Engine(policy, s, on_depart=on_depart, laws=laws, max_need=max(int(d) for d in needs))
+    engine = _Engine(
+        policy,
+        s,
+        on_depart=on_depart,
+        laws=laws,
+        max_need=max(int(d) for d in needs),
+        tie_seed=seed + 1,
+    )
     _drive(engine, next_job, stop=lambda: counter["done"] == n_jobs, observe=observe)
     assert counter["done"] == n_jobs
 

@@ -25,7 +25,8 @@ These five are preemptive (each decision from the present state alone). Non-pree
     in the order (need descending, arrival) (non-preemptive MSF); (c) if not swap, no K-job
     in service, a K-job waiting and busy servers <= L: swap on (admit nothing until a K-job
     fits). In the one-or-all case (needs 1 and K = s) these are the paper's four phases with
-    threshold L; L = 0 never swaps: MSF.
+    threshold L; L = 0 never swaps: MSF (mjqm-simulator's quick swap threshold T, on free
+    servers, is L = s - T).
 ``balanced-splitting:R0/R1/.../Rm-1+H``  class c owns R_c servers, H helpers are shared
     (sum R_c + H <= s). Scan the waiting jobs in arrival order: a job of class c starts in
     its partition if the partition is not blocked and has room, else the partition blocks

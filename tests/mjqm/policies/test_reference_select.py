@@ -426,13 +426,21 @@ def test_new_policies_differ_and_conserve_work():
 # exponential durations of mean 1/need, rho = lam E[need x duration] / k = lam / 8.
 # ---------------------------------------------------------------------------------------------
 
-PUBLISHED = {  # (policy, rho): mean response time, one run of 1e7 jobs
-    ("server-filling", 0.6): 0.6605309690959078,
-    ("maxweight", 0.6): 1.6060470108718568,
-    ("server-filling-srpt", 0.6): 0.6226818653510711,
-    ("server-filling", 0.9): 1.5837887789880074,
-    ("maxweight", 0.9): 3.6349273490121106,
-    ("server-filling-srpt", 0.9): 0.9757400204048676,
+PUBLISHED = {  # (msj-simulator's policy, rho): mean response time, one run of 1e7 jobs
+    ("ServerFilling", 0.6): 0.6605309690959078,
+    ("MaxWeight", 0.6): 1.6060470108718568,
+    ("ServerFillingSRPT", 0.6): 0.6226818653510711,
+    ("ServerFilling", 0.9): 1.5837887789880074,
+    ("MaxWeight", 0.9): 3.6349273490121106,
+    ("ServerFillingSRPT", 0.9): 0.9757400204048676,
+}
+# Ours. msj-simulator breaks MaxWeight's ties between needs of equal weight at random (a hash
+# map's order) and by a job order kept between decisions; maxweight-msj does the same (the
+# deterministic maxweight, larger need first, runs about 3% lower on this workload).
+OURS = {
+    "ServerFilling": "server-filling",
+    "MaxWeight": "maxweight-msj",
+    "ServerFillingSRPT": "server-filling-srpt",
 }
 # Student t 0.995 quantiles (two-sided 99%) for the replication counts used.
 _T995 = {5: 4.032, 10: 3.169}  # degrees of freedom: quantile
@@ -449,19 +457,29 @@ def _k8_interval(policy, rho, reps, n_jobs):
     return m, half
 
 
-@pytest.mark.parametrize("policy", ["server-filling", "maxweight", "server-filling-srpt"])
-def test_k8_published_means_short(policy):
+@pytest.mark.parametrize("theirs", list(OURS))
+def test_k8_published_means_short(theirs):
     # Loose: 6 x 4000 jobs at rho 0.6, the 99% interval of the mean plus 3% of slack.
-    m, half = _k8_interval(policy, 0.6, 6, 4000)
-    want = PUBLISHED[(policy, 0.6)]
+    m, half = _k8_interval(OURS[theirs], 0.6, 6, 4000)
+    want = PUBLISHED[(theirs, 0.6)]
     assert abs(m - want) <= half + 0.03 * want, (m, half, want)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rho", [0.6, 0.9])
-@pytest.mark.parametrize("policy", ["server-filling", "maxweight", "server-filling-srpt"])
-def test_k8_published_means_long(policy, rho):
+@pytest.mark.parametrize("theirs", list(OURS))
+def test_k8_published_means_long(theirs, rho):
     # 11 x 40000 jobs: the published figure lies in the 99% interval of the mean.
-    m, half = _k8_interval(policy, rho, 11, 40000)
-    want = PUBLISHED[(policy, rho)]
+    m, half = _k8_interval(OURS[theirs], rho, 11, 40000)
+    want = PUBLISHED[(theirs, rho)]
     assert abs(m - want) <= half, (m, half, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rho", [0.6, 0.9])
+def test_k8_deterministic_maxweight_near_the_published_figure(rho):
+    # Only the ties differ from maxweight-msj: within 5% (measured: 1.559 +- 0.019 at 0.6,
+    # 3.518 +- 0.100 at 0.9, against 1.606 and 3.635).
+    m, half = _k8_interval("maxweight", rho, 11, 40000)
+    want = PUBLISHED[("MaxWeight", rho)]
+    assert abs(m - want) <= half + 0.05 * want, (m, half, want)

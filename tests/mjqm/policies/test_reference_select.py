@@ -409,6 +409,103 @@ def test_special_cases_of_the_nonpreemptive_policies_are_fcfs_or_easy():
     _same(run_trace("msfq:0", 6, one, arr, works)[0], run_trace("fcfs", 6, one, arr, works)[0])
 
 
+def _stepping_trace(policy, s, needs, arrivals, works, rates):
+    """msj-simulator's loop, written again: decide, advance every served job's remaining time to
+    the next arrival or completion, repeat. Decisions restated inline (no select_reference);
+    ``rates[j]`` is the Gittins index of job j (exponential laws: constant)."""
+    n = len(needs)
+    rem, first, dep = list(map(float, works)), [None] * n, [None] * n
+    present, nxt, now = [], 0, 0.0
+
+    def decide():
+        if policy == "maxweight":
+            c = {d: sum(needs[j] == d for j in present) for d in set(needs[j] for j in present)}
+            order = sorted(present, key=lambda j: (-c[needs[j]] * (s // needs[j]), -needs[j], j))
+        elif policy == "server-filling-gittins":
+            order = sorted(present, key=lambda j: (-rates[j] / needs[j], j))
+        else:
+            order = sorted(present, key=lambda j: (rem[j] * needs[j], j))
+        if policy.startswith("server-filling"):
+            k, tot = 0, 0
+            while k < len(order) and tot < s:
+                tot += needs[order[k]]
+                k += 1
+            order = sorted(order[:k], key=lambda j: -needs[j])  # stable: keeps the order
+        out, free = [], s
+        for j in order:
+            if needs[j] <= free:
+                out.append(j)
+                free -= needs[j]
+            elif policy == "srpt-greedy":
+                break
+        return out
+
+    while nxt < n or present:
+        served = decide()
+        for j in served:
+            if first[j] is None:
+                first[j] = now
+        ta = arrivals[nxt] if nxt < n else math.inf
+        tc = now + min((rem[j] for j in served), default=math.inf)
+        t = min(ta, tc)
+        for j in served:
+            rem[j] -= t - now
+        now = t
+        if tc <= ta:
+            for j in [j for j in served if rem[j] <= 1e-12]:
+                present.remove(j)
+                dep[j] = now
+        else:
+            present.append(nxt)
+            nxt += 1
+    return first, dep
+
+
+@pytest.mark.parametrize("policy", NEW_PREEMPTIVE)
+def test_new_preemptive_policies_equal_a_time_stepping_restatement(policy):
+    means = [1.0, 0.5, 0.25, 0.125]
+    laws = [("exponential", m) for m in means]
+    for seed in range(2):
+        needs, arr, works, cls = _random_trace(10 + seed, 300, 8, [1, 2, 4, 8], [0.25] * 4,
+                                               means, 0.85)  # fmt: skip
+        got = run_trace(policy, 8, needs, arr, works, classes=cls, laws=laws)
+        want = _stepping_trace(policy, 8, needs, arr, works, [1 / means[k] for k in cls])
+        _same(got[0], want[0])
+        _same(got[1], want[1])
+
+
+def _srpt_mm1_response(lam):
+    """Schrage and Miller's M/G/1 SRPT mean response time for exponential(1) sizes:
+    E[T] = int f(x) [lam (m2(x) + x^2 (1 - F(x))) / (2 (1 - rho(x))^2) + int_0^x dt / (1 -
+    rho(t))] dx, rho(x) = lam int_0^x t dF(t), m2(x) = int_0^x t^2 dF(t) (trapezoid rule)."""
+    h, top = 2e-3, 30.0
+    total, inner, prev = 0.0, 0.0, None
+    for i in range(int(top / h) + 1):
+        x = i * h
+        e = math.exp(-x)
+        rho_x = lam * (1.0 - e * (1.0 + x))
+        if i:
+            inner += 0.5 * h * (1.0 / (1.0 - rho_x) + 1.0 / (1.0 - prev))
+        prev = rho_x
+        m2 = 2.0 - e * (x * x + 2.0 * x + 2.0)
+        g = e * (lam * (m2 + x * x * e) / (2.0 * (1.0 - rho_x) ** 2) + inner)
+        total += g * (0.5 * h if i in (0, int(top / h)) else h)
+    return total
+
+
+def test_single_server_srpt_matches_schrage_miller():
+    # s = 1, every need 1: srpt-greedy is the M/M/1 under SRPT (rho 0.7: E[T] = 1.8746 against
+    # 1 / (1 - rho) = 3.33 under FCFS).
+    want = _srpt_mm1_response(0.7)
+    means = []
+    for seed in range(5):
+        r = simulate("srpt-greedy", 1, [1], [1.0], exp_work([1.0]), 0.7, 5000, 500, seed)
+        means.append(r["response_mean"])
+    m = statistics.fmean(means)
+    half = 4.604 * statistics.stdev(means) / math.sqrt(5)  # t 0.995, 4 degrees of freedom
+    assert abs(m - want) <= half + 0.03 * want, (m, half, want)
+
+
 def test_new_policies_differ_and_conserve_work():
     trace = _random_trace(4, 400, 8, [1, 2, 4, 8], [0.25] * 4, [1, 0.5, 0.25, 0.125], 0.8)
     laws = [("exponential", m) for m in (1, 0.5, 0.25, 0.125)]

@@ -2,8 +2,14 @@
 and replay it through the event engine.
 
 - :func:`read` -> :class:`JobLog` (``_read.py``: the formats and their field rules).
+- :func:`replay` -> :class:`Replay` (``_replay.py``: the log through the event engine).
 """
 
 from ._read import SWF_FIELDS as SWF_FIELDS
 from ._read import JobLog as JobLog
 from ._read import read as read
+from ._replay import Replay as Replay
+from ._replay import replay as replay
+from ._replay import trace_jobs as trace_jobs
+from ._synthetic import synthetic as synthetic
+from ._synthetic import write_swf as write_swf

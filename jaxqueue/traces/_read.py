@@ -75,10 +75,10 @@ class JobLog:
     ``NaN`` or ``-1`` where the log has no value), and the machine size.
 
     Attributes:
-        path: the file read. format: ``"swf"`` or ``"csv"``.
+        path: the file read. format: ``"swf"``, ``"csv"`` (or ``"synthetic"``: drawn).
         servers: the machine size (cores), ``None`` when the log does not give it.
         servers_from: where ``servers`` comes from (``"MaxProcs"``, ``"MaxNodes"``,
-            ``"argument"``, ``None``).
+            ``"argument"``, ``"workload"``, ``None``).
         header: the header comments ``key -> value`` (a read-only mapping).
         line: the line of each job in the file (1-based).
         job: job numbers. submit, wait, runtime, requested_time: seconds (float).

@@ -13,14 +13,15 @@ from ....stats import hist_bins
 from ..._estimators import wait_histogram
 from ..._workload import Workload
 from ._deques import _onehot
-from ._queues import cls_of, code_of
+from ._queues import cls_of, code_of, need_of
 
 
 class _Acc(NamedTuple):
     """Per-replication sums: per class ``(K,)`` response, response^2, wait, wait^2, count;
     second-half response and count (drift check); time integrals of jobs, idle servers, idle
     servers while someone waits, and the window length; departures (saturated runs); the
-    waiting-time histogram, ``(K * n_bins,)`` counts (class-major, :func:`_wait_bins`)."""
+    waiting-time histogram, ``(K * n_bins,)`` counts (class-major, :func:`_wait_bins`); a
+    replay's log of first starts (``None`` otherwise: :func:`_record_start`)."""
 
     resp: Array
     resp2: Array
@@ -35,6 +36,8 @@ class _Acc(NamedTuple):
     time: Array
     done: Array
     hist: Array
+    starts: Array | None = None  # replay: (4 * jobs, R) start, arrival, work, need
+    logged: Array | None = None  # replay: the first starts logged so far, (R,)
 
 
 def _record_departure(acc: _Acc, info, resp, on) -> _Acc:
@@ -90,6 +93,22 @@ def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
         wait2=acc.wait2 + one * (wait * wait),
         hist=hist.reshape(acc.hist.shape),
     )
+
+
+def _record_start(acc: _Acc, info, arr, wait, work, on) -> _Acc:
+    """Log a first start where ``on`` (a replay only: ``acc.starts`` is not ``None``): start
+    time, arrival time, work (``nan`` where the caller does not know it) and need, at row
+    ``logged``, so that the replay can name each job's start (``_replay``)."""
+    if acc.starts is None:
+        return acc
+    R = on.shape[0]
+    L = acc.starts.shape[0] // 4
+    dt = acc.starts.dtype
+    row = jnp.where(on, acc.logged, L)  # beyond the log: dropped
+    vals = jnp.stack([arr + wait, arr, work, need_of(info)]).astype(dt)  # (4, R)
+    idx = (row[None] * 4 + jnp.arange(4, dtype=row.dtype)[:, None]) * R + jnp.arange(R)[None]
+    flat = acc.starts.reshape(-1).at[idx.reshape(-1)].set(vals.reshape(-1), mode="drop")
+    return acc._replace(starts=flat.reshape(acc.starts.shape), logged=acc.logged + on)
 
 
 def _integrate(acc: _Acc, st, dt, inside, someone_waits) -> _Acc:

@@ -65,6 +65,19 @@ def _draw(workload, lam, keypairs, dtype):
     return draw
 
 
+def _given(jobs):
+    """``draw(n)`` of a replay: the block of the given jobs ``n[r] .. n[r] + _CHUNK - 1``
+    (``jobs``: class, need, service, inter-arrival time, ``(jobs + _CHUNK, R)`` each, the
+    padding never arriving), as :func:`_draw` gives drawn ones."""
+
+    def draw(n):
+        rows = n[None] + jnp.arange(_CHUNK, dtype=n.dtype)[:, None]
+        cols = jnp.arange(n.shape[0], dtype=n.dtype)[None]
+        return tuple(x.at[rows, cols].get(mode="clip") for x in jobs)
+
+    return draw
+
+
 def _job_at(block, k):
     """Job ``k[r]`` of the block (:func:`_draw`) of every replication ``r``: ``(class, need,
     service, inter-arrival time)``, one gather per field."""
@@ -74,15 +87,31 @@ def _job_at(block, k):
 
 
 def _run(
-    policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init=None
+    policy,
+    workload,
+    lam,
+    key,
+    reps,
+    warmup,
+    n_jobs,
+    max_events,
+    B,
+    saturated,
+    dtype,
+    init=None,
+    jobs=None,
 ):
     """:func:`_kernel` with the waiting-time histogram layout of ``workload`` (computed outside
     the trace, where the workload's arrays are concrete). ``reps`` split over several devices
     (``_sharding.shard_batch``): each device runs the kernel on its own replications
-    (:func:`_sharded`), with ``init`` if given (split likewise)."""
+    (:func:`_sharded`), with ``init`` if given (split likewise). ``jobs``: a replay's given
+    jobs instead of drawn ones (:func:`_given`; one device)."""
     bins = _wait_bins(workload)[:3]
     sharding = getattr(reps, "sharding", None)
     mesh = getattr(sharding, "mesh", None)
+    if jobs is not None:
+        args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
+        return _kernel(policy, workload, *args, bins=bins, jobs=jobs)
     if mesh is not None and mesh.size > 1:
         args = (lam, key, reps, warmup, n_jobs, max_events)
         return _sharded(policy, workload, *args, B, saturated, dtype, bins, mesh, init)
@@ -139,13 +168,27 @@ def _sharded(
 
 @eqx.filter_jit
 def _kernel(
-    policy, workload, lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init, bins
+    policy,
+    workload,
+    lam,
+    key,
+    reps,
+    warmup,
+    n_jobs,
+    max_events,
+    B,
+    saturated,
+    dtype,
+    init,
+    bins,
+    jobs=None,
 ):
     """Every replication of ``reps`` until its measured jobs have left (or an arrival or a pick
     finds its deque full, or ``max_events``), all replications side by side (the last axis of
     every array), from ``init`` (default: empty), with deques of ``B`` entries.
     ``saturated``: the queue is topped up to ``B`` jobs at once (no arrival process), for the
-    throughput of the saturated system."""
+    throughput of the saturated system. ``jobs``: the given jobs of a replay (:func:`_given`;
+    its first starts logged: ``_accumulate._record_start``)."""
     s, K = workload.s, workload.n_classes
     needs = needs_of(workload)
     layout = layout_of(policy, s, needs)
@@ -160,7 +203,10 @@ def _kernel(
     def run(st, k, reps, stop: int):
         """Chunks of rounds from ``st`` (chunk number ``k``: the epoch moves on schedule)
         until at most ``stop`` replications are active."""
-        draw = _draw(workload, lam, replication_keypairs(key, reps), dtype)
+        if jobs is None:
+            draw = _draw(workload, lam, replication_keypairs(key, reps), dtype)
+        else:
+            draw = _given(jobs)
 
         def chunk(carry):
             st, k = carry
@@ -181,6 +227,10 @@ def _kernel(
         M = layout.rows or s // min(needs)
         D, F = layout.deques(needs), layout.registers
         init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, layout.rows > 0)
+        if jobs is not None:  # a replay logs every first start
+            L, R = jobs[0].shape[0] - _CHUNK, reps.shape[0]
+            log = (jnp.zeros((4 * L, R), dtype), jnp.zeros(R, jnp.int32))
+            init = init._replace(acc=init.acc._replace(starts=log[0], logged=log[1]))
     R = reps.shape[0]
     T = R // _TAIL if R >= _TAIL_MIN else 0
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._accumulate import _Acc, _integrate, _record_departure, _record_wait
+from ._accumulate import _Acc, _integrate, _record_departure, _record_start, _record_wait
 from ._deques import _deque_of, _occupy, _onehot, _push, _refill, _take, _vacate
 from ._layout import Layout
 from ._picks import serve_prefix
@@ -229,6 +229,7 @@ def _event_rows(ctx: _Ctx, st: _State, on, job):
     acc = _integrate(st.acc, st, now - st.now, inside, someone_waits)
     acc = _record_departure(acc, info_j, now - arr_j, leaves)
     acc = _record_wait(acc, info_j, wait_j, leaves, ctx.bins)
+    acc = _record_start(acc, info_j, arr_j, wait_j, jnp.full_like(now, jnp.nan), leaves)
     # the rows: the leaving job's row empties, the jobs behind it move up in the order
     later = leaves[None] & (q.s_before > before_j[None])
     hit = (rows == slot[None]) & put[None]
@@ -303,6 +304,7 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
     if ctx.layout.per_need:
         q = q._replace(busy=q.busy + (_onehot(D, pk.d) & start[None]))
     acc = _record_wait(st.acc, info, st.now - a, first, ctx.bins)
+    acc = _record_start(acc, info, a, st.now - a, r, first)
     return st._replace(q=q, acc=acc), full
 
 

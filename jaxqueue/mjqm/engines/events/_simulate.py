@@ -118,13 +118,25 @@ def simulate(
     return res.raise_for_status() if throw else res
 
 
-def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, progress=None):
+def _runs(
+    pol,
+    workload,
+    lam,
+    key,
+    sizes,
+    buffer,
+    max_buffer,
+    dt,
+    devices=None,
+    progress=None,
+    jobs=None,
+):
     """The kernel over every replication. Those whose buffer fills go on from where they
     stopped with twice the slots (an arrival that finds the buffer full stops its replication
     before the event), so the result is that of a run with the larger buffer from the start.
     Returns the per-replication sums, whether any still overflowed at ``max_buffer``, whether
     any hit the event cap, and the last buffer size. ``sizes``: ``(replications, warmup,
-    jobs)``."""
+    jobs)``. ``jobs``: a replay's given jobs (``_loop._given``)."""
     n_replications, warmup, n_jobs = sizes
     layout = layout_of(pol, workload.s, needs_of(workload))
     max_buffer = min(max_buffer, layout.max_buffer)
@@ -151,6 +163,7 @@ def _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices=None, 
             False,
             dt,
             init,
+            jobs,
         )
         st = jax.tree.map(to_host, out)
         part = st.acc

@@ -1,0 +1,172 @@
+"""A replay: the event engine on given jobs (arrival times, classes, service times) instead of
+drawn ones. One replication, every job counted, no random number; each job's first start is
+logged in the order of the starts (``_accumulate._record_start``) and named here, so the
+replay gives every job's start time, beside the engine's sums.
+
+The log names a start by its job's need, arrival time and work (the work is ``nan`` where the
+layout keeps no work at the start: the prefix rows); jobs alike in all three are alike to
+every policy but for their arrival order, which the policy keeps, so the earlier of them is
+the one that started earlier.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..._workload import Workload
+from ...policies import Policy, parse_policy
+from ._layout import first_buffer, layout_of, needs_of
+from ._loop import _CHUNK
+from ._simulate import _runs, check_workload
+
+__all__ = ["replay", "ReplayRun"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayRun:
+    """The engine's replay of given jobs (:func:`replay`).
+
+    Attributes:
+        start: each job's first start time (input order; the clock of ``arrivals``).
+        cnt, resp, wait: per class: jobs, sums of responses (wait plus service, preemptions
+            included) and of waits until the first start.
+        area_jobs, area_idle, area_hol: time integrals of the jobs in the system, the idle
+            servers and the idle servers while a job waits, over ``time``, from the first
+            arrival to the last departure.
+        overflow: a job list filled at ``max_buffer`` (the replay stopped there).
+        capped: the event cap was reached. buffer: deque entries at the end.
+    """
+
+    start: np.ndarray
+    cnt: np.ndarray
+    resp: np.ndarray
+    wait: np.ndarray
+    area_jobs: float
+    area_idle: float
+    area_hol: float
+    time: float
+    overflow: bool
+    capped: bool
+    buffer: int
+
+
+def replay(
+    workload: Workload,
+    policy: str | Policy,
+    arrivals,
+    classes,
+    works,
+    *,
+    buffer: int | None = None,
+    max_buffer: int = 1 << 20,
+    progress=None,
+) -> ReplayRun:
+    """The event engine on the given jobs: job ``j`` of class ``classes[j]`` (its need is the
+    class's cores in ``workload``) arrives at ``arrivals[j]`` (nondecreasing) with work
+    ``works[j]`` (>= 0), under ``policy`` on the workload's servers. The workload's service
+    laws set only the waiting-time histogram's range (their means); its probabilities are
+    not used. Computed in float64 (``jax_enable_x64``): a replay keeps the log's absolute
+    times, as the heapq reference does.
+
+    Args:
+        buffer: deque entries to start with (default: ``_layout.first_buffer``, at least 4096
+            where a pick reads only the fronts); the replay goes on with twice the entries
+            where a job list fills, up to ``max_buffer`` (and the layout's own cap).
+
+    Raises:
+        ValueError: a bad argument or float32 (x64 off).
+    """
+    pol = parse_policy(policy)
+    check_workload(workload)
+    if not jax.config.jax_enable_x64:
+        raise ValueError(
+            "replay: needs float64 (jax.config.update('jax_enable_x64', True)): float32 would "
+            "round the log's absolute times"
+        )
+    a = np.asarray(arrivals, dtype=np.float64)
+    c = np.asarray(classes)
+    w = np.asarray(works, dtype=np.float64)
+    n, K = a.shape[0], workload.n_classes
+    if a.ndim != 1 or c.shape != (n,) or w.shape != (n,) or n < 1:
+        raise ValueError("replay: arrivals, classes and works must be 1-d of one length >= 1")
+    if not np.issubdtype(c.dtype, np.integer) or c.min() < 0 or c.max() >= K:
+        raise ValueError(f"replay: classes must be integers in [0, {K})")
+    if not (np.all(np.isfinite(a)) and np.all(np.diff(a) >= 0)):
+        raise ValueError("replay: arrivals must be finite and nondecreasing")
+    if not (np.all(np.isfinite(w)) and np.all(w >= 0)):
+        raise ValueError("replay: works must be finite and >= 0")
+    cores = np.asarray(workload.cores_array)[:, 0]
+    t0 = a[0]
+    tau = np.append(np.diff(a), np.inf)  # job j + 1 arrives tau[j] after job j; none after
+    # never-arriving jobs up to a power of 2 (at least 1024), so logs of like sizes share
+    # one compiled kernel
+    extra = max(1024, 1 << (n - 1).bit_length()) - n + _CHUNK
+    pad = lambda x, v: np.concatenate([x, np.full(extra, v, x.dtype)])[:, None]  # noqa: E731
+    jobs = (
+        jnp.asarray(pad(c.astype(np.int32), 0)),
+        jnp.asarray(pad(cores[c].astype(np.int32), int(cores[0]))),
+        jnp.asarray(pad(w, 1.0)),
+        jnp.asarray(pad(tau, np.inf)),
+    )
+    layout = layout_of(pol, workload.s, needs_of(workload))
+    if buffer is None:
+        buffer = first_buffer(workload, layout)
+        buffer = buffer if layout.inside else max(buffer, 4096)
+    dt = jnp.float64
+    key = jax.random.key(0)  # unused: the jobs are given
+    sizes = (1, 0, n)
+    acc, overflow, capped, B = _runs(
+        pol, workload, 1.0, key, sizes, buffer, max_buffer, dt, None, progress, jobs
+    )
+    acc = jax.tree.map(lambda x: np.asarray(x)[..., 0], acc)
+    logged = int(acc.logged)
+    log = acc.starts.reshape(-1, 4)[:logged]
+    start = np.full(n, np.nan)
+    if not (overflow or capped):
+        start = _name_starts(log, a - t0, w, cores[c]) + t0
+    return ReplayRun(
+        start=start,
+        cnt=acc.cnt,
+        resp=acc.resp,
+        wait=acc.wait,
+        area_jobs=float(acc.area_jobs),
+        area_idle=float(acc.area_idle),
+        area_hol=float(acc.area_hol),
+        time=float(acc.time),
+        overflow=bool(overflow),
+        capped=bool(capped),
+        buffer=int(B),
+    )
+
+
+def _name_starts(log, arrivals, works, needs):
+    """Each job's start time from the log of first starts (module docstring): the log's
+    arrival times (the engine's sums, a rounding away from ``arrivals``) snapped to the
+    nearest given one, then the log and the jobs sorted alike by need, arrival and work,
+    starts and input order breaking the ties."""
+    n = arrivals.shape[0]
+    if log.shape[0] != n:
+        raise RuntimeError(f"replay: {log.shape[0]} first starts logged for {n} jobs")
+    uniq = np.unique(arrivals)
+    i = np.clip(np.searchsorted(uniq, log[:, 1]), 1, max(len(uniq) - 1, 1))
+    lo, hi = uniq[i - 1], uniq[np.minimum(i, len(uniq) - 1)]
+    arr = np.where(np.abs(log[:, 1] - lo) <= np.abs(hi - log[:, 1]), lo, hi)
+    with_work = not np.isnan(log[:, 2]).any()
+    wk_log = log[:, 2] if with_work else np.zeros(n)
+    wk_job = works if with_work else np.zeros(n)
+    by_log = np.lexsort((log[:, 0], wk_log, arr, log[:, 3]))
+    by_job = np.lexsort((np.arange(n), wk_job, arrivals, needs))
+    same = (
+        np.array_equal(log[by_log, 3], needs[by_job])
+        and np.array_equal(arr[by_log], arrivals[by_job])
+        and np.array_equal(wk_log[by_log], wk_job[by_job])
+    )
+    if not same:
+        raise RuntimeError("replay: the logged starts do not name the given jobs")
+    start = np.empty(n)
+    start[by_job] = log[by_log, 0]
+    return start

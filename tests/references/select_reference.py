@@ -16,7 +16,9 @@ the jobs in service (sorted, sum of needs ``<= s``). Policy names and their defi
     law at the attained service time, divided by the need (the index of the work law
     ``need * duration`` at attained work ``need * attained``). Needs ``laws`` (per class).
 
-These five are preemptive (each decision from the present state alone). Non-preemptive ones
+These five are preemptive; a simulator decides at every arrival and departure (exact for SRPT,
+whose served jobs only gain priority, and for constant indices; an age-dependent Gittins index
+is compared only at those events). Non-preemptive ones
 (``running`` jobs stay; the result is the running jobs plus those started now):
 
 ``msfq:L``  (integer 0 <= L < s) most servers first with quickswap. K = the largest need of

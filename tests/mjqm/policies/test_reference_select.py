@@ -190,6 +190,16 @@ def test_server_filling_gittins_trace():
     )  # fmt: skip
 
 
+def test_server_filling_gittins_uses_the_attained_service():
+    # s = 2, one hyperexponential class (hazard 5.05 at age 0, ~0.1 at age 1); j0 (need 2,
+    # work 3) at 0, j1 (need 2, work 3) at 1. At t1 j0's index (age 1) is far below j1's
+    # (age 0): j1 runs to 4, then j0 (rem 2) to 6. SRPT keeps j0 (remaining work 4 < 6).
+    trace = ([2, 2], [0.0, 1.0], [3.0, 3.0])
+    laws = [("hyperexponential", [0.5, 0.5], [0.1, 10.0])]
+    _check("server-filling-gittins", trace, [0, 1], [6, 4], s=2, laws=laws)
+    _check("server-filling-srpt", trace, [0, 3], [3, 6], s=2)
+
+
 def test_maxweight_trace():
     # needs 2, 2, 1, 1, 1 at 0, 0.5, 1, 1.1, 1.2; all works 2.
     # t0 j0 (ends 2). t0.5 j1 (ends 2.5).

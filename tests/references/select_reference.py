@@ -6,6 +6,8 @@ the jobs in service (sorted, sum of needs ``<= s``). Policy names and their defi
 
 ``maxweight``  c_n jobs of need n present, weight w_n = c_n * floor(s / n); all jobs ordered by
     (w_n descending, n descending, arrival), served first fit from s free servers.
+    (msj-simulator weighs floor(c_n s / n) and breaks ties between needs at random and by a
+    job order kept between decisions: ``mjqm_events``' ``maxweight-msj``.)
 ``srpt-greedy``  order by remaining work ``rem * need`` (ties: arrival); serve in that order,
     stop at the first job that does not fit.
 ``first-fit-srpt``  the same order, first fit.
@@ -41,7 +43,7 @@ is compared only at those events). Non-preemptive ones
     while they fit; (2) the first one left is the head; its reservation t_r is the earliest
     planned end of running jobs at which the freed servers reach its need; (3) each later
     waiting job (arrival order) starts if it fits in the free servers and its estimate <= t_r
-    - now. Jobs run their true work.
+    - now (msj-simulator: ``<``). Jobs run their true work.
 
 Sources: isaacg1/msj-simulator (``src/main.rs``: MaxWeight, GreedySRPT, FirstFitSRPT,
 ServerFillingSRPT, EASYBackfillingEstimate); Grosof, Scully, Harchol-Balter and Scheller-Wolf

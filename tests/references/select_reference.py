@@ -364,7 +364,15 @@ def gittins_index(law, a: float) -> float:
         w = [p * math.exp(-a / m) for p, m in zip(law[1], law[2], strict=True)]
         return sum(wi / m for wi, m in zip(w, law[2], strict=True)) / sum(w)
     if kind == "erlang":
-        return 1.0 / _mean_residual(law, a)
+        # E[(X - a)^+] = (1/r) e^{-ra} sum_{j<k} (k - j) (ra)^j / j! (Gamma tails), over S(a).
+        k, rate = int(law[1]), int(law[1]) / law[2]
+        y, term, tail, surv = rate * a, 1.0, 0.0, 0.0
+        for j in range(k):
+            if j:
+                term *= y / j
+            tail += (k - j) * term
+            surv += term
+        return rate * surv / tail
     raise ValueError(f"unknown law {law!r}")
 
 

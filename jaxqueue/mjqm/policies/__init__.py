@@ -11,13 +11,19 @@ from __future__ import annotations
 from ._base import Jobs, Order, Policy, fcfs_start
 from ._base import first_fit as _first_fit_rule
 from .easy_backfilling import EasyBackfilling
+from .easy_backfilling_estimate import EasyBackfillingEstimate
 from .fcfs import FCFS
 from .first_fit import FirstFit
+from .first_fit_srpt import FirstFitSRPT
 from .least_servers_first import LeastServersFirst
+from .maxweight import MaxWeight
 from .msf import MostServersFirst
 from .preemptive_first_fit import PreemptiveFirstFit
 from .random_assignment import RandomAssignment
 from .server_filling import ServerFilling
+from .server_filling_gittins import ServerFillingGittins
+from .server_filling_srpt import ServerFillingSRPT
+from .srpt_greedy import SRPTGreedy
 from .window import Window
 
 # `from .first_fit import ...` binds the submodule to the package name `first_fit`
@@ -35,6 +41,12 @@ __all__ = [
     "LeastServersFirst",
     "ServerFilling",
     "EasyBackfilling",
+    "EasyBackfillingEstimate",
+    "MaxWeight",
+    "SRPTGreedy",
+    "FirstFitSRPT",
+    "ServerFillingSRPT",
+    "ServerFillingGittins",
     "RandomAssignment",
     "POLICIES",
     "parse_policy",
@@ -52,10 +64,16 @@ _SIMPLE = {
         LeastServersFirst,
         ServerFilling,
         EasyBackfilling,
+        MaxWeight,
+        SRPTGreedy,
+        FirstFitSRPT,
+        ServerFillingSRPT,
+        ServerFillingGittins,
     )
 }
 
-#: Policy names as on the command line (``window`` takes ``:W``).
+#: Policy names as on the command line (``window`` takes ``:W``, ``easy-backfilling``
+#: optionally ``:estimate=F``).
 POLICIES = (
     "fcfs",
     "first-fit",
@@ -65,6 +83,12 @@ POLICIES = (
     "least-servers-first",
     "server-filling",
     "easy-backfilling",
+    "easy-backfilling:estimate=F",
+    "maxweight",
+    "srpt-greedy",
+    "first-fit-srpt",
+    "server-filling-srpt",
+    "server-filling-gittins",
 )
 
 
@@ -72,7 +96,8 @@ def parse_policy(name: str | Policy) -> Policy:
     """The policy of a name ``NAME[:PARAM]`` (``POLICIES``); a policy object passes through.
 
     Raises:
-        ValueError: an unknown name, a parameter where none is taken, or a bad ``W``.
+        ValueError: an unknown name, a parameter where none is taken, or a bad ``W`` or
+            ``F``.
     """
     if isinstance(name, Policy):
         return name
@@ -81,6 +106,18 @@ def parse_policy(name: str | Policy) -> Policy:
         if not param.strip().isdigit() or int(param) < 1:
             raise ValueError(f"policy {name!r}: window needs an integer W >= 1, as window:4")
         return Window(int(param))
+    if base == "easy-backfilling" and sep:
+        key, eq, value = param.partition("=")
+        try:
+            F = float(value) if key.strip() == "estimate" and eq else None
+        except ValueError:
+            F = None
+        if F is None or not 1.0 < F < float("inf"):
+            raise ValueError(
+                f"policy {name!r}: easy-backfilling takes estimate=F with a number F > 1, "
+                "as easy-backfilling:estimate=2"
+            )
+        return EasyBackfillingEstimate(F)
     if base in _SIMPLE and not sep:
         return _SIMPLE[base]()
     if base in _SIMPLE:

@@ -9,8 +9,10 @@ engine needs to run it without calling ``select`` at every event (as diffrax's
 :class:`Order`, whether it backfills (starts a job behind a waiting one that does not fit),
 how far it looks (``lookahead``), whether backfilled jobs must end by the head's reservation
 (``reserves``, EASY) and whether it serves only within the shortest arrival-order prefix
-whose needs reach ``s`` (``prefix_servers``, server-filling). Every engine derives its own
-state layout from these facts (``jaxqueue.mjqm.engines.events``); a policy holds no layout.
+whose needs reach ``s`` (``prefix_servers``, server-filling), whether it reads each job's size
+(``size_aware``: then the engine keeps every job's size and remaining work and runs
+``select`` itself at every event). Every engine derives its own state layout from these
+facts (``jaxqueue.mjqm.engines.events``); a policy holds no layout.
 
 A new policy is one new file in this folder with its ``select`` and its facts (and its
 stability limit in closed form, where one is known), its name registered in ``__init__``.
@@ -34,6 +36,8 @@ __all__ = [
     "PreemptiveByOrder",
     "first_fit",
     "fcfs_start",
+    "weight_rank",
+    "in_key_order",
     "positions",
     "cumsum",
     "first_slot",
@@ -79,7 +83,8 @@ class Jobs(NamedTuple):
         age: time since arrival. wait: age at the first start (valid where ``started``).
         started: has been in service. run: in service now (never in a slot ``>= count``:
         ``free`` and the non-preemptive policies read it as given). count: number of jobs in
-        the system.
+        the system. size: service time drawn at arrival (``None`` where the engine keeps no
+        sizes; the size-aware policies need it).
     """
 
     cls: Int[Array, " B ..."]
@@ -90,6 +95,7 @@ class Jobs(NamedTuple):
     started: Bool[Array, " B ..."]
     run: Bool[Array, " B ..."]
     count: Int[Array, "..."]
+    size: Float[Array, " B ..."] | None = None
 
     @property
     def live(self) -> Bool[Array, " B ..."]:
@@ -109,12 +115,17 @@ class Order(enum.Enum):
     ARRIVAL = "arrival"  # oldest first
     MOST_SERVERS = "most-servers"  # largest need first, arrival order within a need
     LEAST_SERVERS = "least-servers"  # smallest need first, arrival order within a need
+    MAX_WEIGHT = "max-weight"  # needs by weight c_n x floor(s / n), arrival order within a need
+    REMAINING_WORK = "remaining-work"  # least remaining work (time x need) first
+    GITTINS = "gittins"  # lowest Gittins rank of the class law at attained service first
 
     def needs(self, needs: tuple[int, ...]) -> tuple[int, ...] | None:
         """The distinct needs in scan order (``needs``: largest first), or ``None`` for
         arrival order (the ``by_need`` argument of :func:`first_fit`)."""
-        if self is Order.ARRIVAL:
+        if self in (Order.ARRIVAL, Order.REMAINING_WORK, Order.GITTINS):
             return None
+        if self is Order.MAX_WEIGHT:  # the order changes with the counts; ties: larger first
+            return tuple(needs)
         return tuple(needs) if self is Order.MOST_SERVERS else tuple(reversed(needs))
 
 
@@ -126,7 +137,7 @@ class Policy(eqx.Module):
     workload vector, ``mjsre`` eq. (2)), ``job_list`` (defined by ``select`` on the job
     list, so the event engine runs it), ``saturation_limit`` (its stability limit is the
     throughput of the saturated system); the engine facts ``order``, ``backfills``,
-    ``lookahead``, ``reserves``, ``prefix_servers`` (module docstring)."""
+    ``lookahead``, ``reserves``, ``prefix_servers``, ``size_aware`` (module docstring)."""
 
     name: ClassVar[str] = ""
     preemptive: ClassVar[bool] = False
@@ -140,6 +151,7 @@ class Policy(eqx.Module):
     reserves: ClassVar[bool] = False  # a job behind the head must end by the head's reservation
     prefix_servers: ClassVar[bool] = False  # serves only within the shortest arrival-order
     # prefix whose needs reach s: at most (s - 1) // min(need) + 1 jobs
+    size_aware: ClassVar[bool] = False  # reads each job's size (Jobs.size) and remaining work
 
     @property
     def label(self) -> str:
@@ -156,6 +168,11 @@ class Policy(eqx.Module):
         known (``None`` otherwise)."""
         return None
 
+    def bind(self, workload) -> Policy:
+        """This policy with what it reads from ``workload`` (the class laws of
+        ``server-filling-gittins``); most policies read nothing and return themselves."""
+        return self
+
 
 class PreemptiveByOrder(Policy):
     """Preemptive first fit in the class's :class:`Order`: at every event all jobs in the
@@ -169,13 +186,21 @@ class PreemptiveByOrder(Policy):
         return first_fit(jobs.live, jobs.need, s, by_need=self.order.needs(needs))
 
 
-def _cumulative(left, need, by_need):
+def _cumulative(left, need, by_need, rank=None):
     """Cumulative need of the ``left`` jobs in the scan order: arrival order, or with
     ``by_need`` (the distinct needs, largest first) largest need first and arrival order within
-    a need (a cumulative sum per need: no sort)."""
+    a need (a cumulative sum per need: no sort); with ``rank`` (one per need of ``by_need``,
+    distinct, per replication) the needs in increasing rank instead."""
     x = jnp.where(left, need, 0)
     if by_need is None:
         return cumsum(x)
+    if rank is not None:
+        sums = [cumsum(jnp.where(need == v, x, 0)) for v in by_need]
+        cum = jnp.zeros_like(x)
+        for k, v in enumerate(by_need):
+            ahead = sum(jnp.where(rank[j] < rank[k], sums[j][-1], 0) for j in range(len(by_need)))
+            cum = jnp.where(need == v, ahead + sums[k], cum)
+        return cum
     cum, offset = jnp.zeros_like(x), 0
     for v in by_need:
         cs = cumsum(jnp.where(need == v, x, 0))
@@ -190,10 +215,12 @@ def first_fit(
     free: Int[Array, ""],
     by_need: tuple[int, ...] | None = None,
     window: int | None = None,
+    rank=None,
 ) -> Bool[Array, " B"]:
     """Start candidates in scan order (arrival order; with ``by_need``, the distinct needs
-    largest first, largest need first and arrival order within a need), each that fits in
-    what is left of ``free`` servers (first fit). With ``window = W`` (arrival order) only the
+    largest first, largest need first and arrival order within a need; with ``rank`` too, the
+    needs in increasing ``rank[k]``, per replication), each that fits in what is left of
+    ``free`` servers (first fit). With ``window = W`` (arrival order) only the
     first ``W`` candidates not yet started may start, and the window slides as they do
     (``W = 1`` stops at the first that does not fit).
 
@@ -207,7 +234,7 @@ def first_fit(
     def run(c):
         chosen, left, free = c
         left = left & (need <= free)  # a job that does not fit now never will
-        take = left & (_cumulative(left, need, by_need) <= free)
+        take = left & (_cumulative(left, need, by_need, rank) <= free)
         free = free - jnp.sum(jnp.where(take, need, 0), axis=0).astype(free.dtype)
         return chosen | take, left & ~take, free
 
@@ -235,6 +262,35 @@ def _window_fit(candidates, need, free, W):
     free = jnp.broadcast_to(jnp.asarray(free, need.dtype), need.shape[1:])
     init = (jnp.zeros_like(candidates), free, jnp.asarray(True))
     return lax.while_loop(lambda c: c[2], pick, init)[0]
+
+
+def weight_rank(live, need, s: int, needs: tuple[int, ...]):
+    """MaxWeight's order of the needs: the rank of need ``needs[k]`` (0 first) by weight
+    ``c_n x floor(s / n)`` (``c_n`` jobs of need ``n`` in the system), larger weight first, a
+    larger need first on equal weights; ``(K, ...)``."""
+    w = [jnp.sum(live & (need == v), axis=0) * (s // v) for v in needs]
+    K = len(needs)
+    ranks = [
+        sum(
+            ((w[j] > w[k]) | ((w[j] == w[k]) & (j < k))).astype(jnp.int32)
+            for j in range(K)
+            if j != k
+        )
+        + jnp.zeros_like(w[k], jnp.int32)
+        for k in range(K)
+    ]
+    return jnp.stack(ranks)
+
+
+def in_key_order(key, live, need, rule):
+    """``rule(live, need)`` (a mask, slots in its order) applied to the live jobs sorted by
+    ``key`` (ties in arrival order, the jobs not live last), the mask given back in arrival
+    order: one sort of the slots and one back."""
+    pos = jnp.broadcast_to(positions(need).astype(jnp.int32), need.shape)
+    k = jnp.where(live, key, jnp.inf)
+    _, p, n, alive = lax.sort((k, pos, need, live.astype(jnp.int32)), dimension=0, num_keys=2)
+    take = rule(alive > 0, n).astype(jnp.int32)
+    return lax.sort((p, take), dimension=0, num_keys=1)[1] > 0
 
 
 def fcfs_start(jobs: Jobs, s: int) -> Bool[Array, " B"]:

@@ -8,6 +8,15 @@ import jax.numpy as jnp
 from ._base import Jobs, Order, Policy, cumsum, first_fit
 
 
+def fill_prefix(live, need, s: int, needs):
+    """ServerFilling on the ``live`` jobs in slot order: the shortest prefix whose needs reach
+    ``s``, served largest need first (slot order within a need), first fit; ``needs``: the
+    distinct needs, largest first."""
+    x = jnp.where(live, need, 0)
+    prefix = live & (cumsum(x) - x < s)
+    return first_fit(prefix, need, s, by_need=Order.MOST_SERVERS.needs(needs))
+
+
 class ServerFilling(Policy):
     """Preemptive: take the shortest arrival-order prefix of the jobs in the system whose
     needs sum to at least ``s`` (or all of them) and serve its jobs largest need first
@@ -25,9 +34,7 @@ class ServerFilling(Policy):
     prefix_servers = True
 
     def select(self, jobs: Jobs, s: int, needs):
-        need = jnp.where(jobs.live, jobs.need, 0)
-        prefix = jobs.live & (cumsum(need) - need < s)
-        return first_fit(prefix, jobs.need, s, by_need=self.order.needs(needs))
+        return fill_prefix(jobs.live, jobs.need, s, needs)
 
     def closed_form_limit(self, workload) -> float | None:
         """``lambda_ideal`` where the needs and ``s`` form a divisibility chain (class

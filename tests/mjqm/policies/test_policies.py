@@ -361,7 +361,7 @@ def test_bad_policy_names(bad):
 
 def test_policy_names_listed():
     for name in POLICIES:
-        parse_policy(name.replace(":W", ":2"))
+        parse_policy(name.replace(":W", ":2").replace("=F", "=2"))
 
 
 # ----------------------------------------------------------------------------- command line

@@ -5,9 +5,12 @@ A policy declares what it does (``preemptive``, its first fit's ``order``, ``bac
 this module alone decides how the engine keeps its jobs (:mod:`._queues`) and which pick
 (:mod:`._picks`) runs it:
 
+* size-aware (reads each job's size and remaining work): every job in a row, in arrival
+  order, and the policy's own ``select`` at every event, no picks (the SRPT family,
+  server-filling-gittins, easy-backfilling with estimates);
 * serves within its prefix whose needs reach ``s``: prefix rows, no picks (server-filling);
 * preemptive: one deque per need, the preemptive first fit in its order (arrival:
-  preemptive-first-fit; need: msf, least-servers-first);
+  preemptive-first-fit; need: msf, least-servers-first; weight: maxweight);
 * non-preemptive, no backfilling: one FIFO, its front (fcfs);
 * a reservation: one FIFO with :data:`~._picks.REGISTERS` front registers, the jobs in
   service sorted by end time (easy-backfilling);
@@ -43,8 +46,11 @@ class Layout:
         inside: a pick may start a job behind the registers, which the body alone holds.
         sorted_slots: the jobs in service sorted by end time, then arrival time.
         rows: the prefix rows (0: slots and picks).
+        all_rows: every job in a row of its own, in arrival order, and ``select`` chooses
+            the rows in service at every event (the rows are the buffer: no deques).
         max_buffer: the most entries a deque may have.
         pick: ``pick(q, s, needs, now) -> Pick`` (``None`` with rows).
+        select: the policy's ``select(jobs, s, needs)`` (``all_rows``).
         serve_needs: the needs in the first fit's order of the prefix rows.
     """
 
@@ -54,8 +60,10 @@ class Layout:
     inside: bool = False
     sorted_slots: bool = False
     rows: int = 0
+    all_rows: bool = False
     max_buffer: int = 1 << 24
     pick: Callable | None = None
+    select: Callable | None = None
     serve_needs: tuple = ()
 
     def deques(self, needs: tuple[int, ...]) -> int:
@@ -74,6 +82,8 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
         NotImplementedError: facts this engine has no layout for.
     """
     order = policy.order
+    if policy.size_aware:
+        return Layout(preemptive=policy.preemptive, all_rows=True, select=policy.select)
     if policy.prefix_servers:
         if order is Order.ARRIVAL:
             raise NotImplementedError(f"{policy.label}: prefix rows need a need order")
@@ -82,11 +92,14 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
     if policy.preemptive:
         if not policy.backfills or policy.lookahead is not None or policy.reserves:
             raise NotImplementedError(f"{policy.label}: no event-engine layout")
-        pick = (
-            _picks.by_arrival
-            if order is Order.ARRIVAL
-            else functools.partial(_picks.by_need, order)
-        )
+        if order is Order.ARRIVAL:
+            pick = _picks.by_arrival
+        elif order is Order.MAX_WEIGHT:
+            pick = _picks.by_weight
+        elif order in (Order.MOST_SERVERS, Order.LEAST_SERVERS):
+            pick = functools.partial(_picks.by_need, order)
+        else:
+            raise NotImplementedError(f"{policy.label}: no event-engine layout")
         return Layout(preemptive=True, per_need=True, pick=pick)
     if order is not Order.ARRIVAL:
         raise NotImplementedError(f"{policy.label}: a non-preemptive policy in need order")
@@ -114,6 +127,8 @@ def first_buffer(workload, layout: Layout) -> int:
     (``inside``): twice the most jobs in service and 8 more, at least 16. Rounded up to a
     power of 2."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
+    if layout.all_rows:  # every job in a row: a round costs its rows
+        return max(32, 1 << math.ceil(math.log2(2 * (most + 8))))
     if layout.inside:
         return max(16, 1 << math.ceil(math.log2(2 * (most + 8))))
     return max(64, 1 << math.ceil(math.log2(4 * (most + 8))))

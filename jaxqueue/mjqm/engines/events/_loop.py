@@ -107,6 +107,7 @@ def _run(
     (:func:`_sharded`), with ``init`` if given (split likewise). ``jobs``: a replay's given
     jobs instead of drawn ones (:func:`_given`; one device)."""
     bins = _wait_bins(workload)[:3]
+    policy = policy.bind(workload)  # what it reads from the workload (Gittins ranks)
     sharding = getattr(reps, "sharding", None)
     mesh = getattr(sharding, "mesh", None)
     if jobs is not None:
@@ -226,7 +227,10 @@ def _kernel(
     if init is None:
         M = layout.rows or s // min(needs)
         D, F = layout.deques(needs), layout.registers
-        init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, layout.rows > 0)
+        if layout.all_rows:  # every job in a row: the rows are the buffer, no deque body
+            init = _empty(s, B, D, 1, reps.shape[0], K, n_bins, dtype, F, True, True)
+        else:
+            init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, layout.rows > 0)
         if jobs is not None:  # a replay logs every first start
             L, R = jobs[0].shape[0] - _CHUNK, reps.shape[0]
             log = (jnp.zeros((4 * L, R), dtype), jnp.zeros(R, jnp.int32))

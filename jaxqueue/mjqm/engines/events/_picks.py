@@ -37,6 +37,7 @@ __all__ = [
     "easy",
     "by_arrival",
     "by_need",
+    "by_weight",
     "serve_prefix",
 ]
 
@@ -85,12 +86,13 @@ def lowest_in_service(q: Queues, order: Order):
     return i
 
 
-def priority_fit(q: Queues, s: int, needs, ahead, rank, order: Order) -> Pick:
+def priority_fit(q: Queues, s: int, needs, ahead, rank, order: Order, lowest=None) -> Pick:
     """The preemptive first fit in a priority order, one pick (module docstring): among the
     fronts of the per-need deques ``d < len(needs)``, the highest-priority one (smallest
     ``rank``, in ``order``) that fits in what the jobs in service ahead of it leave
     (``ahead``: their servers, ``(K, R)``); it starts if it fits in the free servers, else
-    the lowest-priority job in service is preempted."""
+    the lowest-priority job in service is preempted (``lowest(q)``: its slot; default
+    :func:`lowest_in_service` in ``order``)."""
     K = len(needs)
     need_d = jnp.asarray(needs, jnp.int32)[:, None]
     fits = (q.size[:K] > 0) & (need_d <= s - ahead)
@@ -99,7 +101,8 @@ def priority_fit(q: Queues, s: int, needs, ahead, rank, order: Order) -> Pick:
     need = rows_sum(jnp.where(hit, need_d, 0))
     go = need <= q.free
     kind = jnp.where(any_fit, jnp.where(go, 1, 2), 0).astype(jnp.int32)
-    i = jnp.where(kind == 2, lowest_in_service(q, order), 0)
+    low = lowest_in_service(q, order) if lowest is None else lowest(q)
+    i = jnp.where(kind == 2, low, 0)
     # after a start, another pick follows only if a front still fits: the started job is
     # ahead of the fronts of lower priority (and of the next job of its own need, whose
     # servers ahead are at least these: a bound, so ``more`` may only err towards True)
@@ -135,6 +138,45 @@ def by_need(order: Order, q: Queues, s: int, needs, now=None) -> Pick:
             jnp.arange(K - 1, -1, -1, dtype=q.f_arr.dtype)[:, None], servers.shape
         )
     return priority_fit(q, s, needs, ahead, rank, order)
+
+
+def by_weight(q: Queues, s: int, needs, now=None) -> Pick:
+    """Preemptive first fit in MaxWeight's order (maxweight): the needs by weight ``c_n x
+    floor(s / n)`` (``c_n``: the jobs of need ``n`` waiting or in service; a larger need first
+    on equal weights), arrival order within a need. The counts do not change between the
+    picks of an instant, so the order holds while they reach ``select``'s set. From the
+    per-need counts, no pass over the slots but the preemption's."""
+    K = len(needs)
+    need_d = jnp.asarray(needs, jnp.int32)[:, None]
+    w = (q.size[:K] + q.busy[:K]) * (s // need_d)
+    ranks = [
+        sum(
+            ((w[j] > w[k]) | ((w[j] == w[k]) & (j < k))).astype(jnp.int32)
+            for j in range(K)
+            if j != k
+        )
+        + jnp.zeros_like(w[k])
+        for k in range(K)
+    ]
+    rank = jnp.stack(ranks)
+    servers = q.busy[:K] * need_d
+    ahead = jnp.stack(
+        [
+            servers[k]
+            + sum(jnp.where(rank[j] < rank[k], servers[j], 0) for j in range(K) if j != k)
+            for k in range(K)
+        ]
+    )
+
+    def lowest(q):  # the latest arrival of the need of the highest rank in service
+        sn = need_of(q.s_info)
+        slot_rank = sum(jnp.where(sn == v, rank[k][None], 0) for k, v in enumerate(needs))
+        busy = sn > 0
+        worst = rows_max(jnp.where(busy, slot_rank, -1))
+        i, _ = first_where(busy & (slot_rank == worst[None]), -q.s_arr)
+        return i
+
+    return priority_fit(q, s, needs, ahead, rank.astype(q.f_arr.dtype), Order.MAX_WEIGHT, lowest)
 
 
 def front(q: Queues, s: int, needs, now=None) -> Pick:

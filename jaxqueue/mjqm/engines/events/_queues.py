@@ -11,6 +11,7 @@ and a policy would scan it at every event). Per replication it keeps
   deque: it is older than every waiting job of that need). The front of every deque is also
   kept in registers (``f_*``), or the first ``F`` entries of a single FIFO
   (``Layout.registers``), so a pick reads no deque memory;
+* for a size-aware policy (``Layout.all_rows``), every job in a row, in arrival order;
 * for a policy that serves only within a bounded arrival-order prefix (``Layout.rows``),
   that prefix in ``W`` unordered rows (``s_*``, in service or not, with the first wait
   ``s_wait`` and the place in the arrival order: ``s_before``, the needs of the jobs ahead,
@@ -18,9 +19,8 @@ and a policy would scan it at every event). Per replication it keeps
 
 All arrays carry the replications on their last axis. Times are relative to an epoch that the
 engine moves to the clock every few rounds (float32 runs keep their digits); ``f_rem`` and the
-deques hold remaining work. This module also holds the reductions over the slots, written as
-trees of elementwise operations, and :func:`settle`, which materialises a round's
-per-replication decisions once.
+deques hold remaining work. This module also holds the reductions over the slots (trees of
+elementwise operations) and :func:`settle`, which materialises a round's decisions once.
 """
 
 from __future__ import annotations
@@ -212,7 +212,9 @@ class Queues(NamedTuple):
     one cache line per replication) flattened; ``free`` servers; ``busy``: jobs in service
     per per-need deque. With prefix rows (``Layout.rows``), ``s_*`` are those rows (``s_end``:
     the end time of a job in service, else its remaining work), with ``s_wait``, ``s_before``,
-    ``s_rank`` (module docstring; else they have no rows)."""
+    ``s_rank`` (module docstring; else they have no rows); with every job in a row
+    (``Layout.all_rows``), the rows in arrival order, ``s_size`` the sizes drawn at arrival
+    (``s_before``, ``s_rank`` have no rows)."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -228,6 +230,7 @@ class Queues(NamedTuple):
     s_wait: Float[Array, "W R"]
     s_before: Int[Array, "W R"]
     s_rank: Int[Array, "W R"]
+    s_size: Float[Array, "W R"] | None = None
 
     @property
     def capacity(self) -> int:

@@ -20,12 +20,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from ...policies import Jobs
 from ._accumulate import _Acc, _integrate, _record_departure, _record_start, _record_wait
 from ._deques import _deque_of, _occupy, _onehot, _push, _refill, _take, _vacate
 from ._layout import Layout
 from ._picks import serve_prefix
 from ._queues import (
     Queues,
+    cls_of,
     need_of,
     pack,
     rows_any,
@@ -65,11 +67,13 @@ def _empty(
     dt,
     F: int = 1,
     rows=False,
+    sizes=False,
 ) -> _State:
     """``R`` empty replications of ``s`` servers: ``M`` service slots (with ``rows``, the
     prefix rows), ``D`` deques of ``Q`` entries (``F`` front registers: one per
     deque, or the first ``F`` entries of a single FIFO); ``K`` classes, ``n_bins``
-    waiting-time bins per class."""
+    waiting-time bins per class; ``sizes``: every job in a row (``Layout.all_rows``: the
+    sizes kept, no order fields)."""
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
@@ -85,8 +89,9 @@ def _empty(
         busy=i(D),
         free=jnp.full(R, s, jnp.int32),
         s_wait=f(M if rows else 0),
-        s_before=i(M if rows else 0),
-        s_rank=i(M if rows else 0),
+        s_before=i(M if rows and not sizes else 0),
+        s_rank=i(M if rows and not sizes else 0),
+        s_size=f(M) if sizes else None,
     )
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
     return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
@@ -263,6 +268,81 @@ def _event_rows(ctx: _Ctx, st: _State, on, job):
     return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
 
 
+def _event_all(ctx: _Ctx, st: _State, on, job):
+    """:func:`_event` and the policy's ``select`` on every job (``Layout.all_rows``): the
+    jobs in the system in the rows ``0 .. count - 1`` in arrival order (``s_end``: absolute
+    end time in service, else the remaining work; ``s_size``: the size drawn at arrival). A
+    completion removes its row (the rows behind it move up one), an arrival takes row
+    ``count``; then ``select`` chooses the rows in service afresh on the job list (preempt-
+    resume; a non-preemptive policy keeps those in service) and the wait of a job is kept in
+    its row until it leaves."""
+    q, (cls, need, sigma, tau) = st.q, job
+    B = q.s_end.shape[0]
+    rows = jnp.arange(B, dtype=jnp.int32)[:, None]
+    ids = jnp.broadcast_to(rows, q.s_info.shape)
+    run = running_of(q.s_info)
+    ends = jnp.where(run, q.s_end, jnp.inf)
+    # the oldest of the jobs ending first (the rows are in arrival order)
+    end, j, arr_j, info_j, wait_j, size_j = rows_first(
+        (ends,), (ends, ids, q.s_arr, q.s_info, q.s_wait, q.s_size)
+    )
+    to_arrival, inside = _clock(ctx, st)
+    arrival_next = st.now + to_arrival < end
+    blocked = on & arrival_next & (st.count >= B)
+    on = on & ~blocked
+    leaves, arrives = on & ~arrival_next, on & arrival_next
+    now = jnp.where(leaves, end, jnp.where(arrives, st.now + to_arrival, st.now))
+    info = _arrival_info(ctx, st, need, cls)
+    decided = settle(on, leaves, arrives, now, j, info_j, arr_j, wait_j, size_j)
+    on, leaves, arrives, now, j, info_j, arr_j, wait_j, size_j = decided
+    someone_waits = st.count > rows_sum(run.astype(jnp.int32), settled=False)
+    acc = _integrate(st.acc, st, now - st.now, inside, someone_waits)
+    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    acc = _record_wait(acc, info_j, wait_j, leaves, ctx.bins)
+    acc = _record_start(acc, info_j, arr_j, wait_j, size_j, leaves)
+    # a completion: the rows behind it move up one; an arrival: row count
+    up = leaves[None] & (rows >= j[None])
+    hit = arrives[None] & (rows == st.count[None])
+
+    def move(x, new):
+        shifted = jnp.concatenate([x[1:], jnp.zeros_like(x[:1])])
+        return jnp.where(hit, new[None], jnp.where(up, shifted, x))
+
+    s_end = move(q.s_end, sigma)
+    s_arr = move(q.s_arr, now)
+    s_info = move(q.s_info, info)
+    s_wait = move(q.s_wait, jnp.zeros_like(now))
+    s_size = move(q.s_size, sigma)
+    count = st.count + arrives - leaves
+    # the policy's choice on the job list: starts (end = now + remaining work), preemptions
+    old = running_of(s_info)
+    jobs = Jobs(
+        cls=cls_of(s_info),
+        need=need_of(s_info),
+        rem=jnp.where(old, s_end - now[None], s_end),
+        age=now[None] - s_arr,
+        wait=s_wait,
+        started=started_of(s_info),
+        run=old,
+        count=count,
+        size=s_size,
+    )
+    new = ctx.layout.select(jobs, ctx.s, ctx.needs) & on[None] | old & ~on[None]
+    (new,) = settle(new)
+    start, stop = new & ~old, old & ~new
+    first = start & ~started_of(s_info)
+    need_rows = need_of(s_info)
+    q = q._replace(
+        s_end=jnp.where(start, now[None] + s_end, jnp.where(stop, s_end - now[None], s_end)),
+        s_arr=s_arr,
+        s_info=with_running(jnp.where(start, set_started(s_info), s_info), new),
+        s_wait=jnp.where(first, now[None] - s_arr, s_wait),
+        s_size=s_size,
+        free=ctx.s - rows_sum(jnp.where(new, need_rows, 0), settled=False),
+    )
+    return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
+
+
 def _apply(ctx: _Ctx, st: _State, pk, on):
     """Apply the policy's pick where ``on``; returns the state and where the pick found its
     deque full (then nothing happens: overflow; the pick is made again on resuming)."""
@@ -313,8 +393,9 @@ def _round(ctx: _Ctx, st: _State, active, job) -> _State:
     then the policy's next pick at the new instant. ``job``: job ``n_next`` of every
     replication (:func:`_job_at`)."""
     old = st
-    if ctx.layout.rows:  # the policy chooses the set in service at the event
-        st, blocked = _event_rows(ctx, st, active, job)
+    if ctx.layout.all_rows or ctx.layout.rows:  # the policy chooses the set in service
+        event = _event_all if ctx.layout.all_rows else _event_rows
+        st, blocked = event(ctx, st, active, job)
         st = st._replace(overflow=st.overflow | blocked)
         return jax.tree.map(lambda x, y: x.astype(y.dtype), st, old)
     st, blocked = _event(ctx, st, active & ~st.pending, job)

@@ -190,8 +190,13 @@ def _select(st: _State, rows) -> _State:
 
 def _grow(st: _State, B: int) -> _State:
     """The state with deques of ``B`` entries (each laid out from its front, the new entries
-    empty) and the overflow flags cleared."""
+    empty; with every job in a row, ``B`` rows) and the overflow flags cleared."""
     q = st.q
+    if q.s_size is not None:  # the rows are the buffer
+        pad = lambda x: np.concatenate([x, np.zeros((B - x.shape[0], *x.shape[1:]), x.dtype)])  # noqa: E731
+        grown = {f: pad(np.asarray(getattr(q, f))) for f in ("s_arr", "s_info", "s_wait", "s_size")}
+        q = q._replace(s_end=pad(np.asarray(q.s_end)), **grown)
+        return st._replace(q=q, overflow=np.zeros_like(st.overflow))
     D, R = q.head.shape
     Q = q.capacity
     body = np.asarray(q.body).reshape(D, Q, R, 3)

@@ -1,0 +1,25 @@
+"""``maxweight``: preemptive MaxWeight for the multiserver-job queue (Maguluri, Srikant and
+Ying, "Stochastic models of load balancing and scheduling in cloud computing clusters",
+INFOCOM 2012; the msj-simulator of Grosof et al. calls it ``MaxWeight``)."""
+
+from __future__ import annotations
+
+from ._base import Jobs, Order, Policy, first_fit, weight_rank
+
+
+class MaxWeight(Policy):
+    """Preemptive: with ``c_n`` the jobs of need ``n`` in the system, the needs are ordered by
+    weight ``c_n x floor(s / n)``, largest first (a larger need first on equal weights), and
+    the jobs are served first fit in that order, arrival order within a need: the need of the
+    largest weight gets as many of its jobs as fit, then the others in decreasing weight.
+    MaxWeight is throughput optimal among the policies that may preempt (Maguluri et al.), but
+    no closed form of its limit is given here."""
+
+    name = "maxweight"
+    preemptive = True
+    backfills = True
+    order = Order.MAX_WEIGHT
+
+    def select(self, jobs: Jobs, s: int, needs):
+        rank = weight_rank(jobs.live, jobs.need, s, needs)
+        return first_fit(jobs.live, jobs.need, s, by_need=tuple(needs), rank=rank)

@@ -15,7 +15,16 @@ import sys
 import traceback
 
 from .. import __version__
-from ._common import Parser, UsageError, activity, configure, set_verbosity, writable_file
+from ._common import (
+    DISTRIBUTED_TIMEOUT,
+    Parser,
+    UsageError,
+    activity,
+    configure,
+    positive,
+    set_verbosity,
+    writable_file,
+)
 
 # Families, in the order they appear in `jaxqueue --help`.
 _MODULES = (
@@ -86,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     dist.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
     dist.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
     dist.add_argument("--process-id", type=int, metavar="I", help="this process's index")
+    dist.add_argument(
+        "--distributed-timeout",
+        type=positive,
+        default=DISTRIBUTED_TIMEOUT,
+        metavar="S",
+        help="seconds to wait for every process to join; then one line and exit status 1",
+    )
     top = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     groups: dict[str, argparse._SubParsersAction] = {}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 
 import numpy as np
@@ -54,9 +55,26 @@ def _parse_list(text: str, what: str) -> list:
     text = text.strip()
     try:
         val = json.loads(text if text.startswith("[") else f"[{text}]")
-    except json.JSONDecodeError as err:
-        raise UsageError(f"{what}: cannot parse {text!r} as a list ({err})") from None
+    except json.JSONDecodeError:
+        raise UsageError(
+            f"{what}: expected comma-separated values (or a JSON list), got {text!r}"
+        ) from None
     return val
+
+
+def _numbers(text: str, what: str, *, zero: bool) -> np.ndarray:
+    """The numbers of ``--lam`` (``zero``: >= 0) or ``--mu`` (> 0): a value of the wrong form
+    or range on the command line is a usage error, as for every option."""
+    rule = "finite numbers >= 0" if zero else "finite numbers > 0"
+    val = _parse_list(text, what)
+    ok = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        and (v >= 0 if zero else v > 0)
+        for v in val
+    )  # fmt: skip
+    if not ok:
+        raise UsageError(f"{what}: expected comma-separated {rule}, got {text.strip()!r}")
+    return np.asarray(val, dtype=float)
 
 
 def _generic_pool(args: argparse.Namespace):
@@ -68,7 +86,7 @@ def _generic_pool(args: argparse.Namespace):
         sets = _parse_list(args.server_sets, "--server-sets")
         if args.mu is None:
             raise UsageError("--server-sets needs --mu (one capacity per server)")
-        pool = Pool(sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
+        pool = Pool(sets, _numbers(args.mu, "--mu", zero=False))
         return pool, file_lam
     spec = args.pool
     if spec.strip().lower().startswith("typed:"):  # before files: the spec holds '/'
@@ -87,7 +105,7 @@ def _generic_pool(args: argparse.Namespace):
         with usage_errors():
             pool = preset_pool(spec)
     if args.mu is not None:
-        pool = Pool(pool.server_sets, np.asarray(_parse_list(args.mu, "--mu"), dtype=float))
+        pool = Pool(pool.server_sets, _numbers(args.mu, "--mu", zero=False))
     return pool, file_lam
 
 
@@ -97,7 +115,7 @@ def _typed_mu(pool, args):
 
     if args.mu is None:
         return pool
-    mu = np.asarray(_parse_list(args.mu, "--mu"), dtype=float)
+    mu = _numbers(args.mu, "--mu", zero=False)
     if mu.shape != (pool.num_types,):
         raise UsageError(f"--mu has {mu.size} value(s) but the pool has {pool.num_types} types")
     return TypedPool(pool.counts, pool.type_sets, mu)
@@ -106,7 +124,7 @@ def _typed_mu(pool, args):
 def _rates(args, pool, file_lam) -> np.ndarray:
     I = pool.num_classes
     if args.lam is not None:
-        lam = np.asarray(_parse_list(args.lam, "--lam"), dtype=float)
+        lam = _numbers(args.lam, "--lam", zero=True)
         if lam.size != I:  # no silent broadcast of one rate to every class
             raise UsageError(
                 f"--lam has {lam.size} rate(s) but the pool has {I} classes: give one rate per "
@@ -128,8 +146,15 @@ def _structured(args):
     if args.rho is None and args.lam is None:
         raise UsageError("give the arrival rates: --rho R or --lam a,b,...")
     with usage_errors():  # the structure's syntax; its values are the model's to refuse
-        structured.parse_spec(args.pool)
-    lam = None if args.lam is None else _parse_list(args.lam, "--lam")
+        kind, params = structured.parse_spec(args.pool)
+    lam = None if args.lam is None else _numbers(args.lam, "--lam", zero=True)
+    types = len(params.get("d", [])) if kind == "random" else None
+    if lam is not None and types is not None and lam.size not in (1, types):
+        raise UsageError(
+            f"--lam has {lam.size} rate(s) but {args.pool!r} has {types} type(s): give one "
+            "total rate or one rate per type"
+        )
+    lam = None if lam is None else lam.tolist()
     return structured.solve_spec(args.pool, rho=args.rho, lam=lam)
 
 

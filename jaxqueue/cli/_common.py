@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -63,14 +64,25 @@ def usage_errors():
         raise UsageError(str(err)) from None
 
 
+_ROLE = re.compile(r":(?:func|class|data|meth|attr|mod|obj):`~?([^`]+)`")
+
+
 class _HelpFormatter(argparse.HelpFormatter):
-    """Help with each option's default, unless the help already names it or it is empty."""
+    """Help with each option's default (``none`` where it is unset), unless the help already
+    names it or the option is a flag, in plain text: the docstrings' reStructuredText markup
+    (double backticks, Sphinx roles) is taken out."""
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+        if "default" in text or action.nargs == 0 or action.default is argparse.SUPPRESS:
             return text
-        return f"{text} (default: %(default)s)" if text else "(default: %(default)s)"
+        if action.required:
+            return text
+        shown = "none" if action.default is None else "%(default)s"
+        return f"{text} (default: {shown})" if text else f"(default: {shown})"
+
+    def format_help(self) -> str:
+        return _ROLE.sub(r"\1", super().format_help()).replace("``", "")
 
 
 class Parser(argparse.ArgumentParser):
@@ -196,7 +208,10 @@ def add_common(
             help="also write the table (one row per class or point) as CSV; needs pandas",
         )
     if seed:
-        parser.add_argument("--seed", type=int, default=seed_default, help="PRNG seed")
+        shown = (
+            "" if seed_default is not None else f" (default: the file's seed, else {DEFAULT_SEED})"
+        )
+        parser.add_argument("--seed", type=int, default=seed_default, help=f"PRNG seed{shown}")
     if strict:
         parser.add_argument(
             "--strict",
@@ -224,24 +239,47 @@ def configure(args: argparse.Namespace) -> None:
         _check_distributed(args)
         _native_stdout_to_stderr()
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        timeout = args.distributed_timeout
+        where = f"coordinator {args.coordinator or 'auto-detected'}"
+        # XLA aborts the process (a C++ stack trace) when its own timeout passes: end first
+        watchdog = threading.Timer(timeout, _give_up, (args, timeout, where))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             jax.distributed.initialize(
                 coordinator_address=args.coordinator,
                 num_processes=args.num_processes,
                 process_id=args.process_id,
-                initialization_timeout=DISTRIBUTED_TIMEOUT,
+                initialization_timeout=int(math.ceil(timeout)) + 60,
             )
         except (RuntimeError, ValueError, IndexError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise ValueError(
-                f"--distributed: jax.distributed.initialize failed within "
-                f"{DISTRIBUTED_TIMEOUT} s (coordinator {args.coordinator or 'auto-detected'}): "
-                f"{first}"
+                f"--distributed: jax.distributed.initialize failed within {timeout:g} s "
+                f"({where}): {first}"
             ) from None
+        finally:
+            watchdog.cancel()
+
+
+def _give_up(args: argparse.Namespace, timeout: float, where: str) -> None:
+    """The one line of a ``--distributed`` start whose peers did not all join in time, and
+    the exit (status 1) before XLA's own timeout aborts the process."""
+    line = (
+        f"jaxqueue: error: --distributed: not every process joined within {timeout:g} s "
+        f"({where}, {args.num_processes or 'auto'} processes expected): start the same "
+        "command on every process, or raise --distributed-timeout"
+    )
+    print(line, file=sys.stderr, flush=True)
+    if getattr(args, "json", False):
+        print(json.dumps({"error": line, "exit_status": EXIT_RUNTIME}), flush=True)
+    sys.stdout.flush()
+    os._exit(EXIT_RUNTIME)
 
 
 DISTRIBUTED_TIMEOUT = 120
-"""Seconds ``--distributed`` waits for every process to join before it gives up."""
+"""Seconds ``--distributed`` waits for every process to join before it gives up (the default
+of ``--distributed-timeout``)."""
 
 
 def _check_distributed(args: argparse.Namespace) -> None:

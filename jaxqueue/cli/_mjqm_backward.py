@@ -6,6 +6,7 @@ import argparse
 import time
 
 from ._common import (
+    LOGGER,
     UsageError,
     add_common,
     add_level,
@@ -154,6 +155,7 @@ def _run_sample(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
     from ..mjqm import palm_metrics, sample_backward  # (as jax)
+    from ..mjqm.engines.recurrence import horizon_floor  # (as jax)
 
     if (args.lam is None) == (args.load is None):
         raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
@@ -170,6 +172,14 @@ def _run_sample(args: argparse.Namespace) -> int:
     if lam is None:
         lam = args.load * limit.lambda_c
         log(f"[sample] lam = {args.load:g} lambda_c = {lam:.6g}")
+    floor = horizon_floor(wl, lam, limit)
+    if args.ell0 is None and args.max_ell < floor:
+        LOGGER.warning(
+            f"warning: --max-ell {args.max_ell} is below the horizon floor {floor} of this "
+            f"workload at lam {lam:.6g} (8 jobs of the rarest class, 4 relaxation times): the "
+            f"first horizon is cut to {max(args.max_ell // 2, 1)} jobs and the samples may "
+            "stay unconverged; raise --max-ell"
+        )
     t0 = time.perf_counter()
     S = sample_backward(
         wl,
@@ -193,8 +203,11 @@ def _run_sample(args: argparse.Namespace) -> int:
     out = palm_metrics(wl, S, level=args.level)
     out = {"scenario": args.scenario, **out, "elapsed_s": elapsed, "device": _device()}
     out["stability"] = limit.summary()
+    out["horizon_floor"] = floor
     if out["status"] != "ok":
         out["status_reason"] = _status_reason(out)
+        if args.ell0 is None and args.max_ell < floor:
+            out["status_reason"] += f" (--max-ell below the horizon floor {floor})"
 
     def table(o):
         head = classes_table(o)
@@ -318,7 +331,5 @@ def register(top, group) -> None:
         "traffic of float64; metrics in float64)",
     )
     p.add_argument("--override", action="store_true", help="skip the stability check")
-    # accepted, no longer needed: unconverged samples are reported with their status
-    p.add_argument("--allow-unconverged", action="store_true", help=argparse.SUPPRESS)
     add_common(p, strict=True, csv=True)
     p.set_defaults(func=_run_sample)

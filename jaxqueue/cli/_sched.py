@@ -27,6 +27,8 @@ from ._common import (
 )
 
 LAWS = ("exp", "bimodal", "hyperexp", "zipf", "erlang3")
+MAX_QUEUE = 8192
+"""Default largest job buffer of ``sched simulate`` (``--max-queue-size``)."""
 
 
 def parse_pool(spec: str):
@@ -93,7 +95,7 @@ def register(top, group) -> None:
     p.add_argument(
         "--m", type=nonnegative, default=0.0, help="mean interruptions per job (0: FCFS)"
     )
-    p.add_argument("--replications", type=count(2), default=20)
+    p.add_argument("--replications", type=count(2), default=20, help="independent replications")
     p.add_argument(
         "--jumps",
         "--events",
@@ -103,7 +105,18 @@ def register(top, group) -> None:
         help="measured jumps per replication",
     )
     p.add_argument("--warmup", type=count(0), default=None, help="warm-up jumps (default: --jumps)")
-    p.add_argument("--queue-size", type=count(1), default=128, help="initial job buffer (grows)")
+    p.add_argument(
+        "--queue-size",
+        type=count(1),
+        default=128,
+        help="initial job buffer (jobs in system held; doubled on overflow up to --max-queue-size)",
+    )
+    p.add_argument(
+        "--max-queue-size",
+        type=count(1),
+        default=None,
+        help=f"largest job buffer (default: {MAX_QUEUE}, or --queue-size if larger)",
+    )
     add_level(p)
     add_common(p, strict=True, csv=True)
     p.set_defaults(func=_run)
@@ -120,6 +133,11 @@ def _run(args) -> int:
     lam = loads(pool, args.rho)
     law = get_law(args.law, mean=1.0)
     warmup = args.jumps if args.warmup is None else args.warmup
+    cap = max(MAX_QUEUE, args.queue_size) if args.max_queue_size is None else args.max_queue_size
+    if cap < args.queue_size:
+        raise UsageError(
+            f"--max-queue-size {cap} is below --queue-size {args.queue_size}: give a larger one"
+        )
     log(
         f"sched simulate: {args.replications} replications x {args.jumps} jumps "
         f"(+{warmup} warm-up) on {jax.devices()[0]}"
@@ -135,6 +153,7 @@ def _run(args) -> int:
         jumps=args.jumps,
         warmup=warmup,
         queue_size=args.queue_size,
+        max_queue_size=cap,
         level=args.level,
     )
     out = {
@@ -188,9 +207,11 @@ def status_reason(res) -> str:
 
     if res.status == "overflow":
         return (
-            f"sched simulate: the job buffer overflowed at queue size {int(res.queue_size)} "
-            f"({int(res.overflow)} arrivals dropped): the load is too close to saturation for "
-            "this run length; raise --queue-size or lower --rho"
+            f"sched simulate: the jobs in system reached the job buffer of "
+            f"{int(res.queue_size)} jobs (the largest, --max-queue-size; {int(res.overflow)} "
+            f"arrivals dropped, at most {int(np.max(res.n_max))} jobs held): raise "
+            "--max-queue-size, or lower --rho or the run length (--jumps, --warmup) that lets "
+            "the queue grow this long"
         )
     drift, n_eff = float(np.ravel(res.drift)[0]), float(np.ravel(res.n_eff)[0])
     return (

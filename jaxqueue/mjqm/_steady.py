@@ -17,7 +17,8 @@ jobs relaxing; its status says so (``nonstationary``) but gives no answer. This 
    (a failed round also ends the exemption above); the answer is the last round, ``ok`` only
    if it passed every check, else ``nonstationary`` (or ``unconverged`` with fewer than
    ``MIN_REPLICATIONS`` replications, which more jobs do not mend). The doubling makes each
-   round mostly warm-up for the next; the checks are at 99.9%.
+   round mostly warm-up for the next; the checks are at 99.9%. A large first round is cut to
+   what the budget holds at the rate of a short pilot (:func:`_first_round`).
 
 The load is checked once (``limit=``, :func:`~jaxqueue.mjqm.stability_limit`); intervals are
 Student t over the independent replications (ratio estimators, delta method).
@@ -57,6 +58,40 @@ def _backward_start(workload: Workload, lam: float, n: int, key, limit, seconds)
     work = max(int(_START_RATE * seconds / 2 / workload.s), 1)
     S = sample_backward(workload, lam, n, key=key, limit=limit, override=True, max_work=work)
     return S.W, (S.bias_bound if S.status == Status.ok else math.inf)
+
+
+_PILOT_WORK = 1 << 25
+"""Job-steps (jobs x replications) above which the first round's cost is measured first."""
+
+_PILOT_STEPS = 1 << 20
+"""Job-steps of that pilot (at least 1000 jobs per replication)."""
+
+
+def _first_round(run, n_jobs: int, n_replications: int, seconds: float, progress) -> int:
+    """The jobs of the first round: ``n_jobs``, or, for a large one that the time left
+    (``seconds``) cannot hold at the rate of a pilot ``run(n)`` (run twice: the second, without
+    compilation, is timed), half of what it can (at least the pilot's), said through
+    ``progress``."""
+    if n_jobs * n_replications <= _PILOT_WORK:
+        return n_jobs
+    pilot = max(1000, _PILOT_STEPS // n_replications)
+    t0 = time.perf_counter()
+    run(pilot)  # compiles: the timed run below measures the scan alone
+    t1 = time.perf_counter()
+    run(pilot)
+    rate = pilot / max(time.perf_counter() - t1, 1e-9)  # jobs per replication per second
+    seconds -= time.perf_counter() - t0
+    fits = int(rate * max(seconds, 0.0) / 2)
+    if n_jobs <= fits:
+        return n_jobs
+    n = max(pilot, fits)
+    if progress is not None:
+        progress(
+            f"[simulate] warning: {n_jobs} jobs x {n_replications} replications would take "
+            f"about {n_jobs / rate:.3g} s at the measured {rate * n_replications:.3g} "
+            f"job-steps/s, beyond the budget (--max-seconds): the first round runs {n} jobs"
+        )
+    return n
 
 
 def _start_precise(res: ForwardResult, start_bias: float) -> bool:
@@ -130,7 +165,24 @@ def simulate_steady(
     started = "backward" if init is not None else "empty"
     if progress is not None:
         progress(f"[simulate] start: {started} ({time.perf_counter() - t0:.1f} s)")
-    n, offset, warmup, rounds = n_jobs, 0, n_jobs // 10, []
+    pilot = lambda n: jax.block_until_ready(
+        simulate(
+            workload,
+            lam,
+            key=k_run,
+            n_jobs=n,
+            n_replications=n_replications,
+            warmup=n // 10,
+            init=init,
+            dtype=dtype,
+            level=level,
+            override=True,
+            stationary_start=stationary,
+        ).wait_mean_all
+    )
+    left = max_seconds - (time.perf_counter() - t0)
+    n = _first_round(pilot, n_jobs, n_replications, left, progress)
+    offset, warmup, rounds = 0, n // 10, []
     while True:
         t1 = time.perf_counter()
         res = simulate(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._document import document, in_file, known_keys, spec_items, spec_numbers
+from .._document import document, in_file, known_keys, number, spec_items, spec_numbers, vector
 from ._pool import Pool
 from ._typed import TypedPool
 
@@ -59,7 +59,12 @@ def _pool_fields(data: dict):
     mu = data.get("mu")
     if mu is None:
         mu = [1.0] * (1 + max((k for s in sets for k in s), default=0))
-    return sets, np.asarray(mu, dtype=float), data.get("lam")
+    return sets, _capacities(mu), data.get("lam")
+
+
+def _capacities(mu) -> np.ndarray:
+    """``mu`` of a file as floats; an entry that is not a number is named (``mu[1]: ...``)."""
+    return np.asarray(vector(mu, "mu", number) if isinstance(mu, list) else mu, dtype=float)
 
 
 def typed_pool_from_dict(data: dict, source: str | None = "pool file"):
@@ -80,7 +85,7 @@ def typed_pool_from_dict(data: dict, source: str | None = "pool file"):
         if need not in data:
             raise ValueError(f"a typed pool needs {need!r} (and type_sets, counts, mu)")
     mu = data.get("mu")
-    mu = None if mu is None else np.asarray(mu, dtype=float)
+    mu = None if mu is None else _capacities(mu)
     return TypedPool(data["counts"], data["type_sets"], mu), data.get("lam")
 
 

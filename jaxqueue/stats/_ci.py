@@ -9,6 +9,7 @@ number of replications, so the functions stay jittable.
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
@@ -32,6 +33,18 @@ class Estimate(eqx.Module):
 
     def covers(self, value: ArrayLike) -> Array:
         return (self.low <= value) & (value <= self.high)
+
+    def __repr__(self) -> str:
+        """The numbers where they are concrete (``Estimate(mean=1.25, ci=[1, 1.5], n=20,
+        level=0.95)``); shapes and dtypes under a trace."""
+        arrays = (self.mean, self.low, self.high)
+        if any(isinstance(a, jax.core.Tracer) for a in arrays):
+            return super().__repr__()
+        m, lo, hi = (np.asarray(a) for a in arrays)
+        fmt = {"float_kind": lambda x: f"{x:.6g}"}
+        show = lambda a: np.array2string(a, formatter=fmt, separator=", ", threshold=12)
+        body = f"mean={show(m)}, ci=[{show(lo)}, {show(hi)}]"
+        return f"Estimate({body}, n={self.n}, level={self.level:g})"
 
     def as_dict(self) -> dict:
         return {

@@ -326,10 +326,10 @@ def _cases():
     ):
         add(fragment, "bf", "solve", "--pool", "m-model-sym", "--rho", rho, status=status)
     for lam, fragment, status in (
-        ("[-1, 1]", "lam must be finite and >= 0", 1),
+        ("[-1, 1]", "--lam: expected comma-separated finite numbers >= 0", 2),
         ("[1]", "--lam has 1 rate(s) but the pool has 2 classes", 2),
-        ("[nan, 1]", "--lam: cannot parse", 2),
-        ("abc", "--lam: cannot parse", 2),
+        ("[nan, 1]", "--lam: expected comma-separated", 2),
+        ("abc", "--lam: expected comma-separated", 2),
         ("[]", "--lam has 0 rate(s)", 2),
         ("[5, 5]", "unstable arrival rates", 1),
     ):
@@ -346,8 +346,8 @@ def _cases():
         "--lam",
         "[1, 1]",
     )
-    runtime(
-        "mu must be finite and > 0",
+    add(
+        "--mu: expected comma-separated finite numbers > 0",
         "bf",
         "solve",
         "--pool",
@@ -357,7 +357,17 @@ def _cases():
         "--mu",
         "[-1, 1, 1]",
     )
-    add("--mu: cannot parse", "bf", "solve", "--pool", "m-model-sym", "--rho", "0.5", "--mu", "x")
+    add(
+        "--mu: expected comma-separated",
+        "bf",
+        "solve",
+        "--pool",
+        "m-model-sym",
+        "--rho",
+        "0.5",
+        "--mu",
+        "x",
+    )
     add("give a pool", "bf", "solve", "--rho", "0.5")
     # --- sched simulate
     sched = ("sched", "simulate", "--pool", "m-model-sym", "--law", "exp")
@@ -634,6 +644,9 @@ def test_capped_backward_samples_give_open_intervals(capsys):
     out, err = capsys.readouterr()
     d = json.loads(out)
     assert d["status"] == "unconverged" and "status unconverged" in err
+    # --max-ell below the horizon floor of the workload at this load: said, not silent
+    assert "below the horizon floor" in err and d["horizon_floor"] > 64
+    assert "horizon floor" in d["status_reason"]
     assert d["wait_mean_ci"][1] is None  # inf in JSON
     assert all(c["wait_mean_ci"][1] is None for c in d["classes"])
     assert main([*argv[:-1], "--strict"]) == 3

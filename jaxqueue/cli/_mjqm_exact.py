@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,9 +21,47 @@ from ._common import (
 )
 
 
-def exact_dict(wl, lam: float, res=None) -> dict:
+def _number_list(rule: str, check) -> Callable[[str], list[tuple[str, float]]]:
+    """An ``argparse`` type: comma-separated numbers, each kept with its text as typed."""
+
+    def parse(text: str) -> list[tuple[str, float]]:
+        out = []
+        for part in (x.strip() for x in text.split(",")):
+            try:
+                value = float(part)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected {rule}, got {part!r}") from None
+            if not check(value):
+                raise argparse.ArgumentTypeError(f"expected {rule}, got {part}")
+            out.append((part, value))
+        return out
+
+    return parse
+
+
+quantile_list = _number_list("numbers in (0, 1) separated by commas", lambda v: 0 < v < 1)
+time_list = _number_list("finite numbers >= 0 separated by commas", lambda v: 0 <= v < math.inf)
+
+
+def _waits(res, wl, quantiles, tails) -> tuple[dict, list[dict]]:
+    """``p_wait``, ``wait_quantiles`` and ``wait_tail`` of all jobs and of every class."""
+    dist = res.wait_distribution(quantiles=[v for _, v in quantiles], times=[v for _, v in tails])
+    out = []
+    for cls in [None, *range(wl.n_classes)]:
+        o = {"p_wait": float(dist.p_wait(cls))}
+        if quantiles:
+            o["wait_quantiles"] = {k: float(dist.quantile(v, cls)) for k, v in quantiles}
+        if tails:
+            o["wait_tail"] = {k: float(dist.tail(v, cls)) for k, v in tails}
+            o["wait_tail_error"] = max(float(dist.tail_error(v, cls)) for _, v in tails)
+        out.append(o)
+    return out[0], out[1:]
+
+
+def exact_dict(wl, lam: float, res=None, quantiles=(), tails=()) -> dict:
     """The JSON of ``mjqm exact`` for a workload at one arrival rate (refusals raise); ``res``:
-    the ``exact(wl, lam)`` already computed."""
+    the ``exact(wl, lam)`` already computed; ``quantiles`` and ``tails``: ``(text, value)``
+    pairs (``--quantiles``, ``--tail``) adding the waiting-time law."""
     from ..mjqm import exact  # the models load when the command runs
 
     res = exact(wl, lam) if res is None else res
@@ -39,6 +79,11 @@ def exact_dict(wl, lam: float, res=None) -> dict:
         }
         for i in range(wl.n_classes)
     ]
+    top = {}
+    if quantiles or tails:
+        top, per_class = _waits(res, wl, quantiles, tails)
+        for c, extra in zip(classes, per_class, strict=True):
+            c.update(extra)
     return {
         "lam": float(lam),
         "method": "exact",
@@ -56,6 +101,7 @@ def exact_dict(wl, lam: float, res=None) -> dict:
         "load": float(lam / res.lambda_c),
         "phases": int(res.phases),
         "levels": int(res.levels),
+        **top,
     }
 
 
@@ -75,6 +121,12 @@ def _table(o: dict) -> str:
         f"number in system {o['jobs_mean']:.6g}\nidle servers {o['idle_servers']:.6g}, HOL idle "
         f"servers (idle while someone waits) {o['hol_idle_servers']:.6g}"
     )
+    for key, label in (("wait_quantiles", "wait quantiles"), ("wait_tail", "P(wait > t)")):
+        if key in o:
+            rows = [("all", o["p_wait"], *o[key].values())]
+            rows += [(c["cores"], c["p_wait"], *c[key].values()) for c in o["classes"]]
+            cols = ["cores", "P(wait > 0)", *(f"{label} {k}" for k in o[key])]
+            tail += "\n" + format_table(cols, rows)
     return head + table + tail
 
 
@@ -87,7 +139,8 @@ def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else args.load * float(exact_lambda_c(wl))
     res = exact(wl, lam)
-    out = {"scenario": args.scenario, **exact_dict(wl, lam, res)}
+    waits = {"quantiles": args.quantiles or (), "tails": args.tail or ()}
+    out = {"scenario": args.scenario, **exact_dict(wl, lam, res, **waits)}
     out["elapsed_s"] = time.perf_counter() - t0
     size = exact_size(wl)
     log(
@@ -112,6 +165,20 @@ def register(top, group) -> None:
     p.add_argument("--lam", type=positive, default=None, help="arrival rate")
     p.add_argument(
         "--load", type=positive, default=None, help="arrival rate as a fraction of lambda_c"
+    )
+    p.add_argument(
+        "--quantiles",
+        type=quantile_list,
+        default=None,
+        metavar="Q[,Q...]",
+        help="waiting-time quantiles, e.g. 0.5,0.9,0.99 (exact, all jobs and every class)",
+    )
+    p.add_argument(
+        "--tail",
+        type=time_list,
+        default=None,
+        metavar="T[,T...]",
+        help="times t for P(wait > t), e.g. 1,10,100",
     )
     add_common(p, seed=False, csv=True)
     p.set_defaults(func=_run)

@@ -12,7 +12,8 @@ returning a result with a ``status``:
 * :func:`sample_backward` (sub-perfect samples, Algorithm 1): :class:`BackwardSamples`, and
   :func:`palm_metrics`, :func:`wait_samples`, :func:`wait_density` (Section 6);
 * :func:`exact` (the QBD, exponential services): :class:`ExactResult`, with
-  :func:`exact_lambda_c` and :func:`exact_size`;
+  :func:`exact_lambda_c` and :func:`exact_size`; its waiting-time laws per class
+  (:class:`WaitDistribution`);
 * :func:`stability_limit` (exact where known, else estimated with a key, else unknown):
   :class:`StabilityResult`, with :func:`pile_growth` (Algorithm 2) and
   :func:`lambda_c_closed_form` (eq. (8)).
@@ -26,6 +27,7 @@ refuses ``lam`` at or beyond ``lambda_ideal``, a closed form or that limit
 
 from .._tables import metrics_frame as metrics_frame
 from ._exact import ExactResult as ExactResult
+from ._exact import WaitDistribution as WaitDistribution
 from ._exact import exact as exact
 from ._exact import exact_lambda_c as exact_lambda_c
 from ._exact import exact_size as exact_size

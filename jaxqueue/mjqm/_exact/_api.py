@@ -163,7 +163,8 @@ def exact(workload: Workload, lam) -> ExactResult:
                 f"stability limit lambda_c = {float(lam_c):.10g}: too close to solve accurately "
                 f"in {p.dtype}"
             )
-    return _exact_jit(s, cores, mu, p, lam)
+    res = _exact_jit(s, cores, mu, p, lam)
+    return eqx.tree_at(lambda r: r.workload, res, workload, is_leaf=lambda x: x is None)
 
 
 def _gap(dtype) -> float:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
 from ..._tables import per_class
 from ...stats import Result, Status
 from .._workload import Workload
+from ._structure import _shape
+from ._wait import WaitDistribution, wait_distribution
 
 
 class ExactResult(Result):
@@ -24,6 +27,10 @@ class ExactResult(Result):
         p_wait: probability that an arriving job waits (PASTA).
         idle_servers: mean idle servers ``E[s - a.n]`` (equals ``s - lam sum p_i a_i m_i``).
         hol_idle_servers: mean idle servers while someone waits (HOL waste).
+        response_mean, response_mean_class: mean response (sojourn) times, wait plus
+            mean service (properties).
+        workload: the workload solved (``mjqm.exact`` sets it); the wait distribution
+            methods (``wait_tail``, ``wait_cdf``, ``wait_quantile``, ``p_wait_class``) use it.
         stable: ``lam < lambda_c (1 - 100 sqrt(eps))``; when not, every metric is ``inf``
             (or 1 for ``p_wait``): beyond the limit the means are infinite, and within that
             relative gap the QBD cannot be solved accurately in the dtype.
@@ -44,6 +51,55 @@ class ExactResult(Result):
     stable: Array
     phases: int = eqx.field(static=True)
     levels: int = eqx.field(static=True)
+    workload: Workload | None = None
+
+    def wait_distribution(self, *, steps=None, quantiles=(), times=()) -> WaitDistribution:
+        """The :class:`~jaxqueue.mjqm.WaitDistribution` of every class at this load: with
+        ``steps`` (static) under ``jit`` / ``grad``, else as many uniformisation steps as the
+        ``quantiles`` and ``times`` asked for need (concrete loads only)."""
+        if self.workload is None:
+            raise ValueError("wait: this ExactResult carries no workload (use mjqm.exact)")
+        if np.ndim(self.lam) != 0:
+            raise ValueError("wait: one load at a time (not a batched ExactResult)")
+        s, cores = _shape(self.workload)
+        mean = self.workload.mean_service()
+        dt = jnp.result_type(self.lam, mean, self.workload.probs, float)
+        mu, p = 1.0 / mean.astype(dt), jnp.asarray(self.workload.probs).astype(dt)
+        return wait_distribution(
+            s, cores, mu, p, self.lam, steps=steps, quantiles=quantiles, times=times
+        )
+
+    def wait_tail(self, t, cls: int | None = None, *, steps=None) -> Float[Array, ""]:
+        """``P(W > t)`` for class ``cls`` (``None``: all jobs); see :meth:`wait_distribution`."""
+        return self.wait_distribution(steps=steps, times=(t,)).tail(t, cls)
+
+    def wait_cdf(self, t, cls: int | None = None, *, steps=None) -> Float[Array, ""]:
+        """``P(W <= t)`` for class ``cls`` (``None``: all jobs)."""
+        return 1.0 - self.wait_tail(t, cls, steps=steps)
+
+    def wait_quantile(self, q, cls: int | None = None, *, steps=None) -> Float[Array, ""]:
+        """The ``q``-quantile of the wait of class ``cls`` (``None``: all jobs)."""
+        return self.wait_distribution(steps=steps, quantiles=(q,)).quantile(q, cls)
+
+    @property
+    def p_wait_class(self) -> Float[Array, " classes"]:
+        """``(K,)`` probability that a class-``i`` job waits, ``P(W_i > 0)``."""
+        return self.wait_distribution(steps=0).u[0, :-1]
+
+    @property
+    def response_mean_class(self) -> Float[Array, " classes"]:
+        """``(K,)`` mean response (sojourn) time per class: mean wait plus mean service."""
+        return self.wait_mean_class + self._mean_service()
+
+    @property
+    def response_mean(self) -> Float[Array, ""]:
+        """Mean response (sojourn) time of all jobs: ``wait_mean + sum_i p_i m_i``."""
+        return self.wait_mean + jnp.asarray(self.workload.probs) @ self._mean_service()
+
+    def _mean_service(self) -> Array:
+        if self.workload is None:
+            raise ValueError("response: this ExactResult carries no workload (use mjqm.exact)")
+        return self.workload.mean_service()
 
     @property
     def status(self) -> Status:

@@ -38,6 +38,7 @@ _MODULES = (
     "_optimize",
     "_reproduce",
     "_sweep",
+    "_traces",
     "_demo",
 )
 

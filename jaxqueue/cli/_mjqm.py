@@ -20,6 +20,7 @@ from ._common import (
 )
 from ._mjqm_common import classes_table, command_limit
 from ._mjqm_policies import simulate_with_policy
+from ._traces import add_trace_options, simulate_trace
 
 
 def _table(out: dict) -> str:
@@ -60,6 +61,12 @@ def _simulate(args: argparse.Namespace) -> int:
     from ..mjqm._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS
     from ..mjqm.policies import parse_policy
 
+    if args.trace is not None:
+        return simulate_trace(args)
+    if args.scenario is None or args.lam is None:
+        raise UsageError("the arguments --scenario and --lam are required (or --trace LOG)")
+    if args.servers is not None or args.compare_recorded:
+        raise UsageError("--servers and --compare-recorded apply to --trace")
     with usage_errors():
         fcfs = parse_policy(args.policy).name == "fcfs"
     if fcfs and args.max_buffer is not None:
@@ -138,7 +145,10 @@ _DESCRIPTION = (
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm simulate``."""
     p = mjqm_command(group, "simulate", help=_HELP, description=_DESCRIPTION)
-    p.add_argument("--lam", type=positive, required=True, help="arrival rate")
+    for action in p._actions:  # a --trace replay takes neither (checked in _simulate)
+        if action.dest == "scenario":
+            action.required = False
+    p.add_argument("--lam", type=positive, default=None, help="arrival rate (required)")
     p.add_argument("--jobs", type=count(1), default=20_000, help="jobs per replication")
     p.add_argument("--replications", type=count(2), default=256, help="independent replications")
     p.add_argument(
@@ -180,5 +190,6 @@ def register(top, group) -> None:
     p.add_argument(
         "--override", action="store_true", help="simulate even beyond a known stability limit"
     )
+    add_trace_options(p)
     add_common(p, strict=True, csv=True)
     p.set_defaults(func=_simulate)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import types
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,8 +33,7 @@ def synthetic(workload: Workload, lam: float, n_jobs: int, *, key, rep: int = 0)
     if not (isinstance(n_jobs, (int, np.integer)) and n_jobs >= 1):
         raise ValueError(f"synthetic: n_jobs must be an integer >= 1, got {n_jobs!r}")
     dt = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
-    u = job_uniforms(key, rep, jnp.arange(n_jobs), n_uniforms(workload), dt)
-    jobs = jobs_from_uniforms(workload, lam, u, dtype=dt)
+    jobs = _draw(workload, jnp.asarray(lam, dt), key, jnp.asarray(rep), jnp.arange(n_jobs), dt)
     tau = np.asarray(jobs.tau, dtype=np.float64)
     submit = np.concatenate([[0.0], np.cumsum(tau[:-1])])
     n = int(n_jobs)
@@ -55,6 +55,13 @@ def synthetic(workload: Workload, lam: float, n_jobs: int, *, key, rep: int = 0)
         status=_frozen(np.ones(n, np.int64)),
         user=_frozen(np.full(n, -1, np.int64)),
     )
+
+
+@eqx.filter_jit
+def _draw(workload, lam, key, rep, jobs, dtype):
+    """The job inputs of ``jobs`` (one compiled function, not an operation at a time)."""
+    u = job_uniforms(key, rep, jobs, n_uniforms(workload), dtype)
+    return jobs_from_uniforms(workload, lam, u, dtype=dtype)
 
 
 def write_swf(log: JobLog, path, *, wait=None, comment: str = "") -> None:

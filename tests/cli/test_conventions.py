@@ -36,6 +36,7 @@ RUNTIME = {
     "network solve": ["--spec", "{d}/missing.json"],
     "reproduce": ["mjsre", "--out", "/proc/forbidden"],
     "sweep": ["{d}/missing.toml", "--out", "{d}/out"],
+    "workload fit": ["{d}/missing.swf", "--out", "{d}/out.toml"],
 }
 
 

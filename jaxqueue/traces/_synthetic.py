@@ -33,7 +33,10 @@ def synthetic(workload: Workload, lam: float, n_jobs: int, *, key, rep: int = 0)
     if not (isinstance(n_jobs, (int, np.integer)) and n_jobs >= 1):
         raise ValueError(f"synthetic: n_jobs must be an integer >= 1, got {n_jobs!r}")
     dt = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
-    jobs = _draw(workload, jnp.asarray(lam, dt), key, jnp.asarray(rep), jnp.arange(n_jobs), dt)
+    n_u = n_uniforms(workload)  # concrete: outside the compiled function
+    args = (workload, jnp.asarray(lam, dt), key, jnp.asarray(rep), jnp.arange(n_jobs), n_u, dt)
+    # a renewal arrival law is rescaled from concrete values: drawn an operation at a time
+    jobs = _draw(*args) if workload.arrival is None else _inputs(*args)
     tau = np.asarray(jobs.tau, dtype=np.float64)
     submit = np.concatenate([[0.0], np.cumsum(tau[:-1])])
     n = int(n_jobs)
@@ -57,11 +60,13 @@ def synthetic(workload: Workload, lam: float, n_jobs: int, *, key, rep: int = 0)
     )
 
 
-@eqx.filter_jit
-def _draw(workload, lam, key, rep, jobs, dtype):
-    """The job inputs of ``jobs`` (one compiled function, not an operation at a time)."""
-    u = job_uniforms(key, rep, jobs, n_uniforms(workload), dtype)
+def _inputs(workload, lam, key, rep, jobs, n_u, dtype):
+    """The job inputs of ``jobs``."""
+    u = job_uniforms(key, rep, jobs, n_u, dtype)
     return jobs_from_uniforms(workload, lam, u, dtype=dtype)
+
+
+_draw = eqx.filter_jit(_inputs)  # one compiled function, not an operation at a time
 
 
 def write_swf(log: JobLog, path, *, wait=None, comment: str = "") -> None:

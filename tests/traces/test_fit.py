@@ -115,3 +115,15 @@ def test_cli_writes_an_ordinary_workload_file(tmp_path, capsys):
     assert main(["workload", "fit", str(DATA / "minimal.csv"), "--out", str(out)]) == 1
     assert "no machine size" in capsys.readouterr().err
     assert main(["workload", "fit", str(log), "--out", str(out), "--laws", "gamma"]) == 2
+
+
+def test_fit_reports_bursty_arrivals():
+    """A log drawn with hyperexponential inter-arrival times of scv 4 (a renewal law of the
+    workload): the fit keeps Poisson arrivals and reports the scv it saw."""
+    p = 0.5 * (1 + np.sqrt(3 / 5))
+    bursty = HyperExponential([1 / (2 * p), 1 / (2 * (1 - p))], [p, 1 - p])
+    wl = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2, arrival=bursty)
+    f = traces.fit(traces.synthetic(wl, 1.0, 20_000, key=jax.random.key(4)))
+    assert f.lam == pytest.approx(1.0, rel=0.05)
+    assert f.interarrival_scv == pytest.approx(4.0, rel=0.25)
+    assert f.as_dict()["arrivals"] == "poisson"

@@ -37,7 +37,28 @@ POLICIES = (
     "server-filling",
     "easy-backfilling",
 )
+#: The policies of issue 34 (on five-class-exp: msfq's threshold, balanced-splitting's
+#: partitions, one per class, and helpers).
+NEW_POLICIES = (
+    "maxweight",
+    "srpt-greedy",
+    "first-fit-srpt",
+    "server-filling-srpt",
+    "server-filling-gittins",
+    "easy-backfilling:estimate=2",
+    "msfq:5",
+    "balanced-splitting:2/2/0/0/0+16",
+)
 REPS = 1024
+
+
+def _chosen() -> tuple[str, ...]:
+    """``POLICIES`` and ``NEW_POLICIES``, or those named in ``BENCH_POLICIES``
+    (comma-separated)."""
+    names = os.environ.get("BENCH_POLICIES", "")
+    return tuple(p for p in names.split(",") if p) or POLICIES + NEW_POLICIES
+
+
 TARGET = 30.0
 
 
@@ -105,6 +126,7 @@ def _heapq_once(policy: str, lam: float, n_jobs: int) -> tuple[float, float]:
         n_jobs,
         n_jobs // 5,
         1,
+        laws=[("exponential", m) for m in means],  # (server-filling-gittins reads them)
     )
     return time.perf_counter() - t0, res["response_mean"]
 
@@ -114,8 +136,8 @@ def _sharded(lam: float, n_jobs: int) -> dict | None:
     code = (
         "import json, jax, jax.numpy as jnp\n"
         "jax.config.update('jax_enable_x64', True)\n"
-        "from benchmarks.bench_policies import _engine, POLICIES\n"
-        f"out = {{p: _engine(p, {lam!r}, {n_jobs})[1] for p in POLICIES}}\n"
+        "from benchmarks.bench_policies import _engine, _chosen\n"
+        f"out = {{p: _engine(p, {lam!r}, {n_jobs})[1] for p in _chosen()}}\n"
         "print(json.dumps({'devices': len(jax.devices()), 'run': out}))\n"
     )
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
@@ -142,8 +164,8 @@ def run(fast: bool = False) -> str:
     load = [os.getloadavg()[0]]
     sharded = _sharded(lam, n_jobs)
     rows = []
-    t_scan, resp_scan = _mjsre(lam, n_jobs)
-    for pol in POLICIES:
+    t_scan, resp_scan = _mjsre(lam, n_jobs) if "fcfs" in _chosen() else (0.0, 0.0)
+    for pol in _chosen():
         print(f"[bench_policies] {pol}", file=sys.stderr, flush=True)
         comp, t_run, resp, B = _engine(pol, lam, n_jobs, one)
         t_ref, resp_ref = _heapq(pol, lam, n_ref)

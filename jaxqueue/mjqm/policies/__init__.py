@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ._base import Jobs, Order, Policy, fcfs_start
 from ._base import first_fit as _first_fit_rule
+from .balanced_splitting import BalancedSplitting
 from .easy_backfilling import EasyBackfilling
 from .easy_backfilling_estimate import EasyBackfillingEstimate
 from .fcfs import FCFS
@@ -18,6 +19,7 @@ from .first_fit_srpt import FirstFitSRPT
 from .least_servers_first import LeastServersFirst
 from .maxweight import MaxWeight
 from .msf import MostServersFirst
+from .msfq import MSFQ
 from .preemptive_first_fit import PreemptiveFirstFit
 from .random_assignment import RandomAssignment
 from .server_filling import ServerFilling
@@ -47,6 +49,8 @@ __all__ = [
     "FirstFitSRPT",
     "ServerFillingSRPT",
     "ServerFillingGittins",
+    "MSFQ",
+    "BalancedSplitting",
     "RandomAssignment",
     "POLICIES",
     "parse_policy",
@@ -73,7 +77,8 @@ _SIMPLE = {
 }
 
 #: Policy names as on the command line (``window`` takes ``:W``, ``easy-backfilling``
-#: optionally ``:estimate=F``).
+#: optionally ``:estimate=F``, ``msfq`` ``:L``, ``balanced-splitting`` one partition size per
+#: class and the helpers, ``:R0/R1/.../Rm-1+H``).
 POLICIES = (
     "fcfs",
     "first-fit",
@@ -89,6 +94,8 @@ POLICIES = (
     "first-fit-srpt",
     "server-filling-srpt",
     "server-filling-gittins",
+    "msfq:L",
+    "balanced-splitting:R0/.../Rm-1+H",
 )
 
 
@@ -96,8 +103,8 @@ def parse_policy(name: str | Policy) -> Policy:
     """The policy of a name ``NAME[:PARAM]`` (``POLICIES``); a policy object passes through.
 
     Raises:
-        ValueError: an unknown name, a parameter where none is taken, or a bad ``W`` or
-            ``F``.
+        ValueError: an unknown name, a parameter where none is taken, or a bad ``W``,
+            ``F``, ``L`` or partition.
     """
     if isinstance(name, Policy):
         return name
@@ -106,6 +113,23 @@ def parse_policy(name: str | Policy) -> Policy:
         if not param.strip().isdigit() or int(param) < 1:
             raise ValueError(f"policy {name!r}: window needs an integer W >= 1, as window:4")
         return Window(int(param))
+    if base == "msfq":
+        if not param.strip().isdigit():
+            raise ValueError(f"policy {name!r}: msfq needs an integer L >= 0, as msfq:2")
+        return MSFQ(int(param))
+    if base == "balanced-splitting":
+        parts, _, h = param.partition("+")
+        try:
+            reserve = tuple(int(x) for x in parts.split("/"))
+            helpers = int(h) if h.strip() else 0
+        except ValueError:
+            reserve, helpers = (), -1
+        if not reserve or min(reserve) < 0 or helpers < 0:
+            raise ValueError(
+                f"policy {name!r}: balanced-splitting needs one partition size per class and "
+                "the helpers, integers >= 0, as balanced-splitting:4/2/2+8"
+            )
+        return BalancedSplitting(reserve, helpers)
     if base == "easy-backfilling" and sep:
         key, eq, value = param.partition("=")
         try:

@@ -11,8 +11,9 @@ how far it looks (``lookahead``), whether backfilled jobs must end by the head's
 (``reserves``, EASY) and whether it serves only within the shortest arrival-order prefix
 whose needs reach ``s`` (``prefix_servers``, server-filling), whether it reads each job's size
 (``size_aware``: then the engine keeps every job's size and remaining work and runs
-``select`` itself at every event). Every engine derives its own state layout from these
-facts (``jaxqueue.mjqm.engines.events``); a policy holds no layout.
+``select`` itself at every event) or a state of its own (``memory``: ``step``). Every engine
+derives its own state layout from these facts (``jaxqueue.mjqm.engines.events``); a policy
+holds no layout.
 
 A new policy is one new file in this folder with its ``select`` and its facts (and its
 stability limit in closed form, where one is known), its name registered in ``__init__``.
@@ -84,7 +85,9 @@ class Jobs(NamedTuple):
         started: has been in service. run: in service now (never in a slot ``>= count``:
         ``free`` and the non-preemptive policies read it as given). count: number of jobs in
         the system. size: service time drawn at arrival (``None`` where the engine keeps no
-        sizes; the size-aware policies need it).
+        sizes; the size-aware policies need it). mark: a bit the policy keeps per job (its
+        :meth:`Policy.step`; balanced-splitting: runs on the helper servers), ``None`` where
+        unused.
     """
 
     cls: Int[Array, " B ..."]
@@ -96,6 +99,7 @@ class Jobs(NamedTuple):
     run: Bool[Array, " B ..."]
     count: Int[Array, "..."]
     size: Float[Array, " B ..."] | None = None
+    mark: Bool[Array, " B ..."] | None = None
 
     @property
     def live(self) -> Bool[Array, " B ..."]:
@@ -137,7 +141,8 @@ class Policy(eqx.Module):
     workload vector, ``mjsre`` eq. (2)), ``job_list`` (defined by ``select`` on the job
     list, so the event engine runs it), ``saturation_limit`` (its stability limit is the
     throughput of the saturated system); the engine facts ``order``, ``backfills``,
-    ``lookahead``, ``reserves``, ``prefix_servers``, ``size_aware`` (module docstring)."""
+    ``lookahead``, ``reserves``, ``prefix_servers``, ``size_aware``, ``memory`` (module
+    docstring)."""
 
     name: ClassVar[str] = ""
     preemptive: ClassVar[bool] = False
@@ -152,6 +157,7 @@ class Policy(eqx.Module):
     prefix_servers: ClassVar[bool] = False  # serves only within the shortest arrival-order
     # prefix whose needs reach s: at most (s - 1) // min(need) + 1 jobs
     size_aware: ClassVar[bool] = False  # reads each job's size (Jobs.size) and remaining work
+    memory: ClassVar[bool] = False  # decides from a state it keeps between events (step)
 
     @property
     def label(self) -> str:
@@ -162,6 +168,12 @@ class Policy(eqx.Module):
     def select(self, jobs: Jobs, s: int, needs: tuple[int, ...]) -> Bool[Array, " B"]:
         """The jobs in service after an event; ``needs``: the workload's distinct needs,
         largest first (static)."""
+
+    def step(self, jobs: Jobs, s: int, needs, state):
+        """``(run, mark, state)`` after an event for a policy with ``memory``: the set in
+        service, the per-job bits (``Jobs.mark``) and the per-replication int32 ``state`` it
+        keeps (0 at the start). Without memory: ``select``, the marks and state unchanged."""
+        return self.select(jobs, s, needs), jobs.mark, state
 
     def closed_form_limit(self, workload) -> float | None:
         """The stability limit of this policy on ``workload`` in closed form, where one is

@@ -25,7 +25,17 @@ NEW = (
     "server-filling-srpt",
     "server-filling-gittins",
     "easy-backfilling:estimate=2",
+    "msfq",
+    "balanced-splitting",
 )
+
+# per workload: msfq's threshold, balanced-splitting's partitions and helpers, and its load
+_MSFQ = {"five-class-exp": "msfq:5", "rare-8": "msfq:3", "mixed-6": "msfq:2"}
+_SPLIT = {
+    "five-class-exp": ("balanced-splitting:2/2/0/0/0+15", 0.6),
+    "rare-8": ("balanced-splitting:0/0+8", 0.8),
+    "mixed-6": ("balanced-splitting:0/0/0/0+6", 0.6),
+}
 
 
 def _workloads():
@@ -63,6 +73,61 @@ def _reference_law(law):
     if isinstance(law, Erlang):
         return ("erlang", law.k, float(law.mean_))
     return ("deterministic", float(law.value))
+
+
+def _jobs(need, rem, run, cls=None):
+    n = len(need)
+    return Jobs(
+        cls=jnp.asarray(cls if cls is not None else [0] * n, jnp.int32)[:, None],
+        need=jnp.asarray(need, jnp.int32)[:, None],
+        rem=jnp.asarray(rem, jnp.float64)[:, None],
+        age=jnp.zeros((n, 1)),
+        wait=jnp.zeros((n, 1)),
+        started=jnp.asarray(run)[:, None],
+        run=jnp.asarray(run)[:, None],
+        count=jnp.asarray([n], jnp.int32),
+    )
+
+
+def test_msfq_swaps_below_its_threshold():
+    # s = 4, K = 4: a 1-job runs, the 4-job and a 1-job wait
+    pol = parse_policy("msfq:2")
+    need, run = [1, 4, 1], [True, False, False]
+    got, _, state = pol.step(_jobs(need, [1.0] * 3, run), 4, (4, 1), jnp.zeros(1, jnp.int32))
+    # (b) the 1-job starts (MSF: the 4-job does not fit); (c) 2 busy <= L = 2: swap on
+    assert np.asarray(got)[:, 0].tolist() == [True, False, True] and int(state[0]) == 1
+    # swapped, 3 free < K: nothing starts, though a 1-job fits
+    got, _, state = pol.step(_jobs(need, [1.0] * 3, run), 4, (4, 1), jnp.ones(1, jnp.int32))
+    assert np.asarray(got)[:, 0].tolist() == [True, False, False] and int(state[0]) == 1
+    # with L = 1 the flag stays off (2 busy > 1)
+    got, _, state = parse_policy("msfq:1").step(
+        _jobs(need, [1.0] * 3, run), 4, (4, 1), jnp.zeros(1, jnp.int32)
+    )
+    assert int(state[0]) == 0
+    # msfq:0 is non-preemptive MSF: largest need first
+    assert _select("msfq:0", [1, 1, 2], [1.0] * 3, 2) == [False, False, True]
+
+
+def test_balanced_splitting_partitions_then_helpers():
+    # s = 6, R = (2, 2), H = 2: job 0 (class 0, need 2) runs in its partition; job 1 (class 0,
+    # need 1): partition full -> blocked, helpers; job 2 (class 1, need 2): its partition;
+    # job 3 (class 0, need 1): partition blocked -> helpers; job 4 (class 1, need 1): its
+    # partition is full, the helpers too: waits
+    pol = parse_policy("balanced-splitting:2/2+2")
+    jobs = _jobs([2, 1, 2, 1, 1], [1.0] * 5, [True] + [False] * 4, cls=[0, 0, 1, 0, 1])
+    jobs = jobs._replace(mark=jnp.zeros_like(jobs.run))
+    run, mark, _ = pol.step(jobs, 6, (2, 1), jnp.zeros(1, jnp.int32))
+    assert np.asarray(run)[:, 0].tolist() == [True, True, True, True, False]
+    assert np.asarray(mark)[:, 0].tolist() == [False, True, False, True, False]
+
+
+@pytest.mark.parametrize("bad", ["balanced-splitting:1/1+4", "balanced-splitting:4/4+4", "msfq:4"])
+def test_parameters_that_do_not_fit_the_workload(bad):
+    wl = Workload(
+        servers=4, cores=(1, 2), probs=(0.5, 0.5), services=(Exponential(1.0), Exponential(1.0))
+    )
+    with pytest.raises(ValueError, match="policy"):
+        parse_policy(bad).bind(wl)
 
 
 def _select(name, need, rem, s, run=None, size=None, cls=None, needs=None):
@@ -180,6 +245,12 @@ def test_easy_backfilling_plans_with_estimates():
         "easy-backfilling:F=2",
         "maxweight:2",
         "srpt-greedy:1",
+        "msfq",
+        "msfq:-1",
+        "msfq:x",
+        "balanced-splitting",
+        "balanced-splitting:1/x+2",
+        "balanced-splitting:1/2+-1",
     ],
 )
 def test_bad_parameters(bad):
@@ -266,6 +337,7 @@ def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
         np.asarray(jobs.sigma).tolist(),
         classes=cls.tolist(),
         laws=[_reference_law(law) for law in wl.services],
+        max_need=max(int(a) for a in wl.cores_array[:, 0]),
     )
     start, dep = np.asarray(start), np.asarray(dep)
     m = slice(warmup, n_jobs)
@@ -290,6 +362,8 @@ _SLOW = pytest.mark.slow
         pytest.param("server-filling-srpt", marks=_SLOW),
         "server-filling-gittins",
         pytest.param("easy-backfilling:estimate=2", marks=_SLOW),
+        "msfq",
+        pytest.param("balanced-splitting", marks=_SLOW),
     ],
 )
 @pytest.mark.parametrize(
@@ -304,6 +378,10 @@ def test_new_policy_equals_heapq_simulator_job_by_job(name, policy):
     """Same jobs (counter-based inputs), same responses and waits as the heapq simulator
     written separately from the definitions, to 1e-9, on three workloads."""
     wl, lam = _workloads()[name]
+    if policy == "msfq":
+        policy = _MSFQ[name]
+    elif policy == "balanced-splitting":
+        policy, lam = _SPLIT[name]
     key = jax.random.key(11)
     resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000)
     for r in range(2):

@@ -5,9 +5,10 @@ A policy declares what it does (``preemptive``, its first fit's ``order``, ``bac
 this module alone decides how the engine keeps its jobs (:mod:`._queues`) and which pick
 (:mod:`._picks`) runs it:
 
-* size-aware (reads each job's size and remaining work): every job in a row, in arrival
-  order, and the policy's own ``select`` at every event, no picks (the SRPT family,
-  server-filling-gittins, easy-backfilling with estimates);
+* size-aware (reads each job's size and remaining work) or with a state of its own: every
+  job in a row, in arrival order, and the policy's own ``step`` at every event, no picks
+  (the SRPT family, server-filling-gittins, easy-backfilling with estimates; msfq,
+  balanced-splitting);
 * serves within its prefix whose needs reach ``s``: prefix rows, no picks (server-filling);
 * preemptive: one deque per need, the preemptive first fit in its order (arrival:
   preemptive-first-fit; need: msf, least-servers-first; weight: maxweight);
@@ -50,7 +51,8 @@ class Layout:
             the rows in service at every event (the rows are the buffer: no deques).
         max_buffer: the most entries a deque may have.
         pick: ``pick(q, s, needs, now) -> Pick`` (``None`` with rows).
-        select: the policy's ``select(jobs, s, needs)`` (``all_rows``).
+        step: the policy's ``step(jobs, s, needs, state) -> (run, mark, state)``
+            (``all_rows``).
         serve_needs: the needs in the first fit's order of the prefix rows.
     """
 
@@ -63,7 +65,7 @@ class Layout:
     all_rows: bool = False
     max_buffer: int = 1 << 24
     pick: Callable | None = None
-    select: Callable | None = None
+    step: Callable | None = None
     serve_needs: tuple = ()
 
     def deques(self, needs: tuple[int, ...]) -> int:
@@ -82,8 +84,8 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
         NotImplementedError: facts this engine has no layout for.
     """
     order = policy.order
-    if policy.size_aware:
-        return Layout(preemptive=policy.preemptive, all_rows=True, select=policy.select)
+    if policy.size_aware or policy.memory:
+        return Layout(preemptive=policy.preemptive, all_rows=True, step=policy.step)
     if policy.prefix_servers:
         if order is Order.ARRIVAL:
             raise NotImplementedError(f"{policy.label}: prefix rows need a need order")

@@ -50,7 +50,7 @@ __all__ = [
     "rows_first",
 ]
 
-_CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT, _RUN_SHIFT = 16, 26, 28, 29
+_CLS_SHIFT, _CODE_SHIFT, _STARTED_SHIFT, _RUN_SHIFT, _MARK_SHIFT = 16, 26, 28, 29, 30
 
 
 def pack(need, cls, code, started):
@@ -91,6 +91,15 @@ def running_of(info):
 
 def with_running(info, run):
     return (info & ~(1 << _RUN_SHIFT)) | (run.astype(jnp.int32) << _RUN_SHIFT)
+
+
+def mark_of(info):
+    """The policy's bit of a job (``Jobs.mark``; every job in a row: bit 30)."""
+    return ((info >> _MARK_SHIFT) & 1).astype(bool)
+
+
+def with_mark(info, mark):
+    return (info & ~(1 << _MARK_SHIFT)) | (mark.astype(jnp.int32) << _MARK_SHIFT)
 
 
 # the traced 1 of the engine run being traced (settle), scoped to the trace by `settling`
@@ -214,7 +223,8 @@ class Queues(NamedTuple):
     the end time of a job in service, else its remaining work), with ``s_wait``, ``s_before``,
     ``s_rank`` (module docstring; else they have no rows); with every job in a row
     (``Layout.all_rows``), the rows in arrival order, ``s_size`` the sizes drawn at arrival
-    (``s_before``, ``s_rank`` have no rows)."""
+    (``s_before``, ``s_rank`` have no rows) and ``memo`` the state of a policy with
+    ``memory``."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -231,6 +241,7 @@ class Queues(NamedTuple):
     s_before: Int[Array, "W R"]
     s_rank: Int[Array, "W R"]
     s_size: Float[Array, "W R"] | None = None
+    memo: Int[Array, " R"] | None = None
 
     @property
     def capacity(self) -> int:

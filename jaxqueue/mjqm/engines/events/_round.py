@@ -28,6 +28,7 @@ from ._picks import serve_prefix
 from ._queues import (
     Queues,
     cls_of,
+    mark_of,
     need_of,
     pack,
     rows_any,
@@ -38,6 +39,7 @@ from ._queues import (
     set_started,
     settle,
     started_of,
+    with_mark,
     with_running,
 )
 
@@ -92,6 +94,7 @@ def _empty(
         s_before=i(M if rows and not sizes else 0),
         s_rank=i(M if rows and not sizes else 0),
         s_size=f(M) if sizes else None,
+        memo=i() if sizes else None,
     )
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
     return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
@@ -275,7 +278,8 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
     completion removes its row (the rows behind it move up one), an arrival takes row
     ``count``; then ``select`` chooses the rows in service afresh on the job list (preempt-
     resume; a non-preemptive policy keeps those in service) and the wait of a job is kept in
-    its row until it leaves."""
+    its row until it leaves. A policy with ``memory`` keeps a bit per job (``Jobs.mark``, in
+    the packed info) and a state per replication (``Queues.memo``) through its ``step``."""
     q, (cls, need, sigma, tau) = st.q, job
     B = q.s_end.shape[0]
     rows = jnp.arange(B, dtype=jnp.int32)[:, None]
@@ -326,9 +330,12 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
         run=old,
         count=count,
         size=s_size,
+        mark=mark_of(s_info),
     )
-    new = ctx.layout.select(jobs, ctx.s, ctx.needs) & on[None] | old & ~on[None]
-    (new,) = settle(new)
+    new, mark, memo = ctx.layout.step(jobs, ctx.s, ctx.needs, q.memo)
+    new = jnp.where(on[None], new, old)
+    new, mark, memo = settle(new, jnp.where(on[None], mark, jobs.mark), jnp.where(on, memo, q.memo))
+    s_info = with_mark(s_info, mark)
     start, stop = new & ~old, old & ~new
     first = start & ~started_of(s_info)
     need_rows = need_of(s_info)
@@ -338,6 +345,7 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
         s_info=with_running(jnp.where(start, set_started(s_info), s_info), new),
         s_wait=jnp.where(first, now[None] - s_arr, s_wait),
         s_size=s_size,
+        memo=memo,
         free=ctx.s - rows_sum(jnp.where(new, need_rows, 0), settled=False),
     )
     return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked

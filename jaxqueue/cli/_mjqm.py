@@ -19,8 +19,23 @@ from ._common import (
     workload,
 )
 from ._mjqm_common import classes_table, command_limit
-from ._mjqm_policies import simulate_with_policy
+from ._mjqm_policies import quantiles_text, simulate_with_policy
 from ._traces import add_trace_options, simulate_trace
+
+
+def tail_points(text: str) -> tuple[str, ...]:
+    """An ``argparse`` type: comma-separated finite times ``>= 0`` (kept as given: they are
+    the JSON keys)."""
+    points = tuple(t.strip() for t in text.split(","))
+    try:
+        ok = points and all(0 <= float(t) < float("inf") for t in points)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated times >= 0, as 1,10; got {text!r}"
+        )
+    return points
 
 
 def _table(out: dict) -> str:
@@ -35,6 +50,7 @@ def _table(out: dict) -> str:
         f"\nidle servers {out['idle_servers']:.6g} (expected s - lam E[alpha sigma] = "
         f"{out['idle_servers_expected']:.6g}), HOL idle servers {out['hol_idle_servers']:.6g}"
         f"\nmean number in system {out['number_in_system']:.6g}"
+        f"\nresponse {quantiles_text(out)}\nwait {quantiles_text(out, 'wait')}"
     )
     return head + classes_table(out) + tail
 
@@ -99,7 +115,7 @@ def _simulate(args: argparse.Namespace) -> int:
         override=args.override,
         progress=log,
     )
-    out = res.as_dict()
+    out = res.as_dict(tails=args.tail)
     _add_response(out)
     out["stability"] = limit.summary()
     if res.status == "unconverged" and res.n_replications < MIN_REPLICATIONS:
@@ -173,6 +189,14 @@ def register(top, group) -> None:
         help="scheduling policy: fcfs (the MJSRE scan), first-fit, window:W, "
         "preemptive-first-fit, msf, server-filling, easy-backfilling (the event engine; "
         "starts empty, warm-up jobs // 5) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--tail",
+        type=tail_points,
+        default=(),
+        metavar="T1,T2",
+        help="times t: adds response_tail and wait_tail, P(T > t) and P(W > t) with intervals "
+        "(keys as given)",
     )
     p.add_argument(
         "--max-buffer",

@@ -13,6 +13,7 @@ from ._common import (
     count,
     emit,
     format_table,
+    interval,
     log,
     mjqm_command,
     usage_errors,
@@ -30,21 +31,51 @@ STATUS_REASON = {
 }
 
 
+def stability_text(st: dict) -> str:
+    """The stability limit of a policy run's JSON (``{"lambda_c", "ci", "method"}``) in
+    words: ``unknown``, ``x (method)`` when exact, ``x [lo, hi] (method)`` when estimated."""
+    if st["lambda_c"] is None:
+        return "unknown"
+    lo, hi = st["ci"]
+    ci = "" if lo == hi else f" {interval(st['ci'])}"
+    return f"{st['lambda_c']:.5g}{ci} ({st['method']})"
+
+
+def quantiles_text(out: dict, kind: str = "response") -> str:
+    """``p50 x [lo, hi], p90 ...``: the quantiles of a run's JSON block with their intervals."""
+    qs, ci = out[f"{kind}_quantiles"], out[f"{kind}_quantiles_ci"]
+    return ", ".join(f"p{float(k) * 100:g} {v:.4g} {interval(ci[k])}" for k, v in qs.items())
+
+
 def _table(out: dict) -> str:
-    st = out["stability"]
-    limit = "unknown" if st["lambda_c"] is None else f"{st['lambda_c']:.6g} ({st['method']})"
+    limit = stability_text(out["stability"])
     head = (
         f"scenario {out['scenario']}  policy {out['policy']}  lam={out['lam']:.6g}  stability "
         f"limit {limit}  {out['replications']} x {out['jobs']} jobs\n"
     )
+    tails = "".join(
+        f"\n{kind} P(> {t}) {p:.4g} {interval(out[f'{kind}_tail_ci'][t])}"
+        for kind in ("response", "wait")
+        for t, p in out.get(f"{kind}_tail", {}).items()
+    )
     tail = (
         f"\nall jobs: response_mean {out['response_mean']:.6g} "
         f"[{out['response_mean_ci'][0]:.4g}, {out['response_mean_ci'][1]:.4g}], wait_mean "
-        f"{out['wait_mean']:.6g}\nidle servers {out['idle_servers']:.6g}, HOL idle servers "
+        f"{out['wait_mean']:.6g}\nresponse {quantiles_text(out)}"
+        f"\nwait {quantiles_text(out, 'wait')}"
+        f"{tails}\nidle servers {out['idle_servers']:.6g}, HOL idle servers "
         f"{out['hol_idle_servers']:.6g}, mean number in system {out['number_in_system']:.6g}"
         f"\nstatus {out['status']}"
     )
-    return head + classes_table(out, ("response_mean", "wait_mean")) + tail
+    cols = ("response_mean", "wait_mean", "response_p90", "response_p99")
+    rows = {"classes": [_with_p(c) for c in out["classes"]]}
+    return head + classes_table(rows, cols) + tail
+
+
+def _with_p(c: dict) -> dict:
+    """A class block with ``response_p90`` and ``response_p99`` for the table."""
+    q = c["response_quantiles"]
+    return c | {"response_p90": q.get("0.9", "-"), "response_p99": q.get("0.99", "-")}
 
 
 def simulate_with_policy(args: argparse.Namespace, wl) -> int:
@@ -87,7 +118,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
         override=args.override,
         progress=lambda msg: log(f"event simulation of {args.scenario} at lam={args.lam}: {msg}"),
     )
-    out = res.as_dict(wl)
+    out = res.as_dict(wl, tails=args.tail)
     if res.status != "ok":
         out["status_reason"] = f"mjqm simulate --policy {args.policy}: " + STATUS_REASON.get(
             res.status, res.status_reason()
@@ -143,7 +174,8 @@ def _compare(args: argparse.Namespace) -> int:
         )
     if args.plot:
         _plot(out, args.plot)
-    return emit(args, out, _compare_table, frame=lambda: compare_frame(out))
+    table = lambda o: _compare_table(o, args.quantiles)  # noqa: E731
+    return emit(args, out, table, frame=lambda: compare_frame(out))
 
 
 def compare_frame(out: dict):
@@ -179,7 +211,10 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> dict:
             continue
         d = res.as_dict(wl)
         keep = ("response_mean", "response_mean_ci", "wait_mean", "idle_servers", "status")
-        rows.append({"load": x, "lam": lam, **{k: d[k] for k in keep}})
+        tails = ("response_quantiles", "response_quantiles_ci", "wait_quantiles")
+        rows.append(
+            {"load": x, "lam": lam, **{k: d[k] for k in keep + tails + ("wait_quantiles_ci",)}}
+        )
     stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
     return {"policy": name, "stability": stability, "rows": rows}
 
@@ -194,26 +229,32 @@ def _fractions(text: str) -> list[float]:
     return loads
 
 
-def _compare_table(out: dict) -> str:
+def _compare_table(out: dict, quantiles: bool = False) -> str:
+    """The table of ``mjqm compare``: a row per policy and load, the policy's stability limit
+    (value, interval where estimated, method); with ``quantiles`` the response time's p50,
+    p90 and p99 with the interval of p99."""
     rows = []
+    qs = ("0.5", "0.9", "0.99")
     for p in out["policies"]:
-        st = p["stability"]
-        limit = "unknown" if st["lambda_c"] is None else f"{st['lambda_c']:.5g} ({st['method']})"
+        limit = stability_text(p["stability"])
         for r in p["rows"]:
             if "response_mean" in r:
-                ci = f"[{r['response_mean_ci'][0]:.4g}, {r['response_mean_ci'][1]:.4g}]"
-                rows.append(
-                    (p["policy"], r["load"], r["lam"], r["response_mean"], ci, r["status"], limit)
-                )
+                row = [p["policy"], r["load"], r["lam"], r["response_mean"]]
+                row.append(interval(r["response_mean_ci"]))
+                if quantiles:
+                    rq, rci = r["response_quantiles"], r["response_quantiles_ci"]
+                    row += [rq[q] for q in qs] + [interval(rci["0.99"])]
             else:
-                rows.append((p["policy"], r["load"], r["lam"], "-", "-", r["status"], limit))
+                row = [p["policy"], r["load"], r["lam"], "-", "-"] + ["-"] * (4 * quantiles)
+            rows.append((*row, r["status"], limit))
     head = (
-        f"scenario {out['scenario']}: mean response time by policy; loads are fractions of "
-        f"lambda_c (fcfs) = {out['lambda_c']:.6g}; lambda_ideal {out['lambda_ideal']:.6g}\n"
+        f"scenario {out['scenario']}: response time by policy; loads are fractions of "
+        f"lambda_c (fcfs) = {out['lambda_c']:.6g}; lambda_ideal {out['lambda_ideal']:.6g}; "
+        f"a load at or beyond a policy's stability limit is not simulated (unstable)\n"
     )
-    return head + format_table(
-        ["policy", "load", "lam", "response_mean", "CI", "status", "stability limit"], rows
-    )
+    cols = ["policy", "load", "lam", "response_mean", "CI"]
+    cols += ["p50", "p90", "p99", "p99 CI"] if quantiles else []
+    return head + format_table([*cols, "status", "stability limit"], rows)
 
 
 def _plot(out: dict, path: str) -> None:
@@ -274,5 +315,11 @@ def register(top, group) -> None:
     p.add_argument("--jobs", type=count(10), default=20_000, help="jobs per replication")
     p.add_argument("--replications", type=count(2), default=64, help="independent replications")
     p.add_argument("--plot", metavar="FILE.png", help="write a figure of the table")
+    p.add_argument(
+        "--quantiles",
+        action="store_true",
+        help="print the response time's p50, p90, p99 (with the interval of p99) in the table "
+        "(the JSON always carries response_quantiles and wait_quantiles with intervals)",
+    )
     add_common(p, strict=True, csv=True)
     p.set_defaults(func=_compare)

@@ -1,5 +1,6 @@
 """Estimators with confidence intervals (replications, batch means, ratios with a control
-variate), run diagnostics, waiting-time histograms, and the result convention: one status
+variate), run diagnostics, waiting-time histograms and their quantiles and tails with
+intervals, and the result convention: one status
 enumeration (`Status`), one rule set that judges a run (`StatusRules`, `judge`), one exception
 (`EstimateError`, raised under `throw=True`), one base of every estimator's result (`Result`)."""
 
@@ -26,6 +27,9 @@ from ._histogram import hist_bins as hist_bins
 from ._histogram import hist_layout as hist_layout
 from ._histogram import log_histogram as log_histogram
 from ._histogram import quantile_from_hist as quantile_from_hist
+from ._quantile import hist_cdf as hist_cdf
+from ._quantile import quantile_ci as quantile_ci
+from ._quantile import tail_ci as tail_ci
 from ._ratio import control_variate as control_variate
 from ._ratio import effective_samples as effective_samples
 from ._ratio import identity_z as identity_z

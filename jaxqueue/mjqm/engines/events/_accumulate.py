@@ -1,5 +1,5 @@
 """The per-replication sums of the event engine: responses, waits, time integrals and the
-waiting-time histogram (binned as the forward scan bins)."""
+waiting-time and response-time histograms (binned as the forward scan bins)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ class _Acc(NamedTuple):
     """Per-replication sums: per class ``(K,)`` response, response^2, wait, wait^2, count;
     second-half response and count (drift check); time integrals of jobs, idle servers, idle
     servers while someone waits, and the window length; departures (saturated runs); the
-    waiting-time histogram, ``(K * n_bins,)`` counts (class-major, :func:`_wait_bins`); a
-    replay's log of first starts (``None`` otherwise: :func:`_record_start`)."""
+    waiting-time and the response-time histograms, ``(K * n_bins,)`` counts each (class-major,
+    :func:`_wait_bins`); a replay's log of first starts (``None`` otherwise:
+    :func:`_record_start`)."""
 
     resp: Array
     resp2: Array
@@ -36,17 +37,39 @@ class _Acc(NamedTuple):
     time: Array
     done: Array
     hist: Array
+    rhist: Array
     starts: Array | None = None  # replay: (4 * jobs, R) start, arrival, work, need
     logged: Array | None = None  # replay: the first starts logged so far, (R,)
 
 
-def _record_departure(acc: _Acc, info, resp, on) -> _Acc:
-    """Add the response of a departing job where ``on`` and it is a measured one."""
+def _scatter_count(hist, rows, where):
+    """``hist`` ``(n, R)`` plus one at ``(rows[r], r)`` where ``where[r]`` (one scatter-add,
+    int32 indices, those out of range dropped)."""
+    R = rows.shape[0]
+    idx = jnp.where(where, rows * R + jnp.arange(R, dtype=jnp.int32), hist.size)
+    out = lax.scatter_add(
+        hist.reshape(-1),
+        idx[:, None],
+        jnp.ones(R, hist.dtype),
+        lax.ScatterDimensionNumbers((), (0,), (0,)),
+        unique_indices=True,
+        mode=lax.GatherScatterMode.FILL_OR_DROP,
+    )
+    return out.reshape(hist.shape)
+
+
+def _record_departure(acc: _Acc, info, resp, on, bins) -> _Acc:
+    """Add the response of a departing job where ``on`` and it is a measured one, to the sums
+    and to its class's response-time histogram (``bins`` as in :func:`_record_wait`)."""
     c = code_of(info)
     dt = acc.resp.dtype
-    one = (_onehot(acc.resp.shape[0], cls_of(info)) & ((c > 0) & on)[None]).astype(dt)
+    measured = (c > 0) & on
+    one = (_onehot(acc.resp.shape[0], cls_of(info)) & measured[None]).astype(dt)
     late = on & (c == 2)
+    n_bins, shift, lo_code = bins
+    row = hist_bins(resp, cls_of(info), lo_code=lo_code, n_bins=n_bins, shift=shift)
     return acc._replace(
+        rhist=_scatter_count(acc.rhist, row, measured),
         resp=acc.resp + one * resp,
         resp2=acc.resp2 + one * (resp * resp),
         cnt=acc.cnt + one,
@@ -76,22 +99,11 @@ def _record_wait(acc: _Acc, info, wait, on, bins) -> _Acc:
     measured = (code_of(info) > 0) & on
     one = (_onehot(acc.wait.shape[0], cls_of(info)) & measured[None]).astype(dt)
     n_bins, shift, lo_code = bins
-    R = wait.shape[0]
     row = hist_bins(wait, cls_of(info), lo_code=lo_code, n_bins=n_bins, shift=shift)
-    waited = measured & (wait > 0)
-    idx = jnp.where(waited, row * R + jnp.arange(R, dtype=jnp.int32), acc.hist.size)
-    hist = lax.scatter_add(  # int32 indices, those out of range dropped
-        acc.hist.reshape(-1),
-        idx[:, None],
-        jnp.ones(R, acc.hist.dtype),
-        lax.ScatterDimensionNumbers((), (0,), (0,)),
-        unique_indices=True,
-        mode=lax.GatherScatterMode.FILL_OR_DROP,
-    )
     return acc._replace(
         wait=acc.wait + one * wait,
         wait2=acc.wait2 + one * (wait * wait),
-        hist=hist.reshape(acc.hist.shape),
+        hist=_scatter_count(acc.hist, row, measured & (wait > 0)),
     )
 
 

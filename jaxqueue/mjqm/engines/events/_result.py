@@ -11,13 +11,21 @@ from ....stats import Estimate, Result, Status, drift, judge
 from ....stats import effective_samples as _effective_jobs
 from ....stats import quantile_from_hist as _quantile_from_hist
 from ....stats import ratio_ci as _ratio_ci
-from ..._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS, RULES, few_replications_reason
+from ..._estimators import (
+    MIN_EFFECTIVE,
+    MIN_REPLICATIONS,
+    QUANTILES,
+    RULES,
+    Tails,
+    few_replications_reason,
+    quantile_fields,
+)
 from ..._workload import Workload
 
 __all__ = ["PolicyResult"]
 
 
-class PolicyResult(Result):
+class PolicyResult(Tails, Result):
     """Event simulation of the MJQM under one policy (:func:`simulate_policy`).
 
     Attributes:
@@ -47,6 +55,10 @@ class PolicyResult(Result):
             method is known).
         hist: ``(classes, bins)`` waiting-time counts pooled over replications, binned as
             the forward scan bins (``edges``; bin 0 the atom at 0): :meth:`wait_quantile`.
+        wait_hists, response_hists: ``(replications, classes, bins)`` waiting-time and
+            response-time counts per replication (same bins): the quantiles and tails with
+            intervals over replications (``Tails``: :meth:`response_quantile_ci`,
+            :meth:`wait_quantile_ci`, :meth:`response_tail_ci`, :meth:`wait_tail_ci`).
     """
 
     policy: str
@@ -69,6 +81,13 @@ class PolicyResult(Result):
     limit: tuple
     hist: np.ndarray
     edges: np.ndarray
+    wait_hists: np.ndarray
+    response_hists: np.ndarray
+
+    @property
+    def level(self) -> float:
+        """The confidence level of the intervals."""
+        return self.response_mean.level
 
     def wait_quantile(self, q: float, cls: int | None = None) -> float:
         """Quantile ``q`` of the wait until first service of class ``cls`` (all jobs if
@@ -93,10 +112,12 @@ class PolicyResult(Result):
             f"replication are fewer than {MIN_EFFECTIVE:g}; raise n_jobs or lower lam"
         )
 
-    def as_dict(self, workload: Workload) -> dict:
+    def as_dict(self, workload: Workload, *, quantiles=QUANTILES, tails=()) -> dict:
         """The JSON object of ``jaxqueue mjqm simulate --policy NAME --json``: the keys of
         ``mjqm simulate`` that the event engine measures, plus
-        ``response_mean``, ``response_mean_ci`` (overall and per class) and the policy's
+        ``response_mean``, ``response_mean_ci``, the ``quantiles`` of the response time and of
+        the wait with their intervals and, for each ``t`` of ``tails``, ``P(T > t)`` and
+        ``P(W > t)`` (:func:`quantile_fields`; overall and per class) and the policy's
         stability limit. ``wait_p90``: from the waiting-time histogram
         (:meth:`wait_quantile`)."""
         cores = np.asarray(workload.cores_array)[:, 0]
@@ -107,6 +128,7 @@ class PolicyResult(Result):
                 m, lo, hi = m[i], lo[i], hi[i]
             return float(m), [float(lo), float(hi)]
 
+        overall, per_class = quantile_fields(self, workload.n_classes, quantiles, tails)
         classes = []
         for c in range(workload.n_classes):
             r, r_ci = pair(self.response_mean_class, c)
@@ -121,6 +143,7 @@ class PolicyResult(Result):
                     "wait_mean_ci": w_ci,
                     "wait_var": float(self.wait_var_class[c]),
                     "wait_p90": self.wait_quantile(0.9, c),
+                    **per_class[c],
                 }
             )
         r, r_ci = pair(self.response_mean)
@@ -139,6 +162,7 @@ class PolicyResult(Result):
             "wait_mean_ci": w_ci,
             "wait_var": None,
             "wait_p90": self.wait_quantile(0.9),
+            **overall,
             "number_in_system": pair(self.jobs_mean)[0],
             "number_in_system_ci": pair(self.jobs_mean)[1],
             "idle_servers": pair(self.idle_servers)[0],
@@ -190,6 +214,7 @@ def _summarise(
         thin=thin,
         overflow=bool(overflow),
     )
+    wait_hists = _with_zero_waits(a.hist.reshape(len(cnt), len(probs), -1), a.cnt)
     with np.errstate(invalid="ignore", divide="ignore"):
         wm = a.wait.sum(0) / a.cnt.sum(0)
         wvar = a.wait2.sum(0) / a.cnt.sum(0) - wm**2
@@ -212,14 +237,17 @@ def _summarise(
         warmup=warmup,
         replications=len(cnt),
         limit=limit,
-        hist=_with_zero_waits(a.hist.sum(0).reshape(len(probs), -1), a.cnt.sum(0)),
+        hist=wait_hists.sum(axis=0),
         edges=edges,
+        wait_hists=wait_hists,
+        response_hists=a.rhist.reshape(len(cnt), len(probs), -1),
     )
 
 
 def _with_zero_waits(hist, counts):
-    """The histogram with bin 0 (no wait) filled in: each class's measured jobs (``counts``,
-    all of them started and left) minus those that waited (the kernel counts only these)."""
+    """The histograms ``(..., classes, bins)`` with bin 0 (no wait) filled in: each class's
+    measured jobs (``counts``, all of them started and left) minus those that waited (the
+    kernel counts only these)."""
     hist = np.array(hist, copy=True)
-    hist[:, 0] = np.maximum(np.rint(counts).astype(hist.dtype) - hist[:, 1:].sum(axis=1), 0)
+    hist[..., 0] = np.maximum(np.rint(counts).astype(hist.dtype) - hist[..., 1:].sum(axis=-1), 0)
     return hist

@@ -74,8 +74,8 @@ def _empty(
     """``R`` empty replications of ``s`` servers: ``M`` service slots (with ``rows``, the
     prefix rows), ``D`` deques of ``Q`` entries (``F`` front registers: one per
     deque, or the first ``F`` entries of a single FIFO); ``K`` classes, ``n_bins``
-    waiting-time bins per class; ``sizes``: every job in a row (``Layout.all_rows``: the
-    sizes kept, no order fields)."""
+    bins per class of the waiting- and response-time histograms; ``sizes``: every job in a
+    row (``Layout.all_rows``: the sizes kept, no order fields)."""
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
@@ -96,7 +96,8 @@ def _empty(
         s_size=f(M) if sizes else None,
         memo=i() if sizes else None,
     )
-    acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), i(K * n_bins))
+    hists = (i(K * n_bins), i(K * n_bins))  # waits, responses
+    acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), *hists)
     return _State(q, f(), f(), i(), i(), i().astype(bool), acc, i().astype(bool), i())
 
 
@@ -112,7 +113,7 @@ class _Ctx(NamedTuple):
     B: int
     warmup: Array
     n_jobs: Array
-    bins: tuple  # (n_bins, shift, lo_code) of the waiting-time histogram
+    bins: tuple  # (n_bins, shift, lo_code) of the waiting- and response-time histograms
 
 
 def _clock(ctx: _Ctx, st: _State):
@@ -176,7 +177,7 @@ def _event(ctx: _Ctx, st: _State, on, job):
     )
     acc = _integrate(st.acc, st, now - st.now, inside, rows_any(q.size > 0))
     # a completion: its slot empties
-    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    acc = _record_departure(acc, info_j, now - arr_j, leaves, ctx.bins)
     need_j = jnp.where(leaves, need_of(info_j), 0)
     q = _vacate(q, j, leaves, ctx.layout.sorted_slots)
     q = q._replace(free=q.free + need_j)
@@ -235,7 +236,7 @@ def _event_rows(ctx: _Ctx, st: _State, on, job):
     info_j, arr_j, wait_j, before_j, need_j = leaving
     someone_waits = st.count > rows_sum(run.astype(jnp.int32), settled=False)
     acc = _integrate(st.acc, st, now - st.now, inside, someone_waits)
-    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    acc = _record_departure(acc, info_j, now - arr_j, leaves, ctx.bins)
     acc = _record_wait(acc, info_j, wait_j, leaves, ctx.bins)
     acc = _record_start(acc, info_j, arr_j, wait_j, jnp.full_like(now, jnp.nan), leaves)
     # the rows: the leaving job's row empties, the jobs behind it move up in the order
@@ -301,7 +302,7 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
     on, leaves, arrives, now, j, info_j, arr_j, wait_j, size_j = decided
     someone_waits = st.count > rows_sum(run.astype(jnp.int32), settled=False)
     acc = _integrate(st.acc, st, now - st.now, inside, someone_waits)
-    acc = _record_departure(acc, info_j, now - arr_j, leaves)
+    acc = _record_departure(acc, info_j, now - arr_j, leaves, ctx.bins)
     acc = _record_wait(acc, info_j, wait_j, leaves, ctx.bins)
     acc = _record_start(acc, info_j, arr_j, wait_j, size_j, leaves)
     # a completion: the rows behind it move up one; an arrival: row count

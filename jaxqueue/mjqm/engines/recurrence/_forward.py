@@ -8,7 +8,8 @@ inside the loop from the counter-based inputs (``jaxqueue._random``), so the num
 depend on ``chunk``, tiles or devices. The warm-up jobs run first without statistics; then
 the per-job terms (Section 6) are summed in the loop's carry in the state dtype over at most
 ``chunk`` jobs, and the block sums accumulated across blocks with compensated (Kahan) sums in
-the widest float type enabled; the waits are binned into one histogram per device. Memory
+the widest float type enabled; the waits are binned into one histogram per device and
+section of the replications (:data:`HIST_SECTIONS`: the intervals of the quantiles). Memory
 does not grow with the number of jobs and a float32 state does not bias the means. The
 result and its estimators: ``_forward_result.py``.
 """
@@ -41,6 +42,11 @@ __all__ = ["simulate", "forward_policy"]
 
 _VARIANTS = ("fcfs", "random")
 
+HIST_SECTIONS = 32
+"""The waiting-time histograms are kept per section, replication ``r`` in section
+``r % HIST_SECTIONS``: independent groups of replications over which the quantiles get their
+intervals (``stats.quantile_ci``), at a fixed memory (not one histogram per replication)."""
+
 TILE_CPU = 512
 """Most replications one job loop runs at once on XLA:CPU: larger arrays make XLA split each
 fused loop of the step over its threads, a synchronisation per fused loop per job
@@ -59,7 +65,8 @@ def _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static):
     """The forward scan on this device's replications ``reps`` from states ``W0`` ``(R, s)``:
     :func:`_run_tile` on tiles of :func:`_replication_tile` replications, one after the
     other (``lax.map``; the replications are independent, so the numbers do not depend on
-    the tiles). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist (1, C, n_bins))``."""
+    the tiles). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist (1, G, C, n_bins))``
+    (``G``: :data:`HIST_SECTIONS`)."""
     R = reps.shape[0]
     tile = _replication_tile(R, jax.devices()[0].platform)
     if tile == R:
@@ -94,16 +101,17 @@ def _run_tile(
     Blocks of ``chunk`` jobs (the last one shorter): the jobs run in a ``lax.scan`` with the
     states ``(s, R)`` and the block's sums in the carry (state dtype, at most ``chunk``
     terms), and the block's sums are added to the run's compensated (Kahan) sums in the
-    widest float type enabled; the waits go to a histogram shared by the replications
+    widest float type enabled; the waits go to the histogram of their replication's section
     (integer counts: their sum over tiles and devices does not depend on how the
     replications are spread). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist
-    (1, C, n_bins))``.
+    (1, G, C, n_bins))`` (``G``: :data:`HIST_SECTIONS`).
     """
     C, T, sizes = workload.n_classes, workload.n_types, workload.servers
     acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
     n_blocks = -(-(n_jobs - warmup) // chunk)
     hist_layout = dict(lo_code=lo_code, n_bins=n_bins, shift=shift)
     jobs = _jobs_runner(workload, lam, key, reps, dtype=dtype, step=step, hist=hist_layout)
+    section = (reps % HIST_SECTIONS).astype(jnp.int32) * (C * n_bins)  # (R,) bin offsets
 
     def warm_body(W, start, length, b):
         return jobs(W, start, length, stats=False)[0]
@@ -113,7 +121,7 @@ def _run_tile(
         W2, (by_class, other), bins = jobs(W, start, length)
         x = block_stats(W, W2, by_class, other, sizes=sizes, second=b >= n_blocks // 2)
         fsum, fcomp = kahan_add(fsum, fcomp, x.astype(acc_dtype))
-        hist = hist.at[bins.reshape(-1)].add(1, mode="promise_in_bounds")
+        hist = hist.at[(bins + section).reshape(-1)].add(1, mode="promise_in_bounds")
         return W2, fsum, fcomp, counts + by_class[3].astype(jnp.int32), hist
 
     W = _blocks(warmup, chunk, warm_body, W0.T, offset)
@@ -123,12 +131,12 @@ def _run_tile(
         jnp.zeros((nf, R), acc_dtype),
         jnp.zeros((nf, R), acc_dtype),
         jnp.zeros((C, R), jnp.int32),
-        jnp.zeros((C * n_bins,), jnp.int32),
+        jnp.zeros((HIST_SECTIONS * C * n_bins,), jnp.int32),
     )
     W, fsum, _, counts, hist = _blocks(
         n_jobs - warmup, chunk, measured_body, carry, offset + warmup
     )
-    return W.T, fsum.T, counts.T, hist.reshape(1, C, n_bins)
+    return W.T, fsum.T, counts.T, hist.reshape(1, HIST_SECTIONS, C, n_bins)
 
 
 def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist):

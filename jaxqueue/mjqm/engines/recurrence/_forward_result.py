@@ -34,22 +34,31 @@ from ..._estimators import (
     MIN_CONTROL_REPS,
     MIN_EFFECTIVE,
     MIN_REPLICATIONS,
+    QUANTILES,
     RULES,
+    Tails,
     few_replications_reason,
+    quantile_fields,
 )
+from ..._tails import response_hists
 from ..._workload import Workload
 
 __all__ = ["ForwardResult", "summarise"]
 
 
-class ForwardResult(Result):
+class ForwardResult(Tails, Result):
     """Metrics of a forward MJSRE run (host-side numpy, float64).
 
     Class-indexed arrays follow the workload's class order. ``*_ci`` are ``[low, high]``
     intervals across replications at ``level`` (ratio estimators with the delta method).
     Quantiles come from per-class log-spaced histograms (``edges``; bin 0 holds the atom at
     0), interpolated within a bin, so they are accurate to a fraction of a bin width
-    (``1 / bins_per_octave`` relative). ``estimate(name)`` gives the
+    (``1 / bins_per_octave`` relative); ``wait_hists`` keeps them per section of the
+    replications (``_forward.HIST_SECTIONS``), the groups over which the quantiles and tails
+    get their intervals (``Tails``: :meth:`wait_quantile_ci`, :meth:`response_quantile_ci`,
+    ...). The response time's histograms are those of the wait convolved with the service law
+    (:meth:`tail_hists`, ``mjqm/_tails.py``: the wait does not depend on the job's own service
+    time; none for a law with no known distribution function). ``estimate(name)`` gives the
     :class:`~jaxqueue.stats.Estimate` of ``wait_mean``, ``wait_mean_all``,
     ``system_time_mean``, ``number_in_system``, ``idle_servers``, ``hol_idle_servers``.
     """
@@ -84,6 +93,7 @@ class ForwardResult(Result):
     idle_servers_expected: float
     hist: np.ndarray  # (classes, bins) pooled waiting-time counts
     edges: np.ndarray  # (bins + 1,)
+    wait_hists: np.ndarray  # (sections, classes, bins) waiting-time counts per section
     final_state: np.ndarray  # (replications, s) workload vectors after the last job
     device: str
     status: Status  # ok, nonstationary (the mean wait grows, the idle identity fails, a run
@@ -108,6 +118,11 @@ class ForwardResult(Result):
             f"{MIN_EFFECTIVE:g})"
         )
 
+    def tail_hists(self) -> tuple:
+        """``(wait_hists, response_hists)``: the response time's (fractional) histograms are
+        the waits' convolved with the service laws (class docstring), computed here."""
+        return self.wait_hists, response_hists(self.wait_hists, self.edges, self.workload.services)
+
     def wait_quantile(self, q: float, cls: int | None = None) -> float:
         """Quantile ``q`` of the waiting time of class ``cls`` (all jobs if ``None``)."""
         if not 0.0 < q < 1.0:
@@ -121,9 +136,12 @@ class ForwardResult(Result):
         counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
         return density_from_hist(counts, self.edges)
 
-    def as_dict(self) -> dict:
-        """The JSON object of ``jaxqueue mjqm simulate --json``."""
+    def as_dict(self, *, quantiles=QUANTILES, tails=()) -> dict:
+        """The JSON object of ``jaxqueue mjqm simulate --json``, with the ``quantiles`` of the
+        response time and of the wait and their intervals, and the tails at ``tails``
+        (``_estimators.quantile_fields``), overall and per class."""
         wl = self.workload
+        overall, per_class = quantile_fields(self, wl.n_classes, quantiles, tails)
         cores = np.asarray(wl.cores_array)
         probs = np.asarray(wl.probs, dtype=float)
         classes = []
@@ -141,6 +159,7 @@ class ForwardResult(Result):
                     "wait_p99": self.wait_quantile(0.99, c),
                     "system_time_mean": self.system_time_mean[c],
                     "system_time_mean_ci": self.system_time_mean_ci[c],
+                    **per_class[c],
                 }
             )
         return {
@@ -153,6 +172,7 @@ class ForwardResult(Result):
             "wait_mean_ci": self.wait_mean_all_ci,
             "wait_var": self.wait_var_all,
             "wait_p90": self.wait_quantile(0.9),
+            **overall,
             "system_time_mean": self.system_time_mean_all,
             "number_in_system": self.number_in_system,
             "number_in_system_ci": self.number_in_system_ci,
@@ -237,6 +257,8 @@ def summarise(
     )
     hol_all, hol_ci = ratio_ci(hol.sum(axis=1), time, level)
     tt = time.sum()
+    sections = hist.sum(axis=0)
+    sections = sections[sections.sum(axis=(1, 2)) > 0]  # fewer replications than sections
     util = work.sum(axis=0) / (np.asarray(workload.servers, dtype=float) * tt)
     return ForwardResult(
         workload=workload,
@@ -267,8 +289,9 @@ def summarise(
         idle_servers_expected=idle_expected,
         idle_z=idle_z,
         n_eff=n_eff,
-        hist=hist.sum(axis=0),
+        hist=sections.sum(axis=0),
         edges=edges,
+        wait_hists=sections,
         final_state=W,
         device=device,
         status=status,

@@ -9,6 +9,10 @@ Both pages are built from the code itself, so they cannot drift from it:
   object exported by several modules is documented once, where it is defined, and linked from
   the others.
 
+The site needs no network: MathJax is copied from the ``django-static-mathjax`` package (the
+``docs`` extra) into ``javascripts/mathjax/`` (:func:`on_post_build`), and the Sphinx roles of
+the docstrings (``:func:`name```) are shown as code (:func:`on_page_content`).
+
 ``API_MODULES`` and :func:`public_names` are also used by ``tests/repo/test_docs.py``.
 """
 
@@ -18,6 +22,8 @@ import argparse
 import importlib
 import inspect
 import os
+import re
+import shutil
 import types
 
 API_MODULES = (
@@ -222,8 +228,74 @@ if __name__ == "__main__":  # print one page: python tools/mkdocs_hooks.py cli.m
 BIB_KEYS = ("bf-recursive", "bf-clusters", "bf-networks", "mjsre")
 
 
+MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "ui", "a11y")
+"""What the site serves of MathJax's ``es5`` folder: the component, its fonts, and the parts
+it loads on demand (menu, accessibility)."""
+
+_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|data|mod|obj|exc):<code>~?([^<]+)</code>")
+
+
+def mathjax_folder() -> str:
+    """MathJax 3's ``es5`` folder in the ``django-static-mathjax`` package (import name
+    ``mathjax``), which holds the same files as MathJax's npm release."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "MathJax for the site comes from the django-static-mathjax package: "
+            "pip install -e '.[docs]'"
+        )
+    return os.path.join(list(spec.submodule_search_locations)[0], "static", "mathjax", "es5")
+
+
+def on_post_build(config):
+    """Serve MathJax from the site itself (``javascripts/mathjax/``), not from a CDN."""
+    src, dest = mathjax_folder(), os.path.join(config["site_dir"], "javascripts", "mathjax")
+    for part in MATHJAX_PARTS:
+        a, b = os.path.join(src, part), os.path.join(dest, part)
+        if os.path.isdir(a):
+            shutil.copytree(a, b, dirs_exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(b), exist_ok=True)
+            shutil.copyfile(a, b)
+
+
+_HEADING = re.compile(r'<h([1-6])[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+
+
+def _notebook_titles(html: str, page) -> None:
+    """A notebook page's title and table of contents (the nav) from its rendered headings:
+    the notebook reader drops their code spans (``(`mjsre`)`` became ``()``) and with them
+    part of the anchors, so the items take the headings' text and ids, in document order."""
+    import html as html_lib
+
+    headings = []
+    for _, anchor, inner in _HEADING.findall(html):
+        inner = re.sub(r'<a class="anchor-link".*?</a>', "", inner, flags=re.S)
+        headings.append((anchor, html_lib.unescape(re.sub(r"<[^>]+>", "", inner)).strip()))
+    items = []
+
+    def walk(nodes):
+        for node in nodes:
+            items.append(node)
+            walk(node.children)
+
+    walk(page.toc)
+    if len(items) != len(headings):
+        return
+    for item, (anchor, text) in zip(items, headings, strict=True):
+        item.id, item.title = anchor, text
+    if items and page.title:
+        page.title = items[0].title
+
+
 def on_page_content(html, page, config, files):
-    """Link every citation key (`mjsre`, ...) to its entry in the bibliography."""
+    """Show the docstrings' Sphinx roles (``:func:`name```) as code, and link every citation
+    key (`mjsre`, ...) to its entry in the bibliography."""
+    html = _ROLE.sub(r"<code>\1</code>", html)
+    if page.file.src_uri.endswith(".ipynb"):
+        _notebook_titles(html, page)
     if page.file.src_uri == "bibliography.md":
         return html
     up = "../" * page.url.count("/")

@@ -232,12 +232,16 @@ def _table(out: dict) -> str:
     cols = {k: v for k, v in cols.items() if v.size == n}
     sets = out.get("server_sets") or out.get("type_sets")
     # structured pools answer per class, per type or for the whole pool (``per``, ``labels``)
-    labels = out.get("labels") or list(range(n))
+    # the first column is 0-based, as in the CSV; a structure's own labels (d=10) beside it
+    labels = out.get("labels")
     what = "types" if out.get("type_sets") else "servers"
-    headers = [out.get("per", "class")] + ([what] if sets else []) + list(cols)
+    headers = [_label(out)] + (["label"] if labels else []) + ([what] if sets else [])
+    headers += list(cols)
     rows = []
     for i in range(n):
-        row = [labels[i]] + ([",".join(map(str, sets[i]))] if sets else [])
+        row = (
+            [i] + ([labels[i]] if labels else []) + ([",".join(map(str, sets[i]))] if sets else [])
+        )
         rows.append(row + [float(cols[k][i]) for k in cols])
     text = [format_table(headers, rows)]
     if out.get("psi_server") is not None:
@@ -263,6 +267,22 @@ def _table(out: dict) -> str:
     )
     text.append("(indices are 0-based)")
     return "\n\n".join(text)
+
+
+def _label(out: dict) -> str:
+    """What a row of ``bf solve`` is: a class, a type (random assignment), the whole pool."""
+    return "type" if out.get("per") == "type" else "class"
+
+
+def _frame(out: dict):
+    """The CSV of ``bf solve``: the table's rows (0-based first column, the labels)."""
+    df = bf_frame(out)
+    if _label(out) != "class":
+        df = df.rename(columns={"class": _label(out)})
+    labels = out.get("labels")
+    if labels and len(labels) == len(df):
+        df.insert(1, "label", [str(x) for x in labels])
+    return df
 
 
 def run_solve(args: argparse.Namespace) -> int:
@@ -294,7 +314,7 @@ def run_solve(args: argparse.Namespace) -> int:
         else:
             log(f"bf solve: {pool.num_classes} classes, {pool.num_servers} servers")
             out = solve_to_dict(pool, lam, class_idle=args.class_idle)
-    emit(args, out, _table, frame=lambda: bf_frame(out))
+    emit(args, out, _table, frame=lambda: _frame(out))
     return 0
 
 

@@ -357,7 +357,7 @@ def emit(
     status = obj.get("status", "ok")
     if _is_lead_process():
         if getattr(args, "csv", None) and frame is not None:
-            frame().to_csv(args.csv, index=False)
+            with_all_row(frame(), obj).to_csv(args.csv, index=False)
             log(f"wrote {args.csv}")
         if getattr(args, "json", False):
             print(json.dumps(to_jsonable(obj)))
@@ -372,6 +372,32 @@ def emit(
     reason = obj.get("status_reason") or "the figures are not to be trusted"
     LOGGER.warning(f"warning: status {status}: {reason}")
     return EXIT_NOT_OK if getattr(args, "strict", False) else 0
+
+
+_TOTALS = {"L": "L_total", "T": "T_mean"}
+"""Columns of a per-class CSV whose all-jobs figure has another name in the JSON."""
+
+
+def with_all_row(df, obj: dict):
+    """The per-class CSV with a last row ``class = all`` (the one convention of every CSV and
+    table: classes 0-based, then ``all``): each column's all-jobs figure from ``obj`` (the
+    JSON: ``NAME``, ``NAME_ci`` for ``NAME_low`` / ``NAME_high``), empty where it has none."""
+    label = next((c for c in ("class", "type") if c in df.columns), None)
+    if label is None or "point" in df.columns:
+        return df
+    row: dict = {label: "all"}
+    for col in df.columns:
+        base, _, end = col.rpartition("_")
+        name = _TOTALS.get(col, col)
+        value = obj.get(name)
+        if value is not None and not isinstance(value, (str, bool)) and np.ndim(value) == 0:
+            row[col] = float(value)
+        elif end in ("low", "high") and np.ndim(obj.get(f"{base}_ci")) == 1:
+            ci = obj[f"{base}_ci"]
+            row[col] = ci[0] if end == "low" else ci[1]
+    out = df.astype({label: object})
+    out.loc[len(out)] = [row.get(c, np.nan) for c in out.columns]
+    return out
 
 
 def format_table(headers: list[str], rows: Iterable[Iterable], floatfmt: str = ".6g") -> str:

@@ -7,14 +7,15 @@ from ._common import format_table, interval, log
 
 
 def classes_table(out: dict, columns=("wait_mean", "wait_var", "wait_p90")) -> str:
-    """Per-class table of ``mjqm simulate``, ``sample`` and the policies: cores, probability,
-    the first column with its interval, then the others."""
+    """Per-class table of ``mjqm simulate``, ``sample`` and the policies: the class (0-based,
+    as in every CSV), cores, probability, the first column with its interval, then the
+    others."""
     first, *rest = columns
     rows = [
-        (c["cores"], c["prob"], c[first], interval(c[first + "_ci"]), *(c[k] for k in rest))
-        for c in out["classes"]
+        (i, c["cores"], c["prob"], c[first], interval(c[first + "_ci"]), *(c[k] for k in rest))
+        for i, c in enumerate(out["classes"])
     ]
-    return format_table(["cores", "prob", first, "CI", *rest], rows)
+    return format_table(["class", "cores", "prob", first, "CI", *rest], rows)
 
 
 def limit_key(key):

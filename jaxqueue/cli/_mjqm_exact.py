@@ -107,15 +107,16 @@ def exact_dict(wl, lam: float, res=None, quantiles=(), tails=()) -> dict:
 
 def _table(o: dict) -> str:
     rows = [
-        (c["cores"], c["prob"], c["mean_service"], c["wait_mean"], c["response_mean"])
-        for c in o["classes"]
+        (i, c["cores"], c["prob"], c["mean_service"], c["wait_mean"], c["response_mean"])
+        for i, c in enumerate(o["classes"])
     ]
     head = (
         f"scenario {o['scenario']}  lam={o['lam']:.6g}  ({o['load']:.1%} of lambda_c = "
         f"{o['lambda_c']:.8g}; lambda_ideal {o['lambda_ideal']:.6g})  exact QBD, "
         f"{o['phases']} phases x {o['levels']} boundary levels\n"
     )
-    table = format_table(["cores", "prob", "mean_service", "wait_mean", "response_mean"], rows)
+    head_row = ["class", "cores", "prob", "mean_service", "wait_mean", "response_mean"]
+    table = format_table(head_row, rows)
     tail = (
         f"\nall jobs: wait_mean {o['wait_mean']:.10g}, P(wait > 0) {o['p_wait']:.6g}, mean "
         f"number in system {o['jobs_mean']:.6g}\nidle servers {o['idle_servers']:.6g}, HOL idle "

@@ -227,7 +227,7 @@ def status_reason(res) -> str:
 def _table(out: dict) -> str:
     rows = [
         (
-            str(i + 1),
+            str(i),
             c["delay"],
             f"[{c['delay_ci'][0]:.4g}, {c['delay_ci'][1]:.4g}]",
             c["service_rate"],

@@ -123,18 +123,31 @@ def test_missing_pandas_is_one_clear_line(monkeypatch):
         res.to_frame()
 
 
+def _classes(df):
+    """The class rows of a CLI CSV (0-based) and its last row, ``class = all``."""
+    assert str(df["class"].iloc[-1]) == "all", df
+    rows = df.iloc[:-1].astype({"class": int}).reset_index(drop=True)
+    assert list(rows["class"]) == list(range(len(rows)))
+    return rows, df.iloc[-1]
+
+
 def test_cli_csv_is_the_result_table(tmp_path, capsys):
     path = tmp_path / "exact.csv"
     assert main(["mjqm", "exact", "--scenario", "five-class-exp", "--lam", "1.2", "--csv",
                  str(path), "--json"]) == 0  # fmt: skip
     wl = scenarios.get("five-class-exp")
-    ref = mjqm.exact(wl, 1.2).to_frame(wl)
-    pd.testing.assert_frame_equal(pd.read_csv(path), ref, check_dtype=False, rtol=1e-12)
+    res = mjqm.exact(wl, 1.2)
+    ref = res.to_frame(wl)
+    got, every = _classes(pd.read_csv(path))  # the classes, then the row "all"
+    pd.testing.assert_frame_equal(got, ref, check_dtype=False, rtol=1e-12)
+    assert every["wait_mean"] == pytest.approx(float(res.wait_mean), rel=1e-12)
     path = tmp_path / "bf.csv"
     assert main(["bf", "solve", "--pool", "m-model-sym", "--rho", "0.6", "--csv", str(path)]) == 0
-    ref = pools.solve(pools.preset_pool("m-model-sym"), jnp.asarray([0.9, 0.9])).to_frame()
-    got = pd.read_csv(path)
+    res = pools.solve(pools.preset_pool("m-model-sym"), jnp.asarray([0.9, 0.9]))
+    ref = res.to_frame()
+    got, every = _classes(pd.read_csv(path))
     pd.testing.assert_frame_equal(got[list(ref.columns)], ref, check_dtype=False, rtol=1e-12)
+    assert every["T"] == pytest.approx(float(res.metrics()["T_mean"]), rel=1e-12)
     capsys.readouterr()
     assert main(["bf", "solve", "--pool", "m-model-sym", "--rho", "0.6", "--csv",
                  str(tmp_path / "no" / "x.csv")]) == 1  # fmt: skip

@@ -45,6 +45,24 @@ def test_site_builds_strict(site):
         assert (site / "notebooks" / nb.stem / "index.html").is_file(), nb.name
 
 
+def test_site_works_offline(site):
+    """No script, style sheet or font from outside (MathJax is served from the site), the
+    notebooks' titles keep their code spans in the nav, the docstrings' Sphinx roles are not
+    shown raw, and the docs say how to get the search box (a served site)."""
+    pages = sorted(site.rglob("*.html"))
+    outside = re.compile(r'<(?:script|link)[^>]*(?:src|href)="(?:https?:)?//[^"]*"')
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert not outside.search(html), (page, outside.search(html).group(0))
+        assert not re.search(r":(?:func|class|data|meth|attr|mod):(?:<code>|`)", html), page
+    assert (site / "javascripts" / "mathjax" / "tex-mml-chtml.js").stat().st_size > 100_000
+    fonts = site / "javascripts" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2"
+    assert any(fonts.glob("*.woff")), fonts
+    mjsre = (site / "notebooks" / "mjsre" / "index.html").read_text(encoding="utf-8")
+    assert "stability limit ()" not in mjsre and "stability limit (mjsre)" in mjsre
+    assert "mkdocs serve" in (ROOT / "docs" / "index.md").read_text()
+
+
 def test_every_public_name_in_api_reference(site):
     """Every public name of every public module is documented (a mkdocstrings block with an
     anchor named after it, where the object is defined) or listed with a link (re-exports,

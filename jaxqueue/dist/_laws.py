@@ -98,6 +98,15 @@ class Law(eqx.Module):
         """Transform ``n_uniforms`` independent U(0, 1] variables (last axis) into a sample."""
         raise TypeError(f"{type(self).__name__} has no fixed-uniform transform; use sample()")
 
+    def phase_form(self) -> tuple[Array, Array]:
+        """``(alpha, T)``: the law as the absorption time of a CTMC started in ``alpha`` with
+        sub-generator ``T`` (a phase-type law), differentiable in the law's parameters.
+
+        Raises:
+            ValueError: for a law that is not phase-type.
+        """
+        raise ValueError(f"{type(self).__name__} is not a phase-type law (no phase form)")
+
     def sample(self, key: PRNGKeyArray, shape: tuple[int, ...] = (), dtype=None) -> Array:
         """Draw ``shape`` independent samples with ``key``."""
         dtype = _float_dtype(dtype)
@@ -123,6 +132,10 @@ class Exponential(Law):
 
     def scaled(self, c):
         return Exponential(self.mean_ * c)
+
+    def phase_form(self):
+        rate = 1.0 / jnp.asarray(self.mean_)
+        return jnp.ones(1, rate.dtype), -rate.reshape(1, 1)
 
     def from_uniforms(self, u):
         return -self.mean_ * jnp.log(u[..., 0])
@@ -152,6 +165,11 @@ class Erlang(Law):
 
     def scaled(self, c):
         return Erlang(self.k, self.mean_ * c)
+
+    def phase_form(self):
+        rate = self.k / jnp.asarray(self.mean_)
+        eye = jnp.eye(self.k, dtype=rate.dtype)
+        return eye[0], rate * (jnp.eye(self.k, k=1, dtype=rate.dtype) - eye)
 
     def from_uniforms(self, u):
         return -(self.mean_ / self.k) * jnp.sum(jnp.log(u), axis=-1)
@@ -184,6 +202,10 @@ class HyperExponential(Law):
 
     def scaled(self, c):
         return HyperExponential(jnp.asarray(self.means) * c, self.probs)
+
+    def phase_form(self):
+        rates = 1.0 / jnp.asarray(self.means)
+        return jnp.asarray(self.probs, rates.dtype), -jnp.diag(rates)
 
     def from_uniforms(self, u):
         cdf = jnp.cumsum(jnp.asarray(self.probs))
@@ -318,6 +340,15 @@ class PhaseCount(Law):
 
     def scaled(self, c):
         return PhaseCount(self.phase_mean * c, self.counts, self.probs)
+
+    def phase_form(self):
+        # one chain of max(counts) phases, entered counts[j] phases before its end
+        counts = np.asarray(self.counts).astype(int)
+        n = int(counts.max())
+        rate = 1.0 / jnp.asarray(self.phase_mean)
+        alpha = jnp.zeros(n, rate.dtype).at[n - counts].add(jnp.asarray(self.probs, rate.dtype))
+        eye = jnp.eye(n, dtype=rate.dtype)
+        return alpha, rate * (jnp.eye(n, k=1, dtype=rate.dtype) - eye)
 
     def sample(self, key, shape=(), dtype=None):
         dtype = _float_dtype(dtype)

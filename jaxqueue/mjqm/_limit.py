@@ -115,7 +115,7 @@ def _limit(workload, pol, method, key, rel_tol, max_jobs, replications, n_jobs):
         if exact is not None:
             return exact_limit(workload, exact, "exact", label)
     if method == "exact":
-        refuse(f"{label} has no exact limit here (FCFS, exponential services, a QBD in memory)")
+        refuse(f"{label} has no exact limit here (FCFS, phase-type services, within the limits)")
     plain = workload.n_types == 1 and workload.specific is None
     if method == "pile-growth" or (method == "auto" and fcfs and plain):
         if not fcfs:

@@ -34,6 +34,8 @@ from jaxtyping import Array, Float
 from ..._memory import memory_budget
 from ...dist import Exponential
 from .._workload import Workload
+from ._ph import lambda_c_sparse, ph_key, ph_rates
+from ._ph_structure import ph_counts, ph_structure
 from ._result import ExactResult
 from ._solve import _functionals, _global_down, _lambda_c, _solve
 from ._structure import _shape, _structure, exact_size
@@ -44,6 +46,9 @@ __all__ = ["ExactResult", "exact", "exact_lambda_c", "exact_lambda_c_or_none", "
 # memory limit is MAX_BYTES or half the machine's memory, whichever is less.
 MAX_PHASES = 4000
 MAX_BYTES = 6 * 2**30
+# The saturated phase-type chain of exact_lambda_c: one sparse LU (its fill grows fast with the
+# cascades' reach, so the limit is on the phases).
+MAX_PH_PHASES = 8000
 
 
 def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, tuple[int, ...]]:
@@ -81,28 +86,51 @@ def _numbers(workload: Workload, dtype=None):
 
 
 def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
-    """The exact stability limit ``lambda_c`` of an FCFS MJQM with exponential services.
+    """The exact stability limit ``lambda_c`` of an FCFS MJQM with phase-type services.
 
     ``lambda_c = phi . d`` where ``phi`` is the stationary law of the saturated phase process
     (generator ``D_HH - diag(d)``, the queue never empties) and ``d`` the departure rate of a
     phase: the long-run departure rate of the saturated queue (``mjsre`` Theorem 5.1
     gives the same limit as ``1 / gamma``; eq. (8) in closed form for one-or-all workloads).
-    Differentiable in the service means and class probabilities.
+    Differentiable in the service means and class probabilities. Exponential services: the
+    dense QBD's saturated block; other phase-type laws (Erlang, hyperexponential, Coxian, any
+    law with a ``phase_form``): the saturated chain over the jobs in service per (class,
+    phase), one sparse LU on the host with an implicit adjoint (differentiable in the phase
+    forms and the class probabilities), up to :data:`MAX_PH_PHASES` phases.
+
+    Raises:
+        ValueError: a law without a phase form, resource vectors or specific servers, or a
+            chain beyond the size limits (naming its phases; pile growth estimates it).
 
     Examples:
         >>> from jaxqueue import scenarios
         >>> round(float(exact_lambda_c(scenarios.get("five-class-exp"))), 3)  # doctest: +SKIP
         1.795
     """
+    if not all(isinstance(law, Exponential) for law in workload.services):
+        return _ph_lambda_c(workload)
     s, cores = _check_exponential(workload, arrivals=False)
     mu, p = _numbers(workload)
     return _lambda_c_jit(s, cores, mu, p)
 
 
+def _ph_lambda_c(workload: Workload) -> Array:
+    s, cores = _shape(workload)
+    key = ph_key(workload, s, cores)
+    heads, vectors = ph_counts(key)
+    if heads > MAX_PH_PHASES:
+        raise ValueError(
+            f"exact: the saturated phase-type chain of this workload has {heads:,} phases "
+            f"({vectors:,} service vectors; limit {MAX_PH_PHASES:,} phases for the sparse "
+            "solve): its lambda_c is estimated by pile growth (`mjqm stability`)"
+        )
+    st = ph_structure(key)
+    return lambda_c_sparse(st, ph_rates(st, workload))
+
+
 def exact_lambda_c_or_none(workload) -> float | None:
-    """:func:`exact_lambda_c` as a float where the QBD applies (one pool of identical servers,
-    exponential services, within ``MAX_PHASES`` and ``MAX_BYTES``; any arrival law), else
-    ``None``."""
+    """:func:`exact_lambda_c` as a float where it applies (one pool of identical servers,
+    phase-type services, within the size limits; any arrival law), else ``None``."""
     try:
         return float(exact_lambda_c(workload))
     except ValueError:

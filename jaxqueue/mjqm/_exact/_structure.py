@@ -26,9 +26,10 @@ def _count_by_used(s: int, cores: tuple[int, ...]) -> list[int]:
 def exact_size(workload: Workload) -> dict:
     """Sizes of the QBD of ``workload`` before anything is built: ``phases`` (head phases, the
     repeating block), ``service_vectors``, ``levels`` (boundary levels ``N*``), ``bytes``
-    (peak memory estimate in float64) and ``seconds`` (a rough time estimate on one CPU core)."""
+    (peak memory estimate in float64) and ``seconds`` (a rough time estimate on one CPU core).
+    With phase-type services a service vector counts the jobs per (class, phase)."""
     s, cores = _shape(workload)
-    c = _count_by_used(s, cores)
+    c = _count_by_used(s, _type_cores(workload, cores))
     phases = sum(sum(c[max(0, s - a + 1) :]) for a in cores)
     vectors = sum(c)
     levels = s // min(cores) + 1
@@ -41,6 +42,18 @@ def exact_size(workload: Workload) -> dict:
         "bytes": 8 * (2 * glob**2 + 24 * p**2),
         "seconds": 3.0e-11 * (levels + 30) * p**3,
     }
+
+
+def _type_cores(workload: Workload, cores: tuple[int, ...]) -> tuple[int, ...]:
+    """The cores of every (class, phase) pair: one phase for a law without a phase form."""
+    out: list[int] = []
+    for a, law in zip(cores, workload.services, strict=True):
+        try:
+            n = int(np.shape(law.phase_form()[0])[0])
+        except ValueError:
+            n = 1
+        out += [a] * n
+    return tuple(out)
 
 
 def _shape(workload: Workload) -> tuple[int, tuple[int, ...]]:

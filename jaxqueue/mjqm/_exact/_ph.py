@@ -1,0 +1,175 @@
+"""The numbers of the phase-type QBD: the rate of every transition of
+:mod:`._ph_structure` from the workload's parameters (JAX, differentiable), and the exact
+stability limit ``lambda_c = phi . d`` of the saturated chain by one sparse LU on the host
+(scipy), with an implicit adjoint: with ``Q h = -(d - lambda_c 1)`` (Poisson's equation),
+``d lambda_c / d v_e = phi_src (h_dst - h_src) + phi_src [e a completion]``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from .._workload import Workload
+from ._ph_structure import PHKey, PHStructure
+
+
+def phase_forms(services) -> list[tuple[Array, Array]]:
+    """``(alpha_i, T_i)`` of every class (``ValueError`` naming the class for a law without)."""
+    out = []
+    for i, law in enumerate(services):
+        try:
+            out.append(law.phase_form())
+        except ValueError:
+            raise ValueError(
+                f"exact: class {i} has service law {type(law).__name__}, which is not "
+                "phase-type; the exact solver needs exponential, Erlang, hyperexponential, "
+                "Coxian or phase-type laws (use `mjqm simulate` or `mjqm sample`)"
+            ) from None
+    return out
+
+
+def _structural(law):
+    """``law`` with every traced parameter replaced by a positive placeholder of its shape
+    (summing to one), so that its phase form shows the supports (traced under ``grad``)."""
+
+    def placeholder(x):
+        if not isinstance(x, jax.core.Tracer):
+            return x
+        return np.full(np.shape(x), 1.0 / max(1, np.size(x)))
+
+    return jax.tree_util.tree_map(placeholder, law)
+
+
+def ph_key(workload: Workload, s: int, cores: tuple[int, ...]) -> PHKey:
+    """The structure of ``workload``: servers, cores and the supports of every ``alpha_i``,
+    ``T_i`` (off the diagonal) and exit vector (structural zeros: the supports of the concrete
+    parameters, or of the law's form where they are traced)."""
+    alpha, local, exits = [], [], []
+    phase_forms(workload.services)  # the one-line refusal of a law without a phase form
+    for i, (a, T) in enumerate(phase_forms([_structural(x) for x in workload.services])):
+        a, T = np.asarray(a, dtype=float), np.asarray(T, dtype=float)
+        t = -T.sum(1)
+        if abs(a.sum() - 1.0) > 1e-9 or np.any(a < 0) or np.any(t < -1e-12 * np.abs(T).max()):
+            raise ValueError(
+                f"exact: class {i}: the phase form must have alpha >= 0 summing to 1 and a "
+                "sub-generator T with non-negative exit rates"
+            )
+        off = T - np.diag(np.diag(T))
+        alpha.append(tuple(bool(x) for x in a > 0))
+        local.append(tuple(tuple(bool(x) for x in row) for row in off > 0))
+        exits.append(tuple(bool(x) for x in t > 0))
+    return PHKey(s, cores, tuple(alpha), tuple(local), tuple(exits))
+
+
+def ph_rates(st: PHStructure, workload: Workload, dtype=None) -> tuple[Array, Array, Array]:
+    """The rates of the rows of ``F``, ``A`` and ``C`` of ``st`` (JAX; differentiable in the
+    class probabilities and the phase forms)."""
+    forms = phase_forms(workload.services)
+    p = jnp.asarray(workload.probs)
+    dt = dtype or jnp.result_type(p, *(f[1] for f in forms), float)
+    idx = {
+        name: jnp.asarray(getattr(st, name))
+        for name in ("f_rate", "a_rate", "a_entry", "c_m", "c_stop", "pairs", "nvec")
+    }
+    coefs = tuple(jnp.asarray(getattr(st, n), dt) for n in ("f_coef", "a_coef", "c_coef"))
+    forms = [(a.astype(dt), T.astype(dt)) for a, T in forms]
+    power = int(st.nvec.max(initial=0))
+    return _rates(idx, coefs, jnp.asarray(st.key.type_class), p.astype(dt), forms, power)
+
+
+@functools.partial(jax.jit, static_argnums=(5,))
+def _rates(idx, coefs, type_class, p, forms, power):
+    alpha = jnp.concatenate([a for a, _ in forms])
+    exits = jnp.concatenate([-T.sum(1) for _, T in forms])
+    T_all = jax.scipy.linalg.block_diag(*(T for _, T in forms))
+    r = jnp.concatenate([exits, T_all[idx["pairs"][:, 0], idx["pairs"][:, 1]]])
+    w = p[type_class] * alpha  # the law of a revealed job's (class, entry phase)
+    # W[m] = prod_t w_t^(m_t) by repeated products (exact gradients at w_t = 0)
+    pw = jnp.stack([jnp.ones_like(w)] + [w] * power, axis=1).cumprod(axis=1)
+    W = jnp.prod(pw[jnp.arange(w.shape[0])[None, :], idx["nvec"]], axis=1)
+    vf = coefs[0] * r[idx["f_rate"]]
+    va = coefs[1] * r[idx["a_rate"]] * alpha[idx["a_entry"]]
+    vc = coefs[2] * W[idx["c_m"]] * p[idx["c_stop"]]
+    return vf, va, vc
+
+
+def _host_lambda_c(st: PHStructure, vf, va, vc):
+    """``(lambda_c, phi, h)`` of the saturated chain ``M = F + A C`` (numpy, scipy.sparse):
+    ``phi Q = 0``, ``phi 1 = 1`` and ``Q h = -(d - lambda_c 1)``, ``h_0 = 0``, with
+    ``Q = M - diag(M 1)`` and ``d`` the completion rate. Both from one sparse LU of the
+    augmented matrix ``Z = [[F - diag(q), A], [C, -I]]`` (``psi = phi A``, ``g = C h``), less
+    its first row and column: far sparser than ``A C``."""
+    # scipy.sparse loads with the first phase-type solve, not with the package
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    nh, nv = st.nh, st.nv
+    F = sp.csr_matrix((vf, (st.f_src, st.f_dst)), shape=(nh, nh))
+    A = sp.csr_matrix((va, (st.a_src, st.a_y)), shape=(nh, nv))
+    C = sp.csr_matrix((vc, (st.c_y, st.c_dst)), shape=(nv, nh))
+    ac = A @ np.asarray(C.sum(1)).ravel()
+    d = np.bincount(st.f_src[st.f_down], weights=vf[st.f_down], minlength=nh) + ac
+    q = np.asarray(F.sum(1)).ravel() + ac
+    Z = sp.bmat([[F - sp.diags(q), A], [C, -sp.identity(nv)]], format="csc")
+    lu = spla.splu(Z[1:, 1:].tocsc(), permc_spec="COLAMD")
+    u = np.concatenate([[1.0], lu.solve(-Z[0, 1:].toarray().ravel(), trans="T")])
+    phi = u[:nh] / u[:nh].sum()
+    lam_c = float(phi @ d)
+    rhs = np.concatenate([-(d - lam_c)[1:], np.zeros(nv)])
+    h = np.concatenate([[0.0], lu.solve(rhs)[: nh - 1]])
+    return lam_c, phi, h
+
+
+def _callback(st, v):
+    nh = st.nh
+    dt = v[0].dtype
+    shapes = (
+        jax.ShapeDtypeStruct((), dt),
+        jax.ShapeDtypeStruct((nh,), dt),
+        jax.ShapeDtypeStruct((nh,), dt),
+    )
+
+    def host(vf, va, vc):
+        out = _host_lambda_c(st, np.asarray(vf), np.asarray(va), np.asarray(vc))
+        return tuple(np.asarray(y, dtype=dt) for y in out)
+
+    return jax.pure_callback(host, shapes, *v)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def lambda_c_sparse(st: PHStructure, v: tuple[Array, Array, Array]) -> Array:
+    """``lambda_c`` of the saturated chain with the rates ``v`` (:func:`ph_rates`): a host
+    solve inside ``jax.pure_callback``, with the implicit adjoint of the module docstring."""
+    return _callback(st, v)[0]
+
+
+def _fwd(st, v):
+    lam_c, phi, h = _callback(st, v)
+    return lam_c, (phi, h, v[1], v[2])
+
+
+def _bwd(st, res, g):
+    """``d lambda_c = sum_xz phi_x dM_xz (h_z - h_x + [down])`` with ``M = F + A C``: a row of
+    ``A`` (x -> y) gets ``phi_x ((C h)_y + (1 - h_x) (C 1)_y)``, a row of ``C`` (y -> z) gets
+    ``(phi A)_y (h_z + 1) - ((phi h) A)_y``."""
+    phi, h, va, vc = res
+    nv = st.nv
+    f_src, f_dst = jnp.asarray(st.f_src), jnp.asarray(st.f_dst)
+    a_src, a_y = jnp.asarray(st.a_src), jnp.asarray(st.a_y)
+    c_y, c_dst = jnp.asarray(st.c_y), jnp.asarray(st.c_dst)
+    dvf = phi[f_src] * (h[f_dst] - h[f_src] + jnp.asarray(st.f_down, phi.dtype))
+    Ch = jnp.zeros(nv, phi.dtype).at[c_y].add(vc * h[c_dst])
+    C1 = jnp.zeros(nv, phi.dtype).at[c_y].add(vc)
+    dva = phi[a_src] * (Ch[a_y] + (1.0 - h[a_src]) * C1[a_y])
+    phiA = jnp.zeros(nv, phi.dtype).at[a_y].add(phi[a_src] * va)
+    phihA = jnp.zeros(nv, phi.dtype).at[a_y].add(phi[a_src] * h[a_src] * va)
+    dvc = phiA[c_y] * (h[c_dst] + 1.0) - phihA[c_y]
+    return ((g * dvf, g * dva, g * dvc),)
+
+
+lambda_c_sparse.defvjp(_fwd, _bwd)

@@ -5,6 +5,7 @@ INFOCOM 2012; the msj-simulator of Grosof et al. calls it ``MaxWeight``)."""
 from __future__ import annotations
 
 from ._base import Jobs, Order, Policy, first_fit, weight_rank
+from .server_filling import ServerFilling
 
 
 class MaxWeight(Policy):
@@ -12,8 +13,10 @@ class MaxWeight(Policy):
     weight ``c_n x floor(s / n)``, largest first (a larger need first on equal weights), and
     the jobs are served first fit in that order, arrival order within a need: the need of the
     largest weight gets as many of its jobs as fit, then the others in decreasing weight.
-    MaxWeight is throughput optimal among the policies that may preempt (Maguluri et al.), but
-    no closed form of its limit is given here."""
+    MaxWeight is throughput optimal among the policies that may preempt (Maguluri et al.): its
+    limit is the edge of the capacity region of server configurations, which is
+    ``lambda_ideal`` when the needs and ``s`` form a divisibility chain (every mix of needs
+    then packs ``s`` servers exactly); otherwise no closed form is given here."""
 
     name = "maxweight"
     preemptive = True
@@ -23,3 +26,7 @@ class MaxWeight(Policy):
     def select(self, jobs: Jobs, s: int, needs):
         rank = weight_rank(jobs.live, jobs.need, s, needs)
         return first_fit(jobs.live, jobs.need, s, by_need=tuple(needs), rank=rank)
+
+    def closed_form_limit(self, workload) -> float | None:
+        """``lambda_ideal`` under a divisibility chain (class docstring), else unknown."""
+        return ServerFilling().closed_form_limit(workload)

@@ -141,3 +141,24 @@ def test_phase_forms_have_the_laws_moments():
         np.testing.assert_allclose([m1, m2 - m1**2], [law.mean(), law.var()], rtol=1e-12)
     with pytest.raises(ValueError, match="not a phase-type law"):
         BoundedPareto(0.5, 20.0, 1.5).phase_form()
+
+
+SMALL_PH = {
+    "e2-h2-s4": (4, [1, 2], [0.6, 0.4], [Erlang(2, 1.0), H2]),
+    "h2-e3-exp-s6": (6, [1, 3, 4], [0.5, 0.3, 0.2], [H2, Erlang(3, 2.0), Exponential(0.8)]),
+    "e3-h2-s5": (5, [2, 3], [0.7, 0.3], [Erlang(3, 0.6), HyperExponential([0.2, 4.0], [0.9, 0.1])]),
+    "exp-e2-h2-s6": (6, [1, 2, 6], [0.6, 0.3, 0.1], [Exponential(1.0), Erlang(2, 1.5), H2]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_PH))
+def test_lambda_c_equals_brute_force_ctmc(name):
+    """Against the explicit saturated queue of ``tests/references/mjqm_ph_ctmc.py`` (its own
+    enumeration of (serving, head) states, written separately)."""
+    from tests.references.mjqm_ph_ctmc import lambda_c as reference_lambda_c
+
+    s, cores, probs, laws = SMALL_PH[name]
+    forms = [tuple(np.asarray(x, dtype=float) for x in law.phase_form()) for law in laws]
+    ref = reference_lambda_c(s, cores, probs, [a for a, _ in forms], [T for _, T in forms])
+    got = float(exact_lambda_c(Workload(s, cores, probs, laws)))
+    np.testing.assert_allclose(got, ref, rtol=1e-9)

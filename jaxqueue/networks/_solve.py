@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .. import pools
+from .._jit import refused
 from .._tables import per_class
 from ..pools import check_size
 from ._lattice import (
@@ -162,8 +163,10 @@ def _product_form(net: Network, marked: np.ndarray, n_max: int, upto: bool) -> N
     return eqx.error_if(
         result,
         jnp.any(slacks <= 0),
-        "unstable network: some pool's open classes exceed the capacity of their servers "
-        "(call check_stability on concrete inputs to name the bottleneck)",
+        refused(
+            "unstable network: some pool's open classes exceed the capacity of their servers "
+            "(call check_stability on concrete inputs to name the bottleneck)"
+        ),
     )
 
 

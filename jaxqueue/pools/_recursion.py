@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jit import refused
 from .._memory import memory_budget
 from ._pool import Pool, _is_concrete
 from ._result import BFResult
@@ -406,7 +407,10 @@ def check_traced(out, lam, mu, unstable=False):
         ]
     )
     return eqx.branched_error_if(
-        out, jnp.any(bad), jnp.argmax(bad), (_RATES_MSG, _MU_MSG, _UNSTABLE_MSG)
+        out,
+        jnp.any(bad),
+        jnp.argmax(bad),
+        tuple(map(refused, (_RATES_MSG, _MU_MSG, _UNSTABLE_MSG))),
     )
 
 
@@ -619,7 +623,7 @@ def log_inv_psi(pool: Pool, lam, mu=None) -> jax.Array:
         pool, mu = pool._bf_kernel_pool(mu)
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, False, None, "autodiff")
     F, margin = _lip_jit(masks, mu, lam, layers)
-    return eqx.error_if(F[-1], ~(margin > 1), _UNSTABLE_MSG)
+    return eqx.error_if(F[-1], ~(margin > 1), refused(_UNSTABLE_MSG))
 
 
 def subset_log_inv_psi(pool: Pool, lam, mu=None) -> jax.Array:
@@ -629,7 +633,7 @@ def subset_log_inv_psi(pool: Pool, lam, mu=None) -> jax.Array:
     """
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, False, None)
     F, margin = _lip_jit(masks, mu, lam, layers)
-    return eqx.error_if(F, ~(margin > 1), _UNSTABLE_MSG)
+    return eqx.error_if(F, ~(margin > 1), refused(_UNSTABLE_MSG))
 
 
 def mean_numbers_recursive(pool: Pool, lam, mu=None, *, max_bytes: float | None = None):
@@ -646,7 +650,7 @@ def mean_numbers_recursive(pool: Pool, lam, mu=None, *, max_bytes: float | None 
     """
     masks, mu, lam, layers, _ = _prepare(pool, lam, mu, True, max_bytes, "theorem2")
     L, margin = _theorem2_jit(masks, mu, lam, layers)
-    return eqx.error_if(L, ~(margin > 1), _UNSTABLE_MSG)
+    return eqx.error_if(L, ~(margin > 1), refused(_UNSTABLE_MSG))
 
 
 def _unchecked_impl(masks, mu, lamB, layers):

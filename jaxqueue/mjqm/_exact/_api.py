@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from ..._jit import refused
 from ..._memory import memory_budget
 from ...dist import Exponential
 from .._workload import Workload
@@ -177,7 +178,9 @@ def exact(workload: Workload, lam) -> ExactResult:
         if not (float(lam) > 0 and math.isfinite(float(lam))):
             raise ValueError(f"exact: lam must be positive and finite, got {float(lam)!r}")
     else:
-        lam = eqx.error_if(lam, ~(lam > 0), "exact: lam must be positive (got <= 0 or nan)")
+        lam = eqx.error_if(
+            lam, ~(lam > 0), refused("exact: lam must be positive (got <= 0 or nan)")
+        )
     lam_c = _lambda_c_jit(s, cores, mu, p)
     if not isinstance(lam, jax.core.Tracer) and not isinstance(lam_c, jax.core.Tracer):
         if float(lam) >= float(lam_c):

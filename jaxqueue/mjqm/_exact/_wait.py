@@ -31,6 +31,7 @@ from jax import lax
 from jax.scipy.special import gammainc, gammaln, xlogy
 from jaxtyping import Array, Float
 
+from ..._jit import refused
 from ._linalg import _g_matrix, _linsolve
 from ._solve import _departure_rates, _global_down, _powers
 from ._structure import _structure
@@ -273,8 +274,10 @@ class WaitDistribution(eqx.Module):
         t_star = eqx.error_if(
             t_star,
             ~reach,
-            "wait_quantile: the quantile lies beyond the uniformisation steps computed "
-            "(pass more steps)",
+            refused(
+                "wait_quantile: the quantile lies beyond the uniformisation steps computed "
+                "(pass more steps)"
+            ),
         )
         atom = us[0] <= 1.0 - q
         dens = rate * self._weights(t_star)[:-1] @ (us[:-1] - us[1:])

@@ -111,7 +111,7 @@ def _limit(workload, pol, method, key, rel_tol, max_jobs, replications, n_jobs):
     if method == "closed-form":
         refuse(f"no closed form is known for {label} on this workload")
     if method in ("auto", "exact") and fcfs:
-        exact = exact_lambda_c_or_none(workload)
+        exact = exact_lambda_c_or_none(workload, full=method == "exact")
         if exact is not None:
             return exact_limit(workload, exact, "exact", label)
     if method == "exact":

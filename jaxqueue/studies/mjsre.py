@@ -33,6 +33,7 @@ from tqdm import tqdm
 from ..mjqm import (
     exact,
     exact_lambda_c,
+    exact_size,
     lambda_c_closed_form,
     palm_metrics,
     pile_growth,
@@ -106,13 +107,24 @@ def _fig2a(out, fast, key, plt, files):
     return {"fig2a_points": len(rows)}
 
 
+def _exact_or_nan(wl, fast: bool) -> float:
+    """:func:`~jaxqueue.mjqm.exact_lambda_c` where it applies (fast: up to 8000 phases, a
+    direct sparse solve), else ``nan``."""
+    if fast and exact_size(wl)["phases"] > 8000:
+        return float("nan")
+    try:
+        return float(exact_lambda_c(wl))
+    except ValueError:
+        return float("nan")
+
+
 def _five_class_sweep(out, fast, key, files):
     """Stability limits (pile growth) and backward-sampling sweeps of the four five-class
     workloads (Figures 2-6 data), written as CSVs. Returns ``(limits, sweep rows, the
     bounded-Pareto samples at the highest load)``."""
     fracs = [0.3, 0.6, 0.85] if fast else [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
     n = 256 if fast else 10000
-    stab, sweep, samples_bp = {}, [], None
+    stab, sweep, samples_bp, exact_lc = {}, [], None, {}
     srows = []
     for li, law in enumerate(LAWS):
         wl = get(f"five-class-{law}")
@@ -123,7 +135,13 @@ def _five_class_sweep(out, fast, key, files):
             dtype=jnp.float32,
         )
         stab[law] = r
-        srows.append([law, r.lambda_c, *r.lambda_c_ci, r.lambda_ideal])
+        # the exact limit where the saturated chain is solved (phase-type laws; the full
+        # run also solves the large sparse chains, minutes each)
+        t0 = time.perf_counter()
+        lc_exact = exact_lc[law] = _exact_or_nan(wl, fast)
+        srows.append(
+            [law, r.lambda_c, *r.lambda_c_ci, r.lambda_ideal, lc_exact, time.perf_counter() - t0]
+        )
         for fi, f in enumerate(tqdm(fracs, desc=f"five-class-{law}", leave=False)):
             lam = f * r.lambda_c
             S = sample_backward(
@@ -154,7 +172,9 @@ def _five_class_sweep(out, fast, key, files):
             if law == "bpareto" and fi == len(fracs) - 1:
                 samples_bp = (wl, S)
     write_csv(
-        out / "stability_five_class.csv", ["law", "lambda_c", "lo", "hi", "lambda_ideal"], srows
+        out / "stability_five_class.csv",
+        ["law", "lambda_c", "lo", "hi", "lambda_ideal", "lambda_c_exact", "exact_s"],
+        srows,
     )
     head = [
         "law",
@@ -173,7 +193,7 @@ def _five_class_sweep(out, fast, key, files):
     ]
     write_csv(out / "five_class_sweep.csv", head, sweep)
     files += ["stability_five_class.csv", "five_class_sweep.csv"]
-    return stab, sweep, samples_bp
+    return stab, sweep, samples_bp, exact_lc
 
 
 def _select(rec, law, cores=None):
@@ -261,12 +281,15 @@ def _figs3_6(out, plt, rec, stab, cores, files) -> None:
 
 def _five_class(out, fast, key, plt, files):
     """Figures 2-6 of ``mjsre`` Section 8.2; returns the stability limits."""
-    stab, sweep, samples_bp = _five_class_sweep(out, fast, key, files)
+    stab, sweep, samples_bp, exact_lc = _five_class_sweep(out, fast, key, files)
     rec = np.array(sweep, dtype=object)
     _fig2(out, plt, rec, samples_bp, files)
     cores = [int(c) for c in np.asarray(samples_bp[0].cores_array)[:, 0]]
     _figs3_6(out, plt, rec, stab, cores, files)
-    return {f"lambda_c_{law}": [stab[law].lambda_c, list(stab[law].lambda_c_ci)] for law in LAWS}
+    res = {f"lambda_c_{law}": [stab[law].lambda_c, list(stab[law].lambda_c_ci)] for law in LAWS}
+    # the exact limit beside the estimate where the saturated chain was solved (else None)
+    res |= {f"lambda_c_exact_{k}": None if np.isnan(v) else v for k, v in exact_lc.items()}
+    return res
 
 
 def _fig7b(out, fast, key, plt, files):

@@ -162,3 +162,23 @@ def test_lambda_c_equals_brute_force_ctmc(name):
     ref = reference_lambda_c(s, cores, probs, [a for a, _ in forms], [T for _, T in forms])
     got = float(exact_lambda_c(Workload(s, cores, probs, laws)))
     np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+def test_cli_stability_exact_for_phase_type_file(tmp_path, capsys):
+    import json
+
+    from jaxqueue.cli import main
+
+    f = tmp_path / "ph.toml"
+    f.write_text(
+        "servers = 4\n"
+        '[[classes]]\ncores = 1\nprob = 0.6\nlaw = "erlang"\nmean = 1.0\nk = 2\n'
+        '[[classes]]\ncores = 2\nprob = 0.4\nlaw = "hyperexponential"\nprobs = [0.8, 0.2]\n'
+        "means = [0.5, 3.0]\n"
+    )
+    assert main(["mjqm", "stability", "--scenario", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    w = Workload(4, [1, 2], [0.6, 0.4], [Erlang(2, 1.0), H2])
+    assert out["method"] == "exact" and out["status"] == "ok"
+    assert out["lambda_c"] == pytest.approx(float(exact_lambda_c(w)), rel=1e-12)
+    assert out["lambda_c_ci"] == [out["lambda_c"], out["lambda_c"]]

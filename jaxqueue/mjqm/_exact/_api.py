@@ -49,7 +49,9 @@ MAX_PHASES = 4000
 MAX_BYTES = 6 * 2**30
 # The saturated phase-type chain of exact_lambda_c: one sparse LU (its fill grows fast with the
 # cascades' reach, so the limit is on the phases).
-MAX_PH_PHASES = 8000
+MAX_PH_PHASES = 30000
+# stability_limit(method="auto") stops where the direct sparse LU does (seconds, not minutes).
+AUTO_PH_PHASES = 8000
 
 
 def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, tuple[int, ...]]:
@@ -115,24 +117,33 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
     return _lambda_c_jit(s, cores, mu, p)
 
 
-def _ph_lambda_c(workload: Workload) -> Array:
+def _ph_lambda_c(workload: Workload, max_phases: int = MAX_PH_PHASES) -> Array:
     s, cores = _shape(workload)
     key = ph_key(workload, s, cores)
     heads, vectors = ph_counts(key)
-    if heads > MAX_PH_PHASES:
+    if heads > max_phases:
         raise ValueError(
             f"exact: the saturated phase-type chain of this workload has {heads:,} phases "
-            f"({vectors:,} service vectors; limit {MAX_PH_PHASES:,} phases for the sparse "
+            f"({vectors:,} service vectors; limit {max_phases:,} phases for the sparse "
             "solve): its lambda_c is estimated by pile growth (`mjqm stability`)"
         )
     st = ph_structure(key)
-    return lambda_c_sparse(st, ph_rates(st, workload))
+    out = lambda_c_sparse(st, ph_rates(st, workload))
+    if not isinstance(out, jax.core.Tracer) and not math.isfinite(float(out)):
+        raise ValueError(
+            f"exact: the iterative solve of the saturated chain ({heads:,} phases) did not "
+            "converge; its lambda_c is estimated by pile growth (`mjqm stability`)"
+        )
+    return out
 
 
-def exact_lambda_c_or_none(workload) -> float | None:
+def exact_lambda_c_or_none(workload, full: bool = False) -> float | None:
     """:func:`exact_lambda_c` as a float where it applies (one pool of identical servers,
-    phase-type services, within the size limits; any arrival law), else ``None``."""
+    phase-type services, within the size limits: :data:`AUTO_PH_PHASES` phases for a
+    non-exponential law unless ``full``; any arrival law), else ``None``."""
     try:
+        if not full and not all(isinstance(x, Exponential) for x in workload.services):
+            return float(_ph_lambda_c(workload, AUTO_PH_PHASES))
         return float(exact_lambda_c(workload))
     except ValueError:
         return None

@@ -17,6 +17,9 @@ from jaxtyping import Array
 from .._workload import Workload
 from ._ph_structure import PHKey, PHStructure
 
+# Unknowns of the augmented system solved by a direct sparse LU; more go to GMRES + ILU.
+DIRECT_MAX = 12000
+
 
 def phase_forms(services) -> list[tuple[Array, Array]]:
     """``(alpha_i, T_i)`` of every class (``ValueError`` naming the class for a law without)."""
@@ -106,7 +109,6 @@ def _host_lambda_c(st: PHStructure, vf, va, vc):
     its first row and column: far sparser than ``A C``."""
     # scipy.sparse loads with the first phase-type solve, not with the package
     import scipy.sparse as sp
-    import scipy.sparse.linalg as spla
 
     nh, nv = st.nh, st.nv
     F = sp.csr_matrix((vf, (st.f_src, st.f_dst)), shape=(nh, nh))
@@ -116,13 +118,35 @@ def _host_lambda_c(st: PHStructure, vf, va, vc):
     d = np.bincount(st.f_src[st.f_down], weights=vf[st.f_down], minlength=nh) + ac
     q = np.asarray(F.sum(1)).ravel() + ac
     Z = sp.bmat([[F - sp.diags(q), A], [C, -sp.identity(nv)]], format="csc")
-    lu = spla.splu(Z[1:, 1:].tocsc(), permc_spec="COLAMD")
-    u = np.concatenate([[1.0], lu.solve(-Z[0, 1:].toarray().ravel(), trans="T")])
+    solve_t, solve = _solvers(Z[1:, 1:].tocsc())
+    u = np.concatenate([[1.0], solve_t(-Z[0, 1:].toarray().ravel())])
     phi = u[:nh] / u[:nh].sum()
     lam_c = float(phi @ d)
     rhs = np.concatenate([-(d - lam_c)[1:], np.zeros(nv)])
-    h = np.concatenate([[0.0], lu.solve(rhs)[: nh - 1]])
+    h = np.concatenate([[0.0], solve(rhs)[: nh - 1]])
     return lam_c, phi, h
+
+
+def _solvers(B):
+    """``(x -> B^-T x, x -> B^-1 x)``: a sparse LU up to :data:`DIRECT_MAX` unknowns, else
+    GMRES preconditioned by an incomplete LU (its fill grows too fast for a direct LU);
+    ``nan`` where GMRES does not reach its tolerance."""
+    import scipy.sparse.linalg as spla  # (as above)
+
+    if B.shape[0] <= DIRECT_MAX:
+        lu = spla.splu(B, permc_spec="COLAMD")
+        return (lambda x: lu.solve(x, trans="T")), lu.solve
+    ilu = spla.spilu(B.T.tocsc(), drop_tol=1e-3, fill_factor=3, permc_spec="COLAMD")
+
+    def gmres(op, pre):
+        def run(b):
+            M = spla.LinearOperator(op.shape, pre)
+            x, info = spla.gmres(op, b, M=M, rtol=1e-13, atol=0.0, restart=200, maxiter=50)
+            return x if info == 0 else np.full_like(b, np.nan)
+
+        return run
+
+    return gmres(B.T.tocsr(), ilu.solve), gmres(B, lambda x: ilu.solve(x, trans="T"))
 
 
 def _callback(st, v):

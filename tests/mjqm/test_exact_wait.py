@@ -126,3 +126,4 @@ def test_bad_class_and_traced_without_steps(two_class):
         res.wait_tail(1.0, 2)
     with pytest.raises(ValueError, match="pass steps="):
         jax.jit(lambda lam: exact(w, lam).wait_quantile(0.9))(0.8)
+

@@ -77,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jaxqueue",
         description="Differentiable JAX numerics for clusters modelled as queues. Exit status: "
         "0 ok, 1 runtime error (a file or a model refuses the input, or the work fails), 2 "
-        "usage error (the command line is not well formed), 3 an estimate whose status is not "
-        "ok under --strict.",
+        "usage error (the command line is not well formed: an unknown option or name, a value "
+        "of the wrong form, count or range, inline values included), 3 an estimate whose "
+        "status is not ok under --strict.",
     )
     parser.add_argument("--version", action="version", version=f"jaxqueue {__version__}")
     _add_global(parser, None)

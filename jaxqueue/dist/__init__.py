@@ -3,6 +3,7 @@ their names (:func:`get_law`, :func:`law_families`: the workload files' vocabula
 
 from ._laws import (
     BoundedPareto as BoundedPareto,
+    Coxian as Coxian,
     Deterministic as Deterministic,
     Empirical as Empirical,
     Erlang as Erlang,

@@ -35,6 +35,7 @@ __all__ = [
     "Deterministic",
     "Empirical",
     "PhaseCount",
+    "Coxian",
     "bimodal_phases",
     "zipf_phases",
 ]
@@ -357,6 +358,59 @@ class PhaseCount(Law):
         idx = jax.random.choice(k1, p.shape[0], shape, p=p)
         n = jnp.asarray(self.counts, dtype=dtype)[idx]
         return (self.phase_mean * jax.random.gamma(k2, n, dtype=dtype)).astype(dtype)
+
+
+class Coxian(Law):
+    """Coxian law: phase ``i`` of rate ``rates[i]``, then phase ``i + 1`` with probability
+    ``cont[i]``, else done (``len(cont) == len(rates) - 1``); a phase-type law started in its
+    first phase. ``from_uniforms`` uses ``2k - 1`` uniforms: ``k`` exponentials and ``k - 1``
+    continuation draws."""
+
+    rates: Float[ArrayLike, " k"]
+    cont: Float[ArrayLike, " km1"]
+
+    def __check_init__(self):
+        if np.ndim(self.rates) != 1 or np.shape(self.cont) != (np.shape(self.rates)[0] - 1,):
+            raise ValueError("Coxian needs k rates and k - 1 continuation probabilities")
+        if _is_concrete(self.rates):
+            _positive("Coxian rates", self.rates)
+        if _is_concrete(self.cont):
+            c = np.asarray(self.cont, dtype=float)
+            if np.any((c < 0) | (c > 1)) or not np.all(np.isfinite(c)):
+                raise ValueError("Coxian cont must be probabilities in [0, 1]")
+
+    @property
+    def n_uniforms(self):  # type: ignore[override]
+        return 2 * np.shape(self.rates)[0] - 1
+
+    def _reach(self):
+        c = jnp.asarray(self.cont)
+        return jnp.concatenate([jnp.ones(1, c.dtype), jnp.cumprod(c)])
+
+    def mean(self):
+        return jnp.sum(self._reach() / jnp.asarray(self.rates))
+
+    def var(self):
+        alpha, T = self.phase_form()
+        m1 = jnp.linalg.solve(-T, jnp.ones_like(alpha))
+        return 2.0 * alpha @ jnp.linalg.solve(-T, m1) - (alpha @ m1) ** 2
+
+    def scaled(self, c):
+        return Coxian(jnp.asarray(self.rates) / c, self.cont)
+
+    def phase_form(self):
+        r = jnp.asarray(self.rates, dtype=float)
+        c = jnp.asarray(self.cont, r.dtype)
+        k = r.shape[0]
+        T = -jnp.diag(r) + jnp.diag(r[:-1] * c, k=1) if k > 1 else -jnp.diag(r)
+        return jnp.eye(k, dtype=r.dtype)[0], T
+
+    def from_uniforms(self, u):
+        k = np.shape(self.rates)[0]
+        e = -jnp.log(u[..., :k]) / jnp.asarray(self.rates)
+        go = (u[..., k:] < jnp.asarray(self.cont)).astype(e.dtype)
+        reach = jnp.concatenate([jnp.ones_like(e[..., :1]), jnp.cumprod(go, axis=-1)], axis=-1)
+        return jnp.sum(reach * e, axis=-1)
 
 
 def bimodal_phases(phase_mean=0.2, n1=25, n2=1, p1=1.0 / 6.0) -> PhaseCount:

@@ -8,6 +8,7 @@ Families (the canonical names, what a workload file's ``law`` says, with its fie
 ``hyperexponential``   ``probs``, ``means`` (lists of one length; probs sum to 1)
 ``bounded-pareto``     ``xmin``, ``xmax`` (> xmin), ``shape`` (> 0)
 ``deterministic``      ``value``
+``coxian``             ``rates`` (k > 0), ``cont`` (k - 1 continuation probabilities)
 =====================  =========================================================
 
 Named laws (:func:`get_law`, the scheduler's ``--law``), each a member of a family or a phase
@@ -26,6 +27,7 @@ import numpy as np
 from .._document import FieldError, integer, positive, probability, sums_to_one, vector
 from ._laws import (
     BoundedPareto,
+    Coxian,
     Deterministic,
     Erlang,
     Exponential,
@@ -58,6 +60,17 @@ def _hyperexponential(c: dict, where: str) -> HyperExponential:
     return HyperExponential(np.array(means), np.array(probs))
 
 
+def _coxian(c: dict, where: str) -> Coxian:
+    rates = vector(c["rates"], f"{where}rates", positive)
+    cont = vector(c["cont"], f"{where}cont", probability) if len(rates) > 1 else []
+    if len(cont) != len(rates) - 1:
+        raise FieldError(
+            f"{where}cont",
+            f"has {len(cont)} entries for {len(rates)} rates; give one per phase but the last",
+        )
+    return Coxian(np.array(rates, dtype=float), np.array(cont, dtype=float))
+
+
 def _bounded_pareto(c: dict, where: str) -> BoundedPareto:
     xmin = positive(c["xmin"], f"{where}xmin")
     xmax = positive(c["xmax"], f"{where}xmax")
@@ -78,6 +91,7 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], Callable[[dict, str], Law]]] = {
     "hyperexponential": (("probs", "means"), _hyperexponential),
     "bounded-pareto": (("xmin", "xmax", "shape"), _bounded_pareto),
     "deterministic": (("value",), _deterministic),
+    "coxian": (("rates", "cont"), _coxian),
 }
 
 #: name -> the law before rescaling

@@ -85,6 +85,7 @@ def test_one_registry_of_law_names():
         "hyperexponential",
         "bounded-pareto",
         "deterministic",
+        "coxian",
     )
     assert dist.law_fields("erlang") == ("mean", "k")
     law = dist.law_from_fields("erlang", {"mean": 2.0, "k": 3}, "classes[0].")

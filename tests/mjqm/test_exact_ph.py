@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jaxqueue import scenarios
-from jaxqueue.dist import BoundedPareto, Erlang, Exponential, HyperExponential
+from jaxqueue.dist import BoundedPareto, Coxian, Erlang, Exponential, HyperExponential
 from jaxqueue.mjqm import Workload, exact, exact_lambda_c, lambda_c_closed_form, stability_limit
 from jaxqueue.mjqm._exact._api import _ph_lambda_c
 
@@ -129,11 +129,13 @@ def test_stability_limit_is_exact_for_small_phase_type():
 def test_phase_forms_have_the_laws_moments():
     from jaxqueue.dist import PhaseCount
 
+    cox = Coxian(np.array([2.0, 0.5, 3.0]), np.array([0.3, 0.6]))
     for law in (
         Exponential(0.7),
         Erlang(3, 1.7),
         H2,
         PhaseCount(0.2, np.array([1, 4]), [0.5, 0.5]),
+        cox,
     ):
         a, T = (np.asarray(x, dtype=float) for x in law.phase_form())
         m1 = a @ np.linalg.solve(-T, np.ones(len(a)))
@@ -141,6 +143,9 @@ def test_phase_forms_have_the_laws_moments():
         np.testing.assert_allclose([m1, m2 - m1**2], [law.mean(), law.var()], rtol=1e-12)
     with pytest.raises(ValueError, match="not a phase-type law"):
         BoundedPareto(0.5, 20.0, 1.5).phase_form()
+    # the Coxian's sampler has its mean
+    u = jax.random.uniform(jax.random.key(0), (200_000, cox.n_uniforms), minval=1e-300)
+    np.testing.assert_allclose(float(cox.from_uniforms(u).mean()), float(cox.mean()), rtol=0.02)
 
 
 SMALL_PH = {
@@ -148,6 +153,7 @@ SMALL_PH = {
     "h2-e3-exp-s6": (6, [1, 3, 4], [0.5, 0.3, 0.2], [H2, Erlang(3, 2.0), Exponential(0.8)]),
     "e3-h2-s5": (5, [2, 3], [0.7, 0.3], [Erlang(3, 0.6), HyperExponential([0.2, 4.0], [0.9, 0.1])]),
     "exp-e2-h2-s6": (6, [1, 2, 6], [0.6, 0.3, 0.1], [Exponential(1.0), Erlang(2, 1.5), H2]),
+    "cox-exp-s5": (5, [1, 2], [0.7, 0.3], [Coxian([2.0, 0.5], [0.4]), Exponential(1.2)]),
 }
 
 
@@ -173,12 +179,14 @@ def test_cli_stability_exact_for_phase_type_file(tmp_path, capsys):
     f.write_text(
         "servers = 4\n"
         '[[classes]]\ncores = 1\nprob = 0.6\nlaw = "erlang"\nmean = 1.0\nk = 2\n'
-        '[[classes]]\ncores = 2\nprob = 0.4\nlaw = "hyperexponential"\nprobs = [0.8, 0.2]\n'
+        '[[classes]]\ncores = 2\nprob = 0.3\nlaw = "hyperexponential"\nprobs = [0.8, 0.2]\n'
         "means = [0.5, 3.0]\n"
+        '[[classes]]\ncores = 3\nprob = 0.1\nlaw = "coxian"\nrates = [2.0, 0.5]\ncont = [0.4]\n'
     )
     assert main(["mjqm", "stability", "--scenario", str(f), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    w = Workload(4, [1, 2], [0.6, 0.4], [Erlang(2, 1.0), H2])
+    cox = Coxian(np.array([2.0, 0.5]), np.array([0.4]))
+    w = Workload(4, [1, 2, 3], [0.6, 0.3, 0.1], [Erlang(2, 1.0), H2, cox])
     assert out["method"] == "exact" and out["status"] == "ok"
     assert out["lambda_c"] == pytest.approx(float(exact_lambda_c(w)), rel=1e-12)
     assert out["lambda_c_ci"] == [out["lambda_c"], out["lambda_c"]]

@@ -12,10 +12,11 @@ head-of-line blocking: jobs enter service in arrival order, the head enters as s
 Explicit chain (:func:`build`, :func:`solve`). State ``(serving, queue)``: ``serving`` the
 sorted tuple of ``(class, phase)`` of the jobs in service, ``queue`` the tuple of the waiting
 classes, head first (a non-empty queue has a head that does not fit). Arrivals that find
-``max_jobs`` jobs in the system are blocked (lost); ``truncation_mass`` is the probability
-that an arrival is blocked (PASTA). Every metric is exact for the truncated chain (Little's
-law with the admitted rate ``lam p_i (1 - truncation_mass)``) and within a moderate multiple
-of ``truncation_mass`` of the untruncated queue.
+``max_jobs`` jobs in the system are blocked (lost), and optionally those that would make a rare
+queue string (``min_weight``, ``theta``: see :func:`build`); ``truncation_mass`` is the
+probability that an arrival is blocked (PASTA). Every metric is exact for the truncated chain
+(Little's law with the admitted rate per class) and within a moderate multiple of
+``truncation_mass`` of the untruncated queue (10 to 100 times it, relative, in the tables).
 
 Waiting times (:meth:`PHChain.wait_tail`). Under FCFS the jobs behind a tagged job never
 start before it, so a tagged class-``k`` arrival that finds (and is admitted to) state ``x``
@@ -27,6 +28,13 @@ the stationary law on those states over the admitted mass; computed by uniformis
 
 Saturated chain (:func:`lambda_c`). Infinitely many jobs waiting, classes i.i.d. ``probs``:
 state ``(serving, head)``; the stationary departure rate of its closed class is ``lambda_c``.
+
+Tables. :data:`REFERENCE_SYSTEMS` (five small PH systems: 2-3 classes, s <= 6, Erlang-2/3,
+hyperexponential, Coxian) and :data:`REFERENCE_VALUES` (their metrics, 12 digits, from
+:func:`reference_values` at a cut of mass <= 1e-9; ``coarse_spread``: the largest relative
+change from a coarser cut; ``error_estimate``: that spread scaled by the ratio of the masses).
+``wait_tail`` is ``P(W > t)`` at :data:`REFERENCE_TIMES`; ``wait_tail_class[i][k]`` is class
+``k`` at ``REFERENCE_TIMES[i]``; quantiles at :data:`REFERENCE_QUANTILE`.
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ import scipy.sparse.linalg as spla
 __all__ = [
     "PHChain",
     "PHResult",
+    "REFERENCE_QUANTILE",
+    "REFERENCE_SYSTEMS",
+    "REFERENCE_TIMES",
+    "REFERENCE_VALUES",
     "build",
     "coxian",
     "erlang",
@@ -51,6 +63,7 @@ __all__ = [
     "lambda_c",
     "mean_service",
     "ph_sampler",
+    "reference_values",
     "solve",
     "wait_quantile",
     "wait_tail",
@@ -305,6 +318,7 @@ class PHChain:
         # would a class-k job appended now wait?
         self.waits = (qlen[:, None] > 0) | (used[:, None] + np.array(m.cores)[None, :] > m.s)
         self.pi = _stationary_irreducible(self.Q_arr + self.Q_svc)
+        self._tagged_cache: dict = {}
 
     # -- stationary metrics -------------------------------------------------------------------
     def result(self) -> PHResult:
@@ -340,6 +354,11 @@ class PHChain:
     def _tagged(self, k):
         """Sub-generator of the arrival-free chain on the states where class ``k`` waits, and
         the (sub-stochastic) law of the state a tagged admitted class-``k`` arrival sees."""
+        if k not in self._tagged_cache:
+            self._tagged_cache[k] = self._tagged_build(k)
+        return self._tagged_cache[k]
+
+    def _tagged_build(self, k):
         idx = np.nonzero(self.waits[:, k])[0]
         out = np.asarray(self.Q_svc.sum(axis=1)).ravel()
         Qk = self.Q_svc[idx][:, idx] - sp.diags(out[idx])
@@ -347,13 +366,13 @@ class PHChain:
         v = self.pi[idx] * adm[idx] / float(self.pi @ adm)
         return Qk.tocsr(), v
 
-    def wait_tail(self, t, method: str = "uniformization"):
+    def wait_tail(self, t, method: str = "uniformization", classes=None):
         t = np.atleast_1d(np.asarray(t, float))
         if np.any(t < 0):
             raise ValueError("t must be >= 0")
         K = self.model.K
         per = np.zeros((len(t), K))
-        for k in range(K):
+        for k in range(K) if classes is None else classes:
             Qk, v = self._tagged(k)
             if len(v) == 0:
                 continue
@@ -385,8 +404,9 @@ class PHChain:
             raise ValueError("q must be in (0, 1)")
 
         def tail(x):
-            tot, per = self.wait_tail([x])
-            return tot[0] if klass is None else per[0, klass]
+            if klass is None:
+                return self.wait_tail([x])[0][0]
+            return self.wait_tail([x], classes=[klass])[1][0, klass]
 
         if tail(0.0) <= 1 - q:
             return 0.0
@@ -608,3 +628,202 @@ def ph_sampler(alpha, T):
         return total
 
     return f
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference values of small phase-type systems
+# ---------------------------------------------------------------------------------------------
+
+
+def _system(s, cores, probs, laws, lam, fine, coarse):
+    return {
+        "s": s,
+        "cores": cores,
+        "probs": probs,
+        "alphas": [a for a, _ in laws],
+        "Ts": [T for _, T in laws],
+        "lam": lam,
+        "cut": fine,  # the cut of the tabulated values
+        "coarse_cut": coarse,  # a coarser one: the spread between the two bounds the cut error
+    }
+
+
+REFERENCE_SYSTEMS = {
+    "s2-erlang2-exp": _system(
+        2,
+        [1, 2],
+        [0.7, 0.3],
+        [erlang(2, 1.0), exponential(1.5)],
+        0.1,
+        {"max_jobs": 12},
+        {"max_jobs": 10},
+    ),
+    "s3-h2-erlang3": _system(
+        3,
+        [1, 3],
+        [0.8, 0.2],
+        [hyperexp([0.3, 0.7], [2.5, 0.5]), erlang(3, 2.0)],
+        0.1,
+        {"max_jobs": 13},
+        {"max_jobs": 11},
+    ),
+    "s4-three-class": _system(
+        4,
+        [1, 2, 4],
+        [0.6, 0.3, 0.1],
+        [erlang(2, 1.0), exponential(1.5), coxian([2.0, 1.0], [0.5])],
+        0.08,
+        {"max_jobs": 10**6, "min_weight": 1e-10, "theta": 0.15},
+        {"max_jobs": 10**6, "min_weight": 1e-9, "theta": 0.15},
+    ),
+    "s6-rare-big": _system(
+        6,
+        [1, 6],
+        [0.9, 0.1],
+        [erlang(2, 1.0), hyperexp([0.4, 0.6], [3.0, 1.0])],
+        0.1,
+        {"max_jobs": 13},
+        {"max_jobs": 11},
+    ),
+    "s5-coxian3-erlang2": _system(
+        5,
+        [2, 3],
+        [0.6, 0.4],
+        [coxian([3.0, 2.0, 1.5], [0.6, 0.5]), erlang(2, 1.0)],
+        0.3,
+        {"max_jobs": 13},
+        {"max_jobs": 11},
+    ),
+}
+# From reference_values(name) (and name, "coarse_cut" for the spread); recomputed by the slow
+# tests of tests/mjqm/test_reference_ph_ctmc.py.
+REFERENCE_VALUES = {
+    "s2-erlang2-exp": {
+        "lambda_c": 1.1278725504018046,
+        "wait_mean": 0.0921616797224,
+        "wait_mean_class": [0.0760351580219, 0.129790230357],
+        "response_mean_class": [1.07603515802, 1.62979023036],
+        "jobs_mean": 0.12421616797,
+        "jobs_mean_class": [0.0753224610605, 0.04889370691],
+        "p_wait": 0.0681276932284,
+        "p_wait_class": [0.0491097439646, 0.112502908177],
+        "wait_tail": [0.0463441438527, 0.0149784350186],
+        "wait_tail_class": [[0.0351713026636, 0.0724141066271], [0.0134914499669, 0.0184480668057]],
+        "wait_quantile": 2.58772053811,
+        "wait_quantile_class": [2.47417026025, 2.78947519128],
+        "truncation_mass": 1.41e-11,
+        "n_states": 14333,
+        "coarse_spread": 9.79e-08,
+        "error_estimate": 1.8e-09,
+    },
+    "s3-h2-erlang3": {
+        "lambda_c": 1.1195978461014746,
+        "wait_mean": 0.102049031972,
+        "wait_mean_class": [0.0701939489506, 0.229469364058],
+        "response_mean_class": [1.17019394895, 2.22946936406],
+        "jobs_mean": 0.138204903187,
+        "jobs_mean_class": [0.0936155159089, 0.0445893872777],
+        "p_wait": 0.0594870919153,
+        "p_wait_class": [0.0433002564505, 0.124234433774],
+        "wait_tail": [0.0449429138095, 0.017767140609],
+        "wait_tail_class": [[0.033712493604, 0.0898645946313], [0.0123724993746, 0.0393457055467]],
+        "wait_quantile": 2.91188805503,
+        "wait_quantile_class": [2.28635316802, 4.92544896255],
+        "truncation_mass": 7.68e-11,
+        "n_states": 47098,
+        "coarse_spread": 3.15e-07,
+        "error_estimate": 1.3e-08,
+    },
+    "s4-three-class": {
+        "lambda_c": 1.7660144422255093,
+        "wait_mean": 0.0191610551299,
+        "wait_mean_class": [0.0101337377151, 0.0110028606808, 0.0977995430979],
+        "response_mean_class": [1.01013373772, 1.51100286068, 1.0977995431],
+        "jobs_mean": 0.0935328843143,
+        "jobs_mean_class": [0.0484864193793, 0.0362640686121, 0.00878239632293],
+        "p_wait": 0.0177853951472,
+        "p_wait_class": [0.00938517961712, 0.0109856085139, 0.0885860483465],
+        "wait_tail": [0.0111019189058, 0.00268215653352],
+        "wait_tail_class": [
+            [0.00586717809491, 0.00652697400222, 0.0562351985569],
+            [0.0014631086369, 0.00149438891924, 0.0135597467741],
+        ],
+        "wait_quantile": 0.607818436566,
+        "wait_quantile_class": [0, 0.0903714892241, 2.35659761654],
+        "truncation_mass": 9.99e-10,
+        "n_states": 45465,
+        "coarse_spread": 7.31e-06,
+        "error_estimate": 1.2e-06,
+    },
+    "s6-rare-big": {
+        "lambda_c": 2.3822258862140377,
+        "wait_mean": 0.0514778670994,
+        "wait_mean_class": [0.0446016913484, 0.113363448858],
+        "response_mean_class": [1.04460169135, 1.91336344886],
+        "jobs_mean": 0.113147786674,
+        "jobs_mean_class": [0.0940141521914, 0.0191336344825],
+        "p_wait": 0.027210658935,
+        "p_wait_class": [0.0186877660087, 0.103916695272],
+        "wait_tail": [0.0193551775267, 0.00797607379236],
+        "wait_tail_class": [
+            [0.0144962291513, 0.0630857129057],
+            [0.00741248727965, 0.0130483524067],
+        ],
+        "wait_quantile": 1.55950167587,
+        "wait_quantile_class": [1.29581861992, 2.32668232149],
+        "truncation_mass": 3.18e-10,
+        "n_states": 40696,
+        "coarse_spread": 9.61e-07,
+        "error_estimate": 5.2e-08,
+    },
+    "s5-coxian3-erlang2": {
+        "lambda_c": 1.8805224839122356,
+        "wait_mean": 0.0558072498869,
+        "wait_mean_class": [0.0212707535103, 0.107611994452],
+        "response_mean_class": [0.854604086844, 1.10761199445],
+        "jobs_mean": 0.286742174949,
+        "jobs_mean_class": [0.153828735623, 0.132913439326],
+        "p_wait": 0.0739918099461,
+        "p_wait_class": [0.036723985723, 0.129893546281],
+        "wait_tail": [0.0392636795995, 0.00480667514321],
+        "wait_tail_class": [
+            [0.0153958233943, 0.0750654639073],
+            [0.00120159619703, 0.0102142935625],
+        ],
+        "wait_quantile": 1.48575105801,
+        "wait_quantile_class": [0.744456391893, 2.01514549997],
+        "truncation_mass": 5.9e-11,
+        "n_states": 57336,
+        "coarse_spread": 1.94e-06,
+        "error_estimate": 5.7e-08,
+    },
+}
+
+REFERENCE_TIMES = (0.5, 2.0)  # the t of the tabulated P(W > t)
+REFERENCE_QUANTILE = 0.99
+
+
+def reference_values(name: str, cut: str = "cut") -> dict:
+    """Compute the tabulated metrics of ``REFERENCE_SYSTEMS[name]`` (``cut="coarse_cut"``: with
+    the coarser cut)."""
+    sysd = REFERENCE_SYSTEMS[name]
+    args = [sysd[k] for k in ("s", "cores", "probs", "alphas", "Ts")]
+    r = solve(*args, sysd["lam"], **sysd[cut])
+    tail, per = r.wait_tail(REFERENCE_TIMES)
+    K = len(sysd["cores"])
+    return {
+        "lambda_c": lambda_c(*args),
+        "wait_mean": r.wait_mean,
+        "wait_mean_class": r.wait_mean_class.tolist(),
+        "response_mean_class": r.response_mean_class.tolist(),
+        "jobs_mean": r.jobs_mean,
+        "jobs_mean_class": r.jobs_mean_class.tolist(),
+        "p_wait": r.p_wait,
+        "p_wait_class": r.p_wait_class.tolist(),
+        "wait_tail": tail.tolist(),
+        "wait_tail_class": per.tolist(),
+        "wait_quantile": r.wait_quantile(REFERENCE_QUANTILE),
+        "wait_quantile_class": [r.wait_quantile(REFERENCE_QUANTILE, k) for k in range(K)],
+        "truncation_mass": r.truncation_mass,
+        "n_states": r.n_states,
+    }

@@ -1,4 +1,4 @@
-"""Self-tests of the phase-type CTMC reference and the closed forms (both in tests/references).
+"""Self-tests of tests/references/mjqm_ph_ctmc.py and tests/references/closed_forms.py.
 
 The brute force (``mjqm_ph_ctmc``) against: Pollaczek-Khinchine and the M/PH/1 waiting-time law
 (s = 1), Erlang C (one-server jobs, exponential), the exponential CTMC reference
@@ -247,3 +247,55 @@ def test_wait_tail_matches_the_event_simulator(n):
     assert np.all(np.abs(mean - exact) <= half), (mean, exact, half)
     assert np.all(half < 0.05)  # the intervals say something
     assert np.all(half > 10 * r.truncation_mass)
+
+
+# ----------------------------------------------------------------- the tabulated values
+TABLE_KEYS = [
+    "wait_mean",
+    "wait_mean_class",
+    "response_mean_class",
+    "jobs_mean",
+    "jobs_mean_class",
+    "p_wait",
+    "p_wait_class",
+    "wait_tail",
+    "wait_tail_class",
+    "wait_quantile",
+    "wait_quantile_class",
+]
+
+
+def test_reference_table_lambda_c_and_cut():
+    assert set(ph.REFERENCE_VALUES) == set(ph.REFERENCE_SYSTEMS)
+    for name, ref in ph.REFERENCE_VALUES.items():
+        sysd = ph.REFERENCE_SYSTEMS[name]
+        args = [sysd[k] for k in ("s", "cores", "probs", "alphas", "Ts")]
+        np.testing.assert_allclose(ph.lambda_c(*args), ref["lambda_c"], rtol=1e-12, err_msg=name)
+        # the cut is converged far beyond the 1e-6 the solver tests ask for
+        assert ref["truncation_mass"] < 1e-9 and ref["coarse_spread"] < 1e-5, name
+        assert ref["error_estimate"] < 2e-6, name
+        assert sysd["lam"] < 0.5 * ref["lambda_c"]
+
+
+@pytest.mark.parametrize(
+    "name,cut",
+    [
+        pytest.param("s2-erlang2-exp", "coarse_cut", id="s2-coarse"),
+        *(
+            pytest.param(n, "cut", id=n, marks=pytest.mark.slow)
+            for n in [
+                "s2-erlang2-exp",
+                "s3-h2-erlang3",
+                "s4-three-class",
+                "s6-rare-big",
+                "s5-coxian3-erlang2",
+            ]
+        ),
+    ],
+)
+def test_reference_table_is_what_the_chain_gives(name, cut):
+    ref = ph.REFERENCE_VALUES[name]
+    got = ph.reference_values(name, cut)
+    rtol = 1e-6 if cut == "coarse_cut" else 1e-10  # the coarse cut of s2 moves < 1e-7
+    for k in TABLE_KEYS:
+        np.testing.assert_allclose(got[k], ref[k], rtol=rtol, err_msg=k)

@@ -127,3 +127,29 @@ def test_bad_class_and_traced_without_steps(two_class):
     with pytest.raises(ValueError, match="pass steps="):
         jax.jit(lambda lam: exact(w, lam).wait_quantile(0.9))(0.8)
 
+
+@pytest.mark.parametrize(
+    ("s", "cores", "probs", "means", "lam"),
+    [
+        (3, [1, 2], [0.6, 0.4], [1.0, 1.5], 0.2),
+        pytest.param(4, [1, 3], [0.7, 0.3], [1.0, 2.0], 0.15, marks=pytest.mark.slow),
+    ],
+)
+def test_tails_equal_the_brute_force_tagged_job_chain(s, cores, probs, means, lam):
+    """``tests/references/mjqm_ph_ctmc.py``: the explicit chain (ordered waiting classes) cut
+    at 14 jobs (blocked-arrival mass below 1e-9), a tagged job absorbed without arrivals."""
+    from tests.references import mjqm_ph_ctmc as ph
+
+    res = exact(Workload(s, cores, probs, [Exponential(m) for m in means]), lam)
+    laws = [ph.exponential(m) for m in means]
+    alphas, Ts = [a for a, _ in laws], [T for _, T in laws]
+    chain = ph.build(s, cores, probs, alphas, Ts, lam, max_jobs=14)
+    assert chain.result().truncation_mass < 1e-9
+    ts = np.array([0.0, 0.5, 2.0, 6.0])
+    ref_all, ref_cls = chain.wait_tail(ts)
+    dist = res.wait_distribution(times=ts)
+    for j, t in enumerate(ts):
+        assert abs(float(dist.tail(t)) - ref_all[j]) <= 1e-6
+        for c in range(len(cores)):
+            assert abs(float(dist.tail(t, c)) - ref_cls[j, c]) <= 1e-6
+    np.testing.assert_allclose(np.asarray(res.p_wait_class), ref_cls[0], atol=1e-6)

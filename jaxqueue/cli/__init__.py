@@ -32,6 +32,7 @@ _MODULES = (
     "_mjqm",
     "_mjqm_backward",
     "_mjqm_exact",
+    "_mjqm_sensitivity",
     "_mjqm_policies",
     "_sched",
     "_network",

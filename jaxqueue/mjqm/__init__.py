@@ -15,8 +15,8 @@ returning a result with a ``status``:
   :func:`exact_lambda_c` and :func:`exact_size`; its waiting-time laws per class
   (:class:`WaitDistribution`);
 * :func:`stability_limit` (exact where known, else estimated with a key, else unknown):
-  :class:`StabilityResult`, with :func:`pile_growth` (Algorithm 2) and
-  :func:`lambda_c_closed_form` (eq. (8)).
+  :class:`StabilityResult`, with :func:`pile_growth` (Algorithm 2), :func:`lambda_c_closed_form`;
+* :func:`sensitivity` (derivatives with intervals, :class:`Sensitivity`; :func:`exact_sensitivity`).
 
 Every simulation takes ``limit=`` (a :class:`StabilityResult`, a number or ``None``) and
 refuses ``lam`` at or beyond ``lambda_ideal``, a closed form or that limit
@@ -39,6 +39,9 @@ from ._limit import stability_limit as stability_limit
 from ._palm import palm_metrics as palm_metrics
 from ._palm import wait_density as wait_density
 from ._palm import wait_samples as wait_samples
+from ._sensitivity import Sensitivity as Sensitivity
+from ._sensitivity import exact_sensitivity as exact_sensitivity
+from ._sensitivity import sensitivity as sensitivity
 from ._simulate import simulate as simulate
 from ._stability import StabilityResult as StabilityResult
 from ._stability import UnstableLoadError as UnstableLoadError

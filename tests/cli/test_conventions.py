@@ -28,6 +28,7 @@ COMMANDS = _commands()
 RUNTIME = {
     "bf solve": ["--pool", "{d}/missing.json", "--rho", "0.5"],
     "mjqm exact": ["--scenario", "five-class-exp", "--lam", "9"],
+    "mjqm sensitivity": ["--scenario", "five-class-exp", "--lam", "9"],
     "mjqm stability": ["--scenario", "{d}/missing.toml"],
     "mjqm simulate": ["--scenario", "five-class-exp", "--lam", "9"],
     "mjqm sample": ["--scenario", "five-class-exp", "--lam", "9"],

@@ -1,0 +1,452 @@
+"""Steady-state sensitivities of the MJQM with intervals (:func:`sensitivity`).
+
+Derivatives of a stationary metric (mean wait, mean response, a wait quantile) with respect to
+the arrival rate ``lam``, a per-class service-time scale (class ``i``'s service times times
+``scale_i``, at 1) and the class logits (``p = softmax(logits)``, at ``log p``). Replication
+``r`` runs the jobs of the counter-based uniforms ``(key, r, n)`` whatever the parameters
+(common random numbers), each through the recurrence (``mjsre`` eq. (2), ``run_jobs``) from a
+sub-perfect backward sample (Algorithm 1): the values are stationary from the first job; the
+derivative's start (a zero tangent) is forgotten once the state couples, so the first
+``n_warmup`` jobs are left out. Methods, named per parameter in the result:
+
+* ``pathwise`` (IPA) for ``lam`` and ``scale`` with FCFS and a mean metric: the waits are
+  Lipschitz in the inputs, forward-mode autodiff through the scan;
+* ``score`` for the logits with a mean metric: ``E[(f - b) sum_n (e_{c_n} - p)]`` with a
+  leave-one-out baseline ``b`` over replications (unbiased);
+* ``crn-difference`` otherwise (quantiles; policies without a recurrence, run by the event
+  engine): central differences with common random numbers.
+
+Intervals are Student t over the independent replications. The status is ``ok`` only when the
+start was a stationary sample (or the run long enough), the measured halves show no drift,
+there are ``MIN_REPLICATIONS`` replications and, with ``rel_precision``, every interval is
+within that fraction of its value. :func:`exact_sensitivity` differentiates the exact QBD.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._random import job_uniforms
+from ..stats import Estimate, Result, Status, drift, effective_samples, judge, mean_ci
+from ._estimators import RULES
+from ._exact._api import _check_exponential, _exact_jit
+from ._inputs import jobs_from_uniforms, n_uniforms
+from ._stability import check_load
+from ._workload import Workload
+from .engines.events._simulate import _float, _runs
+from .engines.recurrence import run_jobs, sample_backward
+from .policies import FCFS, parse_policy
+
+__all__ = ["Sensitivity", "sensitivity", "exact_sensitivity", "parse_metric"]
+
+PARAMS = ("lam", "scale", "logits")
+
+_STEP = {"lam": 0.02, "scale": 0.02, "logits": 0.05}
+"""Default relative (``lam``) or absolute central-difference steps."""
+
+
+def parse_metric(metric: str) -> tuple[str, float | None]:
+    """``("mean", None)`` / ``("response", None)`` / ``("quantile", q)`` for ``wait_mean``,
+    ``response_mean``, ``wait_pNN`` or ``wait_quantile(q)``.
+
+    Raises:
+        ValueError: another name.
+    """
+    if metric == "wait_mean":
+        return "wait", None
+    if metric == "response_mean":
+        return "response", None
+    q = None
+    if metric.startswith("wait_quantile(") and metric.endswith(")"):
+        q = metric[len("wait_quantile(") : -1]
+    elif metric.startswith("wait_p") and metric[6:].replace(".", "", 1).isdigit():
+        q = str(float(metric[6:]) / 100)
+    try:
+        qv = float(q) if q is not None else math.nan
+    except ValueError:
+        qv = math.nan
+    if not 0.0 < qv < 1.0:
+        raise ValueError(
+            f"metric: expected wait_mean, response_mean, wait_pNN or wait_quantile(q) with "
+            f"0 < q < 1, got {metric!r}"
+        )
+    return "quantile", qv
+
+
+class Sensitivity(Result):
+    """Derivatives of a stationary metric with intervals (:func:`sensitivity`).
+
+    Attributes:
+        metric: the metric's name. lam: the arrival rate.
+        value: the metric (an :class:`~jaxqueue.stats.Estimate`).
+        value_class: ``(C,)`` the metric per class.
+        derivatives: name -> Estimate of the metric's derivative (``lam`` a scalar, ``scale``
+            and ``logits`` ``(C,)``, one per class parameter).
+        derivatives_class: name -> Estimate of the per-class metrics' derivatives
+            (``(C,)`` for ``lam``, ``(C, C)`` [metric class, parameter class] for the others).
+        methods: name -> ``"pathwise"``, ``"score"`` or ``"crn-difference"``.
+        status, reason: the status and why it is not ``ok``.
+        replications, n_jobs, warmup: the run's size; start: ``"backward"`` or ``"empty"``.
+        level: confidence level.
+    """
+
+    metric: str = eqx.field(static=True)
+    lam: float = eqx.field(static=True)
+    value: Estimate
+    value_class: Estimate
+    derivatives: dict
+    derivatives_class: dict
+    methods: dict = eqx.field(static=True)
+    status: Status = eqx.field(static=True)
+    reason: str = eqx.field(static=True)
+    replications: int = eqx.field(static=True)
+    n_jobs: int = eqx.field(static=True)
+    warmup: int = eqx.field(static=True)
+    start: str = eqx.field(static=True)
+    level: float = eqx.field(static=True)
+
+    def status_reason(self) -> str:
+        return self.reason or "ok"
+
+
+def _params(workload: Workload, lam, dtype):
+    C = workload.n_classes
+    return (
+        jnp.asarray(lam, dtype),
+        jnp.ones((C,), dtype),
+        jnp.log(jnp.asarray(workload.probs, dtype)),
+    )
+
+
+def _per_rep(kind, q, warm, n_classes):
+    """The per-replication metric of waits ``w``, service times ``sigma`` and classes ``cls``
+    over the measured jobs: ``(overall, (C,) per class, (R, 4) halves and sums)``: the first
+    and second halves' means, the sum and the sum of squares (drift and effective samples)."""
+
+    def f(w, sigma, cls):
+        w, sigma, cls = w[warm:], sigma[warm:], cls[warm:]
+        x = w + sigma if kind == "response" else w
+        mask = cls[None, :] == jnp.arange(n_classes)[:, None]
+        half = x.shape[0] // 2
+        halves = jnp.stack([x[:half].mean(), x[half:].mean(), x.sum(), (x * x).sum()])
+        if kind == "quantile":
+            per = jnp.nanquantile(jnp.where(mask, x[None, :], jnp.nan), q, axis=1)
+            return jnp.quantile(x, q), per, halves
+        cnt = mask.sum(axis=1)
+        per = jnp.where(mask, x[None, :], 0).sum(axis=1) / jnp.maximum(cnt, 1)
+        return x.mean(), jnp.where(cnt > 0, per, jnp.nan), halves
+
+    return f
+
+
+def _run(workload, key, n_jobs, params, rep, W0):
+    """Waits, service times and classes of the ``n_jobs`` jobs of replication ``rep`` (FCFS)."""
+    lam, scale, logits = params
+    u = job_uniforms(key, rep, jnp.arange(n_jobs), n_uniforms(workload), lam.dtype)
+    inp = jobs_from_uniforms(workload, lam, u, dtype=lam.dtype, probs=jax.nn.softmax(logits))
+    sigma = inp.sigma * scale[inp.cls]
+    _, w = run_jobs(workload, FCFS(), inp._replace(sigma=sigma), W0)
+    return w, sigma, inp.cls
+
+
+_STATIC = ("kind", "q", "warm", "n_jobs")
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _metric(workload, params, key, W0, *, kind, q, warm, n_jobs):
+    """Per replication (rows of ``W0``): :func:`_per_rep`'s outputs and the class counts of
+    all jobs (the score)."""
+    f = _per_rep(kind, q, warm, workload.n_classes)
+    classes = jnp.arange(workload.n_classes)
+
+    def one(r, w0):
+        w, sigma, cls = _run(workload, key, n_jobs, params, r, w0)
+        return (*f(w, sigma, cls), jnp.sum(cls[:, None] == classes, axis=0))
+
+    return jax.vmap(one)(jnp.arange(W0.shape[0]), W0)
+
+
+@functools.partial(jax.jit, static_argnames=_STATIC)
+def _jacobian(workload, params, key, W0, *, kind, q, warm, n_jobs):
+    """Per replication, forward-mode derivatives of the metric and its per-class values with
+    respect to ``(lam, scale_1 .. scale_C)``: ``(R, 1 + C)`` and ``(R, C, 1 + C)``."""
+    f = _per_rep(kind, q, warm, workload.n_classes)
+
+    def g(theta, r, w0):
+        p = (theta[0], theta[1:], params[2])
+        return f(*_run(workload, key, n_jobs, p, r, w0))[:2]
+
+    theta = jnp.concatenate([params[0][None], params[1]])
+    return jax.vmap(lambda r, w0: jax.jacfwd(g)(theta, r, w0))(jnp.arange(W0.shape[0]), W0)
+
+
+def _steps(name, params, h):
+    base = params[PARAMS.index(name)]
+    step = (h if h is not None else _STEP[name]) * (float(base) if name == "lam" else 1.0)
+    n = 1 if name == "lam" else base.shape[0]
+    return step, n
+
+
+def _shift(params, name, j, d):
+    i = PARAMS.index(name)
+    x = params[i] + d if name == "lam" else params[i].at[j].add(d)
+    return tuple(x if k == i else p for k, p in enumerate(params))
+
+
+def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, W0, dtype, h, differences):
+    """Per-replication derivatives on the recurrence: name -> ``(overall (R, P), per class
+    (R, C, P))``, the per-replication metric and halves, and the methods."""
+    params = _params(workload, lam, dtype)
+    sizes = dict(kind=kind, q=q, warm=warm, n_jobs=n_jobs)
+
+    def metric(params):
+        return _metric(workload, params, key, W0, **sizes)
+
+    y, yc, halves, counts = metric(params)
+    out, methods = {}, {}
+    mean_metric = kind != "quantile" and not differences
+    if mean_metric and any(n in wrt for n in ("lam", "scale")):
+        dy, dyc = _jacobian(workload, params, key, W0, **sizes)
+        if "lam" in wrt:
+            out["lam"], methods["lam"] = (dy[:, :1], dyc[:, :, :1]), "pathwise"
+        if "scale" in wrt:
+            out["scale"], methods["scale"] = (dy[:, 1:], dyc[:, :, 1:]), "pathwise"
+    if mean_metric and "logits" in wrt:
+        p = jnp.asarray(workload.probs, dtype)
+        score = counts.astype(dtype) - n_jobs * p[None, :]
+        base = (jnp.sum(y) - y) / (R - 1)
+        basec = (jnp.nansum(yc, axis=0) - yc) / (R - 1)
+        out["logits"] = ((y - base)[:, None] * score, (yc - basec)[:, :, None] * score[:, None])
+        methods["logits"] = "score"
+    for name in wrt:
+        if name in out:
+            continue
+        step, n = _steps(name, params, h)
+        cols = []
+        for j in range(n):
+            up, dn = metric(_shift(params, name, j, step)), metric(_shift(params, name, j, -step))
+            cols.append(((up[0] - dn[0]) / (2 * step), (up[1] - dn[1]) / (2 * step)))
+        out[name] = (
+            jnp.stack([c[0] for c in cols], axis=-1),
+            jnp.stack([c[1] for c in cols], axis=-1),
+        )
+        methods[name] = "crn-difference"
+    return out, methods, (y, yc, halves)
+
+
+def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
+    """Central differences with common random numbers on the event engine (mean metrics)."""
+    if "scale" in wrt:
+        raise ValueError(
+            f"wrt: scale is supported for FCFS only; under policy {pol.label} use lam, logits"
+        )
+    dt = _float(dtype)
+    C = workload.n_classes
+
+    def metric(lam_, probs):
+        wl = eqx.tree_at(lambda w: w.probs, workload, jnp.asarray(probs))
+        acc = _runs(pol, wl, float(lam_), key, (R, warm, n_jobs), None, 4096, dt)[0]
+        a = jax.tree.map(lambda x: np.asarray(x, np.float64).T, acc)  # replications first
+        num = a.resp if kind == "response" else a.wait
+        sq = (a.resp2 if kind == "response" else a.wait2).sum(1)
+        cnt = a.cnt
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per = num / cnt
+        y = num.sum(1) / np.maximum(cnt.sum(1), 1)
+        late = a.late_resp / np.maximum(a.late_cnt, 1)
+        early = (a.resp.sum(1) - a.late_resp) / np.maximum(cnt.sum(1) - a.late_cnt, 1)
+        return y, per, np.stack([early, late, num.sum(1), sq, cnt.sum(1)], axis=1)
+
+    logits = np.log(np.asarray(workload.probs, np.float64))
+    y, yc, halves = metric(lam, np.exp(logits))
+    out, methods = {}, {}
+    for name in wrt:
+        step = (h if h is not None else _STEP[name]) * (lam if name == "lam" else 1.0)
+        cols = []
+        for j in range(1 if name == "lam" else C):
+            if name == "lam":
+                up, dn = metric(lam + step, np.exp(logits)), metric(lam - step, np.exp(logits))
+            else:
+                e = np.eye(C)[j] * step
+                pu, pd = (np.exp(logits + e), np.exp(logits - e))
+                up, dn = metric(lam, pu / pu.sum()), metric(lam, pd / pd.sum())
+            cols.append(((up[0] - dn[0]) / (2 * step), (up[1] - dn[1]) / (2 * step)))
+        out[name] = (np.stack([c[0] for c in cols], -1), np.stack([c[1] for c in cols], -1))
+        methods[name] = "crn-difference"
+    return out, methods, (y, yc, halves)
+
+
+def sensitivity(
+    workload: Workload,
+    lam: float,
+    policy=None,
+    *,
+    wrt=PARAMS,
+    metric: str = "wait_mean",
+    key,
+    n_jobs: int = 4000,
+    n_replications: int = 64,
+    n_warmup: int | None = None,
+    start: str = "backward",
+    h: float | None = None,
+    differences: bool = False,
+    rel_precision: float | None = None,
+    level: float = 0.95,
+    limit=None,
+    override: bool = False,
+    dtype=jnp.float64,
+    throw: bool = False,
+) -> Sensitivity:
+    """Derivatives of a stationary metric of the MJQM with intervals (module docstring).
+
+    Args:
+        workload: one resource type without specific servers.
+        lam: arrival rate (checked against ``lambda_ideal``, a closed form or ``limit``
+            unless ``override``).
+        policy: ``None`` or FCFS (the recurrence), or any policy (name or object) run by the
+            event engine with central differences (``wrt`` lam, logits; mean metrics).
+        wrt: a subset of ``("lam", "scale", "logits")``.
+        metric: ``wait_mean``, ``response_mean``, ``wait_pNN`` or ``wait_quantile(q)``.
+        key: PRNG key (the backward start uses a half, the jobs the other).
+        n_jobs: jobs per replication, ``n_warmup`` (default ``n_jobs // 10`` from a backward
+            start, ``n_jobs // 5`` from empty) left out of the statistics.
+        n_replications: independent replications (a static shape).
+        start: ``"backward"`` (FCFS) or ``"empty"``.
+        h: central-difference step (relative for ``lam``; default 0.02, logits 0.05).
+        differences: CRN central differences for every parameter (a check of the others).
+        rel_precision: if given, ``ok`` needs every half-width within this fraction of its
+            value.
+        level: confidence level. limit: see :func:`~jaxqueue.mjqm.simulate`.
+        dtype: float dtype of the recurrence. throw: raise when the status is not ``ok``.
+
+    Returns:
+        :class:`Sensitivity`.
+
+    Raises:
+        ValueError: a bad argument (one line naming it).
+    """
+    kind, q = parse_metric(metric)
+    wrt = tuple(wrt)
+    bad = [w for w in wrt if w not in PARAMS]
+    if bad or not wrt or len(set(wrt)) != len(wrt):
+        raise ValueError(f"wrt: expected a non-empty subset of lam, scale, logits, got {wrt}")
+    if workload.n_types != 1 or workload.specific is not None:
+        raise ValueError("workload: one resource type without specific servers is supported")
+    if n_replications < 2:
+        raise ValueError(f"n_replications: need at least 2, got {n_replications}")
+    if start not in ("backward", "empty"):
+        raise ValueError(f"start: expected backward or empty, got {start!r}")
+    pol = FCFS() if policy is None else parse_policy(policy)
+    fcfs = isinstance(pol, FCFS)
+    warm = int(n_warmup) if n_warmup is not None else n_jobs // (10 if start == "backward" else 5)
+    if not 0 <= warm <= n_jobs - 4:
+        raise ValueError(f"n_warmup: need 0 <= n_warmup <= n_jobs - 4, got {warm}, {n_jobs}")
+    if not fcfs and kind == "quantile":
+        raise ValueError(f"metric: {metric} under policy {pol.label} is not supported (FCFS only)")
+    lam = check_load(workload, lam, limit=limit, policy=pol, override=override)
+    kb, kf = jax.random.split(key)
+    R = int(n_replications)
+    stationary, start_why = False, ""
+    if fcfs:
+        if start == "backward":
+            S = sample_backward(workload, lam, R, key=kb, limit=limit, override=True, dtype=dtype)
+            W0 = jnp.asarray(S.W, dtype)
+            stationary = S.status == Status.ok
+            start_why = "" if stationary else f"the backward start said {S.status}"
+        else:
+            W0 = jnp.zeros((R, workload.s), dtype)
+        out, methods, (y, yc, halves) = _fcfs(
+            workload, lam, wrt, kind, q, kf, n_jobs, R, warm, W0, dtype, h, differences
+        )
+    else:
+        start = "empty"
+        out, methods, (y, yc, halves) = _events(
+            workload, lam, pol, wrt, kind, kf, n_jobs, R, warm, dtype, h
+        )
+    est = {n: mean_ci(np.asarray(v[0], np.float64), level=level) for n, v in out.items()}
+    est = {n: (_squeeze(e) if n == "lam" else e) for n, e in est.items()}
+    est_c = {n: mean_ci(np.asarray(v[1], np.float64), level=level) for n, v in out.items()}
+    est_c = {n: (_squeeze(e) if n == "lam" else e) for n, e in est_c.items()}
+    value = mean_ci(np.asarray(y, np.float64), level=level)
+    value_c = mean_ci(np.asarray(yc, np.float64), level=level)
+    halves = np.asarray(halves, np.float64)
+    _, growing = drift(halves[:, 0], halves[:, 1], float(value.mean))
+    counts = halves[:, 4] if halves.shape[1] > 4 else np.full(R, float(n_jobs - warm))
+    n_eff = effective_samples(halves[:, 2], halves[:, 3], counts)
+    status, why = judge(
+        RULES,
+        replications=R,
+        n_eff=n_eff,
+        growing=bool(growing),
+        thin=bool(np.isnan(np.asarray(yc)).any()),
+        stationary_start=stationary,
+    )
+    if status == Status.ok and rel_precision is not None:
+        wide = [n for n, e in est.items() if np.any(e.half_width > rel_precision * np.abs(e.mean))]
+        if wide:
+            status = Status.unconverged
+            why = f"the intervals of {', '.join(wide)} are wider than rel_precision of the value"
+    if start_why and status != Status.ok:
+        why = f"{why} ({start_why})"
+    res = Sensitivity(
+        metric=metric,
+        lam=float(lam),
+        value=value,
+        value_class=value_c,
+        derivatives=est,
+        derivatives_class=est_c,
+        methods=methods,
+        status=status,
+        reason=why,
+        replications=R,
+        n_jobs=int(n_jobs),
+        warmup=warm,
+        start=start,
+        level=level,
+    )
+    return res.raise_for_status() if throw else res
+
+
+def _squeeze(e: Estimate) -> Estimate:
+    return Estimate(e.mean[..., 0], e.low[..., 0], e.high[..., 0], e.n, e.level)
+
+
+def exact_sensitivity(workload: Workload, lam: float, metric: str = "wait_mean") -> dict:
+    """The exact derivatives (``jax.grad`` of the QBD, :func:`~jaxqueue.mjqm.exact`) of
+    ``wait_mean`` or ``response_mean`` with respect to ``lam``, the service scales (at 1) and
+    the class logits (at ``log p``): ``{"value", "lam", "scale" (C,), "logits" (C,)}``.
+
+    Raises:
+        ValueError: a workload the exact solver does not take, or another metric.
+    """
+    kind, _ = parse_metric(metric)
+    if kind == "quantile":
+        raise ValueError(f"metric: exact derivatives of {metric} are not available")
+    s, cores = _check_exponential(workload)
+    mean = jnp.asarray(workload.mean_service(), jnp.float64)
+    lam = float(check_load(workload, lam))
+
+    def f(lam_, scale, logits):
+        p = jax.nn.softmax(logits)
+        m = mean * scale
+        w = _exact_jit(s, cores, 1.0 / m, p, lam_).wait_mean
+        return w + p @ m if kind == "response" else w
+
+    args = (
+        jnp.asarray(lam, jnp.float64),
+        jnp.ones_like(mean),
+        jnp.log(jnp.asarray(workload.probs, jnp.float64)),
+    )
+    v, g = jax.value_and_grad(f, argnums=(0, 1, 2))(*args)
+    return {
+        "value": float(v),
+        "lam": float(g[0]),
+        "scale": np.asarray(g[1]),
+        "logits": np.asarray(g[2]),
+    }

@@ -31,7 +31,8 @@ def _launch(make_cmd, out_dir, n: int = 2) -> list[str]:
     ``jax.distributed``'s shutdown barrier.
     """
     port = _free_port()
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     files = [(out_dir / f"out{i}.txt", out_dir / f"err{i}.txt") for i in range(n)]
     procs = []

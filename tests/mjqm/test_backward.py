@@ -182,7 +182,8 @@ def test_same_samples_on_four_host_devices(tmp_path):
         "S = sample_backward(wl, 1.3, 600, key=jax.random.key(4), ell0=256);"
         f"np.save({str(tmp_path / 'w4.npy')!r}, S.W)"
     )
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
     env["PYTHONPATH"] = os.getcwd() + os.pathsep + env.get("PYTHONPATH", "")
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     W4 = np.load(tmp_path / "w4.npy")

@@ -481,7 +481,8 @@ def test_slow_sharded_replications_match_single_device():
         " warmup=0, queue_size=32)\n"
         "print(json.dumps({'n': len(jax.devices()), 'L': r.L_reps.tolist()}))\n"
     )
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
     env["PYTHONPATH"] = str(root)
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=root

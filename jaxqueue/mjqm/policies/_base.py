@@ -80,14 +80,19 @@ class Jobs(NamedTuple):
     the replication axis only); policies reduce over axis 0 and broadcast the rest.
 
     Attributes:
-        cls: class. need: servers asked. rem: remaining work (service still owed).
-        age: time since arrival. wait: age at the first start (valid where ``started``).
-        started: has been in service. run: in service now (never in a slot ``>= count``:
-        ``free`` and the non-preemptive policies read it as given). count: number of jobs in
-        the system. size: service time drawn at arrival (``None`` where the engine keeps no
-        sizes; the size-aware policies need it). mark: a bit the policy keeps per job (its
-        :meth:`Policy.step`; balanced-splitting: runs on the helper servers), ``None`` where
-        unused.
+        cls: class.
+        need: servers asked.
+        rem: remaining work (service still owed).
+        age: time since arrival.
+        wait: age at the first start (valid where ``started``).
+        started: has been in service.
+        run: in service now (never in a slot ``>= count``: ``free`` and the non-preemptive
+            policies read it as given).
+        count: number of jobs in the system.
+        size: service time drawn at arrival (``None`` where the engine keeps no sizes; the
+            size-aware policies need it).
+        mark: a bit the policy keeps per job (its :meth:`Policy.step`; balanced-splitting:
+            runs on the helper servers), ``None`` where unused.
     """
 
     cls: Int[Array, " B ..."]

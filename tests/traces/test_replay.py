@@ -57,7 +57,11 @@ def test_generated_log_round_trip(generated):
     np.testing.assert_array_equal(back.cores, log.cores)
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy-backfilling"])
+@pytest.mark.parametrize(
+    "policy",
+    ["fcfs", "first-fit", "easy-backfilling"]
+    + [pytest.param(p, marks=pytest.mark.slow) for p in ("srpt-greedy", "maxweight", "msfq:4")],
+)
 def test_replay_matches_reference(generated, policy):
     path, log = generated
     r = traces.replay(path, policy)

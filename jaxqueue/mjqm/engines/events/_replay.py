@@ -73,9 +73,10 @@ def replay(
     times, as the heapq reference does.
 
     Args:
-        buffer: deque entries to start with (default: ``_layout.first_buffer``, at least 4096
-            where a pick reads only the fronts); the replay goes on with twice the entries
-            where a job list fills, up to ``max_buffer`` (and the layout's own cap).
+        buffer: deque entries to start with (default: ``_layout.first_buffer``; at least 4096
+            where a pick reads only the fronts, not where every job has a row, as a round costs
+            its rows); the replay goes on with twice the entries where a job list fills, up to
+            ``max_buffer`` (and the layout's own cap).
 
     Raises:
         ValueError: a bad argument or float32 (x64 off).
@@ -115,7 +116,7 @@ def replay(
     layout = layout_of(pol, workload.s, needs_of(workload))
     if buffer is None:
         buffer = first_buffer(workload, layout)
-        buffer = buffer if layout.inside else max(buffer, 4096)
+        buffer = buffer if layout.inside or layout.all_rows else max(buffer, 4096)
     dt = jnp.float64
     key = jax.random.key(0)  # unused: the jobs are given
     sizes = (1, 0, n)

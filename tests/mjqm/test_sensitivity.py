@@ -203,3 +203,34 @@ def test_bad_arguments_refused():
         sensitivity(small(), 0.5, metric="wait_var", key=jax.random.key(0))
     with pytest.raises(ValueError, match="stability|lambda"):
         sensitivity(small(), 10.0, key=jax.random.key(0))
+
+
+def _coverage(runs, n_jobs, n_replications, load=0.6):
+    lam = _lam(load)
+    ex = exact_sensitivity(small(), lam)
+    hits = {"lam": 0, "scale": np.zeros(2), "logits": np.zeros(2)}
+    for r in range(runs):
+        res = sensitivity(
+            small(), lam, key=jax.random.key(100 + r), n_jobs=n_jobs, n_replications=n_replications
+        )
+        for k in hits:
+            e = res.derivatives[k]
+            hits[k] = hits[k] + ((e.low <= ex[k]) & (ex[k] <= e.high))
+    return {k: np.asarray(v, float) / runs for k, v in hits.items()}
+
+
+def test_fast_coverage_check():
+    """10 runs of the compiled size above: a 95% interval misses 4 of 10 with probability
+    below 1e-3 (binomial); a biased derivative misses far more."""
+    cov = _coverage(10, 2000, 16)
+    for k, v in cov.items():
+        assert np.all(v >= 0.7), (k, cov)
+
+
+@pytest.mark.slow
+def test_coverage_of_the_95_intervals():
+    """100 runs of 64 x 4000 jobs at 0.8 lambda_c: each derivative's coverage in [0.88, 0.99]
+    (a 95% rate gives that range with probability about 0.99)."""
+    cov = _coverage(100, 4000, 64, load=0.8)
+    for k, v in cov.items():
+        assert np.all((v >= 0.88) & (v <= 0.99)), (k, cov)

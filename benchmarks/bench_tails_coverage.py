@@ -13,7 +13,8 @@ mean response from the truncated CTMC over the queue contents (``tests/reference
 msf's p90 of the response time from a reference run of 256 replications 16x longer than one
 run's (its interval is printed: it must be far narrower than one run's).
 
-    PYTHONPATH=. python benchmarks/bench_tails_coverage.py [--runs 200 --reps 64 --jobs 4000 --policies fcfs,msf]
+    PYTHONPATH=. python benchmarks/bench_tails_coverage.py \
+        [--runs 200 --reps 64 --jobs 4000 --policies fcfs,msf]
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         wl,
         args.lam,
         None if isinstance(pol, FCFS) else pol,
-        wrt=args.wrt,
+        wrt=args.wrt or (_PARAMS if isinstance(pol, FCFS) else ("lam", "logits")),
         metric=args.metric,
         key=jax.random.key(args.seed),
         n_jobs=args.jobs,
@@ -167,9 +167,10 @@ def register(top, group) -> None:
     p.add_argument(
         "--wrt",
         type=_wrt,
-        default=_PARAMS,
+        default=None,
         metavar="P[,P...]",
-        help="parameters: lam, scale, logits (default: all)",
+        help="parameters: lam, scale, logits (default: all under fcfs; lam, logits under "
+        "another policy, where scale has no estimator)",
     )
     p.add_argument(
         "--metric",

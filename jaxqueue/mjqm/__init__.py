@@ -20,9 +20,8 @@ returning a result with a ``status``:
 
 Every simulation takes ``limit=`` (a :class:`StabilityResult`, a number or ``None``) and
 refuses ``lam`` at or beyond ``lambda_ideal``, a closed form or that limit
-(:class:`UnstableLoadError`); it never estimates a limit itself. Job ``n`` of replication
-``r`` is a pure function of ``(key, r, n)`` (:func:`job_uniforms`, :func:`jobs_from_uniforms`,
-:func:`n_uniforms`).
+(:class:`UnstableLoadError`). Job ``n`` of replication ``r`` is a pure function of
+``(key, r, n)`` (:func:`job_uniforms`, :func:`jobs_from_uniforms`, :func:`n_uniforms`).
 """
 
 from .._tables import metrics_frame as metrics_frame

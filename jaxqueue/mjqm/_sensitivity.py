@@ -248,10 +248,13 @@ def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
         )
     dt = _float(dtype)
     C = workload.n_classes
+    cut = []  # a run stopped early (buffer full at its cap, event cap): its sums are partial
 
     def metric(lam_, probs):
         wl = eqx.tree_at(lambda w: w.probs, workload, jnp.asarray(probs))
-        acc = _runs(pol, wl, float(lam_), key, (R, warm, n_jobs), None, 4096, dt)[0]
+        sizes = (R, warm, n_jobs)
+        acc, overflow, capped, _ = _runs(pol, wl, float(lam_), key, sizes, None, 4096, dt)
+        cut.append((bool(overflow), bool(capped)))
         a = jax.tree.map(lambda x: np.asarray(x, np.float64).T, acc)  # replications first
         num = a.resp if kind == "response" else a.wait
         sq = (a.resp2 if kind == "response" else a.wait2).sum(1)
@@ -279,7 +282,7 @@ def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
             cols.append(((up[0] - dn[0]) / (2 * step), (up[1] - dn[1]) / (2 * step)))
         out[name] = (np.stack([c[0] for c in cols], -1), np.stack([c[1] for c in cols], -1))
         methods[name] = "crn-difference"
-    return out, methods, (y, yc, halves)
+    return out, methods, (y, yc, halves), cut
 
 
 def sensitivity(
@@ -364,9 +367,10 @@ def sensitivity(
         out, methods, (y, yc, halves) = _fcfs(
             workload, lam, wrt, kind, q, kf, n_jobs, R, warm, W0, dtype, h, differences
         )
+        cut = []
     else:
         start = "empty"
-        out, methods, (y, yc, halves) = _events(
+        out, methods, (y, yc, halves), cut = _events(
             workload, lam, pol, wrt, kind, kf, n_jobs, R, warm, dtype, h
         )
     est = {n: mean_ci(np.asarray(v[0], np.float64), level=level) for n, v in out.items()}
@@ -392,6 +396,10 @@ def sensitivity(
         if wide:
             status = Status.unconverged
             why = f"the intervals of {', '.join(wide)} are wider than rel_precision of the value"
+    if any(o for o, _ in cut):
+        status, why = Status.overflow, "a run filled its job buffer at its cap: partial sums"
+    elif any(c for _, c in cut):
+        status, why = Status.unconverged, "a run reached the event cap: partial sums"
     if start_why and status != Status.ok:
         why = f"{why} ({start_why})"
     res = Sensitivity(

@@ -243,6 +243,12 @@ def replay(
         >>> r.wait_mean, r.compare_recorded()["differ"]
     """
     pol = parse_policy(policy)
+    if getattr(pol, "name", "") == "server-filling-gittins":
+        # its ranks read each class's size law; a log gives run times, not laws
+        raise ValueError(
+            "policy: server-filling-gittins needs the classes' size laws, which a log replay "
+            "does not have; fit them (jaxqueue.traces.fit) and simulate the fitted workload"
+        )
     source = log if isinstance(log, JobLog) else read_log(log)
     ran, s, cores, cls = trace_jobs(source, servers)
     means = [float(np.mean(ran.runtime[cls == c])) for c in range(len(cores))]

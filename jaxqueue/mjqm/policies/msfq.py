@@ -17,7 +17,8 @@ class MSFQ(Policy):
     (arrival order within a need); (c) if it is off, no ``K``-job is in service, one waits and
     at most ``L`` servers are busy, it goes on: nothing starts until a ``K``-job fits. In the
     one-or-all case (needs 1 and ``K = s``) these are the paper's four phases with threshold
-    ``L``; ``L = 0`` never swaps (MSF). ``0 <= L < s``."""
+    ``L``; ``L = 0`` never swaps (non-preemptive MSF, not ``msf``, which preempts).
+    ``0 <= L < s``."""
 
     L: int = eqx.field(static=True)
     name = "msfq"

@@ -18,8 +18,9 @@ class ServerFillingGittins(Policy):
     of class ``c``'s service law, ``a`` the service the job has had; arrival order on ties),
     take the shortest prefix in that order whose needs sum to at least ``s`` (or all of them)
     and serve its jobs largest need first (that order within a need), each one that fits.
-    Exponential laws give a constant rank (need x mean). Stability limit as server-filling:
-    ``lambda_ideal`` when the needs and ``s`` form a divisibility chain.
+    Decided at arrivals and departures (a rank that changes with age between two events does
+    not preempt). Exponential laws give a constant rank (need x mean). Stability limit as
+    server-filling: ``lambda_ideal`` when the needs and ``s`` form a divisibility chain.
 
     ``laws``, ``grids``: the class laws and their rank grids (:mod:`._gittins`), read from a
     workload by :meth:`bind` (the engine binds it; ``select`` needs them)."""

@@ -216,7 +216,7 @@ def _cases():
         "--max-buffer",
         "64",
     )
-    add("the following arguments are required: --lam", "mjqm", "simulate", *S5)
+    add("the arguments --scenario and --lam are required", "mjqm", "simulate", *S5)
     for opt, v, fragment, status in (
         ("--lam", "-1", f"argument --lam: {gt0}", 2),
         ("--lam", "0", f"argument --lam: {gt0}", 2),
@@ -566,7 +566,7 @@ def _api_cases():
         ("exact eager beyond", ex(5.0), "stability limit"),
         ("exact eager vector", ex(jnp.ones(2)), "lam must be a scalar"),
         ("exact erlang", lambda: exact(erl, 0.5), "exponential"),
-        ("exact lambda_c erlang", lambda: exact_lambda_c(erl), "exponential"),
+        ("exact lambda_c erlang", lambda: exact_lambda_c(erl), "estimated by pile growth"),
         ("exact jit negative", ex_jit(-1.0), "lam must be positive"),
     ]
 
@@ -755,5 +755,5 @@ def test_whole_pool_answer_is_labelled_as_such(capsys):
     assert main(["bf", "solve", "--pool", f"line:K={K},d=10", "--rho", "0.5"]) == 0
     out, err = capsys.readouterr()
     header, _, first = out.splitlines()[:3]
-    assert header.split()[0] == "pool" and first.split()[0] == "all", out
+    assert header.split()[:2] == ["class", "label"] and first.split()[1] == "all", out
     assert "metrics of the whole pool" in err

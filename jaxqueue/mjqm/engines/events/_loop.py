@@ -110,14 +110,12 @@ def _run(
     policy = policy.bind(workload)  # what it reads from the workload (Gittins ranks)
     sharding = getattr(reps, "sharding", None)
     mesh = getattr(sharding, "mesh", None)
+    args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype)
     if jobs is not None:
-        args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
-        return _kernel(policy, workload, *args, bins=bins, jobs=jobs)
+        return _kernel(policy, workload, *args, init, bins=bins, jobs=jobs)
     if mesh is not None and mesh.size > 1:
-        args = (lam, key, reps, warmup, n_jobs, max_events)
-        return _sharded(policy, workload, *args, B, saturated, dtype, bins, mesh, init)
-    args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
-    return _kernel(policy, workload, *args, bins=bins)
+        return _sharded(policy, workload, *args, bins, mesh, init)
+    return _kernel(policy, workload, *args, init, bins=bins)
 
 
 @eqx.filter_jit

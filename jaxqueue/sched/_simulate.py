@@ -155,9 +155,10 @@ def _run_batch(spec: KernelSpec, params: KernelParams, keys, n_warm, n_chunks):
     )
 
 
-def _abstract(x):
-    """The shape, dtype and sharding of an array: what its compilation depends on."""
-    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
+def _abstract(x, sharded: bool = False):
+    """The shape and dtype of an array (and its sharding where ``sharded``): what its
+    compilation depends on. The parameters follow the keys' devices, so they stay unplaced."""
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding if sharded else None)
 
 
 @functools.lru_cache(maxsize=16)  # the most recently used executables, one per signature
@@ -168,7 +169,8 @@ def _executable(spec: KernelSpec, abstract_args: tuple):
 def _compiled(spec, params, keys, counts):
     """The ahead-of-time compiled ``_run_batch`` for these arguments (so that the timed call
     excludes compilation). Returns ``(executable, seconds spent compiling or looking up)``."""
-    abstract = jax.tree_util.tree_map(_abstract, (params, keys, *counts))
+    shapes = jax.tree_util.tree_map(_abstract, (params, *counts))
+    abstract = (shapes[0], _abstract(keys, sharded=True), *shapes[1:])
     t0 = _time.perf_counter()
     return _executable(spec, abstract), _time.perf_counter() - t0
 

@@ -112,7 +112,7 @@ def _wl(jq, name="five-class-exp"):
     return jq.scenarios.get(name)
 
 
-_JITTED: dict = {}  # one compiled gradient per package version
+_JITTED: dict = {}  # per package version: one compiled gradient, one stability limit
 
 
 def _exact(jq):
@@ -124,15 +124,20 @@ def _exact(jq):
 
 
 def _forward(jq):
-    kw = dict(n_jobs=20_000, n_replications=256, dtype=jnp.float64)
+    kw = dict(n_jobs=20_000, n_replications=1024, dtype=jnp.float64)
     res = jq.mjqm.simulate(_wl(jq), 1.5, key=jax.random.key(0), **kw)
     return res.wait_mean, res.wait_mean_ci, res.idle_servers, res.status
 
 
 def _backward(jq):
     wl, m = _wl(jq), jq.mjqm
-    # the horizon floor reads the limit: the old code computed it inside, the new takes it
-    kw = {"limit": m.stability_limit(wl)} if hasattr(m, "stability_limit") else {}
+    # the horizon floor reads the limit: the old code computed it inside (kept in a module
+    # cache after the first call), the new takes it, computed once here as a user would
+    kw = {}
+    if hasattr(m, "stability_limit"):
+        if ("limit", jq) not in _JITTED:
+            _JITTED["limit", jq] = m.stability_limit(wl)
+        kw = {"limit": _JITTED["limit", jq]}
     res = m.sample_backward(wl, 1.35, 2000, key=jax.random.key(1), **kw)
     return res.W, res.status
 
@@ -146,7 +151,7 @@ def _policy(name):
     def run(jq):
         m = jq.mjqm
         simulate = getattr(m, "simulate_policy", None)
-        kw = dict(key=jax.random.key(3), n_jobs=2000, n_replications=256)
+        kw = dict(key=jax.random.key(3), n_jobs=2000, n_replications=1024)
         if simulate is None:  # the new front door takes the policy
             res = m.simulate(_wl(jq), 0.900428, m.policies.parse_policy(name), **kw)
         else:

@@ -1,10 +1,11 @@
 """``stability_limit``: the stability limit of a policy on a workload, as an explicit call.
 
 Where a limit is known it is exact: eq. (8) of ``mjsre`` and the one-class forms in closed
-form (:func:`~jaxqueue.mjqm.lambda_c_closed_form`), ``lambda_ideal`` for a policy that leaves
-no server idle while jobs wait (server-filling under a divisibility chain, the policy's
-``closed_form_limit``), the saturated QBD for FCFS with exponential services
-(:func:`~jaxqueue.mjqm.exact_lambda_c`). Otherwise it is estimated with a key: FCFS by the
+form (:func:`~jaxqueue.mjqm.lambda_c_closed_form`), a policy's ``closed_form_limit``
+(``lambda_ideal`` where it leaves no server idle once enough is present: server-filling, its
+SRPT and Gittins variants, msf and maxweight under a divisibility chain; one G/G/k queue per
+class for balanced-splitting without helpers), the saturated QBD for FCFS with exponential
+services (:func:`~jaxqueue.mjqm.exact_lambda_c`). Otherwise it is estimated with a key: FCFS by the
 pile growth rate (Theorem 5.1, Algorithm 2), a policy whose service depends only on the jobs
 in service and a window of waiting ones by the throughput of its saturated queue. Any other
 policy's limit is unknown, and said so (so is FCFS's with several resource types or specific

@@ -49,7 +49,7 @@ class UnstableLoadError(ValueError):
 
 
 METHODS = {
-    "closed-form": "closed form, eq. (8)",
+    "closed-form": "closed form (eq. (8) for fcfs, else the policy's own)",
     "ideal": "lambda_ideal, no server left idle",
     "exact": "exact, the saturated QBD",
     "pile": "pile growth, Algorithm 2",

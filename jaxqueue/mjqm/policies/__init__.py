@@ -78,7 +78,7 @@ _SIMPLE = {
 
 #: Policy names as on the command line (``window`` takes ``:W``, ``easy-backfilling``
 #: optionally ``:estimate=F``, ``msfq`` ``:L``, ``balanced-splitting`` one partition size per
-#: class and the helpers, ``:R0/R1/.../Rm-1+H``).
+#: class and the helpers, ``:R0/R1/.../Rm-1+H``, or none: default partitions, ``:psi=X``).
 POLICIES = (
     "fcfs",
     "first-fit",
@@ -117,6 +117,18 @@ def parse_policy(name: str | Policy) -> Policy:
         if not param.strip().isdigit():
             raise ValueError(f"policy {name!r}: msfq needs an integer L >= 0, as msfq:2")
         return MSFQ(int(param))
+    if base == "balanced-splitting" and (not sep or param.strip().startswith("psi")):
+        key, eq, value = param.partition("=")
+        try:
+            psi = float(value) if eq and key.strip() == "psi" else (None if sep else 1.0)
+        except ValueError:
+            psi = None
+        if psi is None or not 0.0 < psi < float("inf"):
+            raise ValueError(
+                f"policy {name!r}: balanced-splitting takes psi=X with a number X > 0 (the "
+                "default partitions scaled by X), or the partitions R0/.../Rm-1+H"
+            )
+        return BalancedSplitting(psi=psi)
     if base == "balanced-splitting":
         parts, _, h = param.partition("+")
         try:

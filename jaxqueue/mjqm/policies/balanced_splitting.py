@@ -1,14 +1,37 @@
-"""``balanced-splitting:R0/R1/.../Rm-1+H``: static partitions per class plus shared helper
-servers (Chen, Anggraito, Olliaro, Marin, Ajmone Marsan, Berg and Grosof, 2025; NeDS-Lab's
-mjqm-simulator calls it ``BalancedSplitting``), non-preemptive."""
+"""``balanced-splitting[:R0/R1/.../Rm-1+H | :psi=X]``: static partitions per class plus shared
+helper servers (Chen, Anggraito, Olliaro, Marin, Ajmone Marsan, Berg and Grosof, 2025; NeDS-Lab's
+mjqm-simulator calls it ``BalancedSplitting``), non-preemptive.
+
+Without partitions, class ``c`` of need ``n_c`` and load share ``q_c / Q`` (``q_c = n_c p_c
+E[S_c]``) gets ``R_c = n_c floor(psi (s / n_c) (q_c / Q))`` servers and the rest are helpers,
+``H = s - sum R_c`` (the simulator's ``balanced_splitting_builder``, ``psi = 1`` by default;
+``psi > 1``: every server a helper).
+"""
 
 from __future__ import annotations
 
+import math
+
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ._base import Jobs, Policy, at_slot, positions
+
+
+def default_partition(workload, psi: float = 1.0) -> tuple[tuple[int, ...], int]:
+    """``(R, H)``: the partitions and helpers of the module docstring for ``workload``."""
+    s = workload.s
+    need = [int(a) for a in workload.cores_array[:, 0]]
+    if psi > 1.0:
+        return (0,) * len(need), s
+    q = np.asarray(need, float) * np.asarray(workload.probs, float)
+    q = q * np.asarray(workload.mean_service(), float)
+    share = q / q.sum()
+    pairs = zip(need, share, strict=True)
+    reserve = tuple(int(math.floor(psi * (s / n) * f)) * n for n, f in pairs)
+    return reserve, s - sum(reserve)
 
 
 class BalancedSplitting(Policy):
@@ -18,27 +41,48 @@ class BalancedSplitting(Policy):
     partition is not blocked in this scan and has room; else the partition blocks and the job
     starts on the helpers if they are not blocked and have room; a job that fits on neither
     while its need is at most ``H`` blocks the helpers. Written ``R0/R1/.../Rm-1+H``, one
-    ``R`` per class of the workload in its order (``+H`` may be left out: no helpers)."""
+    ``R`` per class of the workload in its order (``+H`` may be left out: no helpers); bare
+    or ``psi=X``, the partitions of the module docstring, set by :meth:`bind`."""
 
-    reserve: tuple[int, ...] = eqx.field(static=True)
+    reserve: tuple[int, ...] | None = eqx.field(static=True, default=None)
     helpers: int = eqx.field(static=True, default=0)
+    psi: float = eqx.field(static=True, default=1.0)
     name = "balanced-splitting"
     backfills = True
     memory = True
 
     def __check_init__(self):
-        ok = all(isinstance(r, int) and r >= 0 for r in self.reserve) and self.reserve
+        ok = self.reserve is None or (
+            all(isinstance(r, int) and r >= 0 for r in self.reserve) and self.reserve
+        )
         if not ok or not (isinstance(self.helpers, int) and self.helpers >= 0):
             raise ValueError(
                 "policy balanced-splitting:R0/.../Rm-1+H needs integers >= 0, got "
                 f"{self.reserve!r} + {self.helpers!r}"
             )
+        if not (isinstance(self.psi, float) and 0.0 < self.psi < math.inf):
+            raise ValueError(
+                f"policy balanced-splitting:psi=X needs a number X > 0, got {self.psi!r}"
+            )
 
     @property
     def label(self) -> str:
+        if self.reserve is None:
+            return self.name if self.psi == 1.0 else f"{self.name}:psi={self.psi:g}"
         return f"balanced-splitting:{'/'.join(map(str, self.reserve))}+{self.helpers}"
 
     def bind(self, workload) -> BalancedSplitting:
+        if self.reserve is None:
+            reserve, helpers = default_partition(workload, self.psi)
+            bound = BalancedSplitting(reserve, helpers)
+            try:
+                return bound.bind(workload)
+            except ValueError as e:
+                raise ValueError(
+                    f"policy {self.label}: the default partition (psi = {self.psi:g}: "
+                    f"{bound.label}) does not fit this workload ({str(e).split(': ', 1)[-1]}); "
+                    "give the partitions and helpers, as balanced-splitting:R0/.../Rm-1+H"
+                ) from None
         if len(self.reserve) != workload.n_classes:
             raise ValueError(
                 f"policy {self.label}: {len(self.reserve)} partitions for "
@@ -55,19 +99,22 @@ class BalancedSplitting(Policy):
             raise ValueError(f"policy {self.label}: partitions and helpers exceed s = {workload.s}")
         return self
 
+    def _bound(self) -> tuple[int, ...]:
+        if self.reserve is None:
+            raise ValueError(f"policy {self.label}: bind(workload) first (its partitions)")
+        return self.reserve
+
     def select(self, jobs: Jobs, s: int, needs):
         mark = jobs.mark if jobs.mark is not None else jnp.zeros_like(jobs.run)
         return self.step(jobs._replace(mark=mark), s, needs, jnp.zeros_like(jobs.count))[0]
 
     def step(self, jobs: Jobs, s: int, needs, state):
-        C = len(self.reserve)
+        reserve = self._bound()
+        C = len(reserve)
         run, helper = jobs.run, jobs.mark & jobs.run
         used = jnp.where(run & ~helper, jobs.need, 0)
         free = jnp.stack(
-            [
-                r - jnp.sum(jnp.where(jobs.cls == c, used, 0), axis=0)
-                for c, r in enumerate(self.reserve)
-            ]
+            [r - jnp.sum(jnp.where(jobs.cls == c, used, 0), axis=0) for c, r in enumerate(reserve)]
         )
         free_h = self.helpers - jnp.sum(jnp.where(helper, jobs.need, 0), axis=0)
         pos = positions(jobs.need)
@@ -99,3 +146,21 @@ class BalancedSplitting(Policy):
         init = (free, free_h, jnp.zeros_like(free, bool), jnp.zeros_like(free_h, bool), z, z)
         out = lax.fori_loop(0, jobs.need.shape[0], scan, init)
         return run | out[4], jnp.where(run, helper, out[5]), state
+
+    def closed_form_limit(self, workload) -> float | None:
+        """Without helpers, class ``c`` runs FCFS on its own ``k_c = floor(R_c / n_c)`` slots
+        (its partition blocks at its first job that does not fit): a ``G/G/k_c`` queue fed at
+        rate ``lam p_c``, stable iff ``lam p_c E[S_c] < k_c``, so the limit is ``min_c k_c /
+        (p_c E[S_c])``. With helpers no closed form."""
+        if self.reserve is None:
+            reserve, helpers = default_partition(workload, self.psi)
+        else:
+            reserve, helpers = self.reserve, self.helpers
+        if helpers or len(reserve) != workload.n_classes:
+            return None
+        need = [int(a) for a in workload.cores_array[:, 0]]
+        probs = np.asarray(workload.probs, float)
+        means = np.asarray(workload.mean_service(), float)
+        rows = zip(reserve, need, probs, means, strict=True)
+        limits = [(r // n) / (p * m) for r, n, p, m in rows if p > 0]
+        return float(min(limits)) if limits and min(limits) > 0 else None

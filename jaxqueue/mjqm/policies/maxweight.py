@@ -13,10 +13,11 @@ class MaxWeight(Policy):
     weight ``c_n x floor(s / n)``, largest first (a larger need first on equal weights), and
     the jobs are served first fit in that order, arrival order within a need: the need of the
     largest weight gets as many of its jobs as fit, then the others in decreasing weight.
-    MaxWeight is throughput optimal among the policies that may preempt (Maguluri et al.): its
-    limit is the edge of the capacity region of server configurations, which is
-    ``lambda_ideal`` when the needs and ``s`` form a divisibility chain (every mix of needs
-    then packs ``s`` servers exactly); otherwise no closed form is given here."""
+    When the needs and ``s`` form a divisibility chain its limit is ``lambda_ideal``: with
+    ``N >= K s^2`` jobs present (``K`` needs) the heaviest need ``n`` has at least ``s / n``
+    jobs, which alone fill the ``s`` servers, so every server is busy whenever ``N`` jobs are
+    present and the work falls at rate ``s`` (the argument of server-filling, Grosof,
+    Harchol-Balter and Scheller-Wolf, WCFS, 2022); otherwise no closed form is given here."""
 
     name = "maxweight"
     preemptive = True

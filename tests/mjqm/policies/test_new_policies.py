@@ -248,7 +248,6 @@ def test_easy_backfilling_plans_with_estimates():
         "msfq",
         "msfq:-1",
         "msfq:x",
-        "balanced-splitting",
         "balanced-splitting:1/x+2",
         "balanced-splitting:1/2+-1",
     ],

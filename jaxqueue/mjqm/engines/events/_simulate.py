@@ -100,6 +100,7 @@ def simulate(
     """
     pol = parse_policy(policy)
     check_workload(workload)
+    pol = pol.bind(workload)  # what it reads from the workload, refused before any run
     warmup = n_jobs // 5 if warmup is None else int(warmup)
     if n_replications < 2:
         raise ValueError(f"simulate_policy: n_replications must be >= 2, got {n_replications}")

@@ -1,6 +1,8 @@
-"""``jaxqueue sweep`` (issue 20): 2 scenarios x 5 loads x 2 methods from the command line, its
+"""``jaxqueue sweep`` (issue 20): 2 scenarios x 2 loads x 2 methods from the command line, its
 progress bar, the tidy CSV and the figures; an interrupted sweep and one whose CSV lost rows
-are resumed without recomputing the finished points."""
+are resumed without recomputing the finished points. Every sweep here runs workloads of one
+shape (4 servers, needs 1 and 2) at 2 loads: the exact solver's and the simulator's
+compilations are shared by all the tests."""
 
 from __future__ import annotations
 
@@ -17,17 +19,17 @@ WORKLOAD = """name = "{name}"
 servers = {s}
 [[classes]]
 cores = 1
-prob = 0.7
+prob = {p}
 law = "exponential"
 mean = 1.0
 [[classes]]
 cores = {c}
-prob = 0.3
+prob = {q}
 law = "exponential"
 mean = 1.0
 """
 SWEEP = """scenarios = ["{a}", "{b}"]
-loads = [0.2, 0.4, 0.5, 0.6, 0.7]
+loads = [0.4, 0.8]
 methods = ["exact", "simulate"]
 seed = 3
 [simulate]
@@ -39,8 +41,8 @@ replications = 4
 @pytest.fixture
 def sweep_file(tmp_path):
     a, b = tmp_path / "a.toml", tmp_path / "b.toml"
-    a.write_text(WORKLOAD.format(name="a", s=4, c=2))
-    b.write_text(WORKLOAD.format(name="b", s=6, c=3))
+    a.write_text(WORKLOAD.format(name="a", s=4, c=2, p=0.7, q=0.3))
+    b.write_text(WORKLOAD.format(name="b", s=4, c=2, p=0.5, q=0.5))
     path = tmp_path / "sweep.toml"
     path.write_text(SWEEP.format(a=a, b=b))
     return path
@@ -64,19 +66,21 @@ def _point(row):
 def test_sweep_runs_resumes_and_skips_finished_points(sweep_file, tmp_path, capsys):
     out = tmp_path / "out"
     status, summary, err = _sweep_run(sweep_file, out, capsys)
-    assert status == 0 and summary["points"] == 20 and summary["computed"] == 20
-    assert "sweep: 100%" in err and "20/20" in err  # the progress bar, on stderr
+    assert status == 0 and summary["points"] == 8 and summary["computed"] == 8
+    assert "sweep: 100%" in err and "8/8" in err  # the progress bar, on stderr
     rows = _rows(out)
-    assert len(rows) == 20 * 3 and {r["class"] for r in rows} == {"0", "1", "all"}
-    assert len({_point(r) for r in rows}) == 20 and {r["run"] for r in rows} == {"1"}
+    assert len(rows) == 8 * 3 and {r["class"] for r in rows} == {"0", "1", "all"}
+    assert len({_point(r) for r in rows}) == 8 and {r["run"] for r in rows} == {"1"}
     assert (out / "wait_mean.png").stat().st_size > 1000
     assert (out / "response_mean.png").stat().st_size > 1000
     for r in rows:  # exact rows: a point interval; simulated rows: an interval around the mean
         low, mean, high = (float(r[k]) for k in ("wait_mean_low", "wait_mean", "wait_mean_high"))
         assert low <= mean <= high and (low == high) == (r["method"] == "exact"), r
 
-    # lose 3 points (a crash while writing, an edit): only they are computed again
-    lost = {_point(rows[i]) for i in (0, 33, 57)}
+    # lose 3 points (a crash while writing, an edit): only they are computed again (both
+    # exact points of a.toml, at the loads of one run: the same compilation)
+    lost = {_point(rows[i]) for i in (0, 3, 21)}
+    assert {p[1] for p in lost} == {"exact", "simulate"}
     kept = [r for r in rows if _point(r) not in lost]
     with open(out / "sweep.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -85,7 +89,7 @@ def test_sweep_runs_resumes_and_skips_finished_points(sweep_file, tmp_path, caps
         w.writerows(rows[:2])  # the class rows of a lost point without its row "all"
         f.write("a.toml,simulate,fcfs,0.9,2.1,0,0.5")  # and a line cut by a kill
     status, summary, _ = _sweep_run(sweep_file, out, capsys)
-    assert status == 0 and summary["computed"] == 3 and summary["skipped"] == 17
+    assert status == 0 and summary["computed"] == 3 and summary["skipped"] == 5
     again = _rows(out)
     assert again[: len(kept)] == kept  # the finished points untouched (run 1)
     redone = again[len(kept) :]
@@ -94,7 +98,7 @@ def test_sweep_runs_resumes_and_skips_finished_points(sweep_file, tmp_path, caps
     assert all(before[(_point(r), r["class"])] == r["wait_mean"] for r in redone)  # same keys
     # nothing left: a third run computes nothing
     status, summary, _ = _sweep_run(sweep_file, out, capsys)
-    assert summary["computed"] == 0 and len(_rows(out)) == 60
+    assert summary["computed"] == 0 and len(_rows(out)) == 24
 
 
 def test_interrupted_sweep_keeps_its_finished_points_internal(
@@ -105,7 +109,7 @@ def test_interrupted_sweep_keeps_its_finished_points_internal(
     estimate = _sweep._estimate
 
     def interrupted(*args, **kwargs):
-        if len(calls) == 2:
+        if len(calls) == 1:
             raise KeyboardInterrupt
         calls.append(args[1])
         return estimate(*args, **kwargs)
@@ -114,11 +118,11 @@ def test_interrupted_sweep_keeps_its_finished_points_internal(
     assert main(["sweep", str(sweep_file), "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
     rows = _rows(out)
-    assert len({_point(r) for r in rows}) == 5 + 2  # the exact loads of a.toml, 2 simulations
+    assert len({_point(r) for r in rows}) == 2 + 1  # the exact loads of a.toml, 1 simulation
     monkeypatch.setattr(_sweep, "_estimate", estimate)
     status, summary, _ = _sweep_run(sweep_file, out, capsys)
-    assert status == 0 and summary["computed"] == 13 and summary["skipped"] == 7
-    assert _rows(out)[: len(rows)] == rows and len(_rows(out)) == 60
+    assert status == 0 and summary["computed"] == 5 and summary["skipped"] == 3
+    assert _rows(out)[: len(rows)] == rows and len(_rows(out)) == 24
 
 
 @pytest.mark.parametrize(
@@ -152,7 +156,7 @@ jobs = {jobs}
 def _exact_file(tmp_path, loads="0.5, 0.9", grid="loads", jobs=500):
     a = tmp_path / "a.toml"
     if not a.exists():
-        a.write_text(WORKLOAD.format(name="a", s=4, c=2))
+        a.write_text(WORKLOAD.format(name="a", s=4, c=2, p=0.7, q=0.3))
     path = tmp_path / "exact.toml"
     path.write_text(EXACT.format(a=a, grid=grid, loads=loads, jobs=jobs))
     return path
@@ -179,7 +183,7 @@ def test_sweep_refuses_a_changed_seed_size_grid_kind_or_workload(tmp_path, capsy
     _exact_file(tmp_path, grid="lams")
     _refused(argv, capsys, "lams", "--fresh")
     _exact_file(tmp_path)
-    (tmp_path / "a.toml").write_text(WORKLOAD.format(name="a", s=5, c=2))
+    (tmp_path / "a.toml").write_text(WORKLOAD.format(name="a", s=4, c=2, p=0.6, q=0.4))
     _refused(argv, capsys, "a.toml", "--fresh")
     assert main([*argv, "--fresh"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -192,11 +196,11 @@ def test_sweep_file_edited_keeps_only_its_points(tmp_path, capsys):
     path, out = _exact_file(tmp_path), tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == 0
     capsys.readouterr()
-    _exact_file(tmp_path, loads="0.5, 0.7")
+    _exact_file(tmp_path, loads="0.5, 0.6, 0.7")
     status, summary, err = _sweep_run(path, out, capsys)
-    assert status == 0 and summary["computed"] == 1 and summary["skipped"] == 1
+    assert status == 0 and summary["computed"] == 2 and summary["skipped"] == 1
     assert "dropped" in err and "0.9" in err
-    assert sorted({r["load"] for r in _rows(out)}) == ["0.5", "0.7"]
+    assert sorted({r["load"] for r in _rows(out)}) == ["0.5", "0.6", "0.7"]
 
 
 def test_sweep_repairs_a_cut_row_and_refuses_a_corrupt_one(tmp_path, capsys):
@@ -204,9 +208,12 @@ def test_sweep_repairs_a_cut_row_and_refuses_a_corrupt_one(tmp_path, capsys):
     assert main(["sweep", str(path), "--out", str(out)]) == 0
     capsys.readouterr()
     text = (out / "sweep.csv").read_text()
-    (out / "sweep.csv").write_text(text[: len(text) - 7])  # a kill in the middle of a row
+    lines = text.splitlines(keepends=True)  # the header, then 3 rows per point
+    assert len(lines) == 7
+    cut = "".join(lines[:3]) + lines[3][:9]  # a kill in the middle of the first point's rows
+    (out / "sweep.csv").write_text(cut)
     status, summary, err = _sweep_run(path, out, capsys)
-    assert status == 0 and summary["computed"] == 1 and "repaired" in err
+    assert status == 0 and summary["computed"] == 2 and "repaired" in err
     assert (out / "sweep.csv").read_text().count("\n") == text.count("\n")
     lines = text.splitlines(keepends=True)
     lines[2] = lines[2].replace(",", ";", 3)  # a row damaged in the middle of the file

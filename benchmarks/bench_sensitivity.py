@@ -6,10 +6,12 @@ Cases: ``five-class-exp`` and ``two-class-256`` (its rare all-core class) at 0.5
 ``lambda_c``, FCFS, mean wait. Independent runs (keys ``1000 ..``) per case; for each derivative
 (``lam``, every ``scale_i``, every ``logits_i``) the share of runs whose interval holds the exact
 value (target 93-97%), and the runs that say ``ok`` while missing by more than three
-half-widths. Methods for the bias table: pathwise from backward samples (the default),
-pathwise from an empty start, CRN central differences, the score function (logits).
+half-widths. Methods for the bias table: pathwise from backward samples with the start's
+derivative carried (the default), pathwise from an empty start, CRN central differences, the
+score function (logits).
 
-    python -m benchmarks.bench_sensitivity --runs 20 --jobs 4000 --replications 64
+    python -m benchmarks.bench_sensitivity --runs 20 --jobs 4000 --replications 64 --log runs.jsonl
+    python -m benchmarks.bench_sensitivity --summarise runs.jsonl
 """
 
 from __future__ import annotations
@@ -47,59 +49,91 @@ def _flat(d: dict) -> dict:
     }
 
 
-def coverage(name, load, runs, *, variant="backward", n_jobs=4000, n_replications=64, first=1000):
-    """Per derivative: runs covering the exact value, ok runs missing by > 3 half-widths, the
-    mean error (bias) and its standard error; seconds per run after the first (compilation)."""
+def one_run(wl, lam, key, *, variant="backward", n_jobs=4000, n_replications=64) -> dict:
+    """One independent run: every derivative's estimate and interval, the status, seconds."""
+    t0 = time.perf_counter()
+    res = sensitivity(
+        wl, lam, key=key, n_jobs=n_jobs, n_replications=n_replications, **VARIANTS[variant]
+    )
+    d = {}
+    for k, e in res.derivatives.items():
+        m, lo, hi = (np.atleast_1d(np.asarray(x, np.float64)) for x in (e.mean, e.low, e.high))
+        for i in range(m.size):
+            d[f"{k}[{i}]" if k != "lam" else k] = [float(m[i]), float(lo[i]), float(hi[i])]
+    return {
+        "status": str(res.status),
+        "reason": res.status_reason(),
+        "seconds": time.perf_counter() - t0,
+        "methods": dict(res.methods),
+        "d": d,
+    }
+
+
+def summarise(case, variant, runs: list[dict], ex: dict, sizes: dict) -> dict:
+    """Per derivative over the runs: coverage, ok runs missing by > 3 half-widths, the mean
+    error (bias) and its standard error."""
+    out = {}
+    for k, truth in ex.items():
+        est = np.asarray([r["d"][k] for r in runs])
+        m, lo, hi = est[:, 0], est[:, 1], est[:, 2]
+        ok = np.asarray([r["status"] == "ok" for r in runs])
+        hw = (hi - lo) / 2
+        err = m - truth
+        out[k] = {
+            "exact": truth,
+            "coverage": float(np.mean((lo <= truth) & (truth <= hi))),
+            "bad_ok": int(np.sum(ok & (np.abs(err) > 3 * hw))),
+            "bias": float(err.mean()),
+            "bias_se": float(err.std(ddof=1) / np.sqrt(len(runs))) if len(runs) > 1 else None,
+            "rel_half_width": float(np.median(hw / abs(truth))),
+            "method": runs[0]["methods"][k.split("[")[0]],
+        }
+    secs = [r["seconds"] for r in runs]
+    return {
+        "case": case,
+        "variant": variant,
+        "runs": len(runs),
+        "ok": int(sum(r["status"] == "ok" for r in runs)),
+        **sizes,
+        "first_s": secs[0],
+        "run_s": float(np.median(secs[1:] or secs)),
+        "derivatives": out,
+    }
+
+
+def coverage(
+    name, load, runs, *, variant="backward", n_jobs=4000, n_replications=64, first=1000, log=None
+):
+    """``runs`` independent runs (keys ``first ..``) of one case and variant, summarised by
+    :func:`summarise`; each run is also written to ``log`` (a JSON line) as it finishes."""
     wl = get(name)
     lam = load * float(exact_lambda_c(wl))
     ex = _flat(exact_sensitivity(wl, lam))
-    rows = {k: {"cover": 0, "bad_ok": 0, "err": []} for k in ex}
-    methods, ok, secs = {}, 0, []
+    case, out = f"{name}@{load}", []
     for r in range(runs):
-        t0 = time.perf_counter()
-        res = sensitivity(
+        rec = one_run(
             wl,
             lam,
-            key=jax.random.key(first + r),
+            jax.random.key(first + r),
+            variant=variant,
             n_jobs=n_jobs,
             n_replications=n_replications,
-            **VARIANTS[variant],
         )
-        secs.append(time.perf_counter() - t0)
-        ok += res.status == "ok"
-        for k, e in res.derivatives.items():
-            methods[k] = res.methods[k]
-            m, lo, hi = (np.atleast_1d(np.asarray(x)) for x in (e.mean, e.low, e.high))
-            for i in range(m.size):
-                key = f"{k}[{i}]" if k != "lam" else k
-                row, truth = rows[key], ex[key]
-                row["cover"] += bool(lo[i] <= truth <= hi[i])
-                row["err"].append(float(m[i] - truth))
-                hw = (hi[i] - lo[i]) / 2
-                row["bad_ok"] += bool(res.status == "ok" and abs(m[i] - truth) > 3 * hw)
-    out = {}
-    for k, row in rows.items():
-        err = np.asarray(row["err"])
-        out[k] = {
-            "exact": ex[k],
-            "coverage": row["cover"] / runs,
-            "bad_ok": row["bad_ok"],
-            "bias": float(err.mean()),
-            "bias_se": float(err.std(ddof=1) / np.sqrt(runs)) if runs > 1 else float("nan"),
-            "method": methods[k.split("[")[0]],
-        }
-    later = secs[1:] or secs
-    return {
-        "case": f"{name}@{load}",
-        "variant": variant,
-        "runs": runs,
-        "ok": ok,
-        "jobs": n_jobs,
-        "replications": n_replications,
-        "first_s": secs[0],
-        "run_s": float(np.median(later)),
-        "derivatives": out,
-    }
+        out.append(rec)
+        if log is not None:
+            line = {"case": case, "variant": variant, "key": first + r, "exact": ex, **rec}
+            print(json.dumps(line), file=log, flush=True)
+    sizes = {"jobs": n_jobs, "replications": n_replications}
+    return summarise(case, variant, out, ex, sizes)
+
+
+def from_log(path) -> list[dict]:
+    """Summaries of the runs in a log written by :func:`coverage` (what finished)."""
+    groups = {}
+    for line in open(path):
+        rec = json.loads(line)
+        groups.setdefault((rec["case"], rec["variant"]), []).append(rec)
+    return [summarise(c, v, rs, rs[0]["exact"], {}) for (c, v), rs in groups.items()]
 
 
 def main(argv=None):
@@ -110,7 +144,15 @@ def main(argv=None):
     ap.add_argument("--replications", type=int, default=64)
     ap.add_argument("--cases", default=",".join(f"{n}@{l}" for n, l in CASES))
     ap.add_argument("--variants", default="backward")
+    ap.add_argument("--first", type=int, default=1000, help="first key")
+    ap.add_argument("--log", default=None, help="append each run as a JSON line")
+    ap.add_argument("--summarise", default=None, metavar="LOG", help="summarise a log, run nothing")
     args = ap.parse_args(argv)
+    if args.summarise:
+        for res in from_log(args.summarise):
+            print(json.dumps(res), flush=True)
+        return
+    log = open(args.log, "a") if args.log else None
     for case in args.cases.split(","):
         name, load = case.split("@")
         for v in args.variants.split(","):
@@ -121,6 +163,8 @@ def main(argv=None):
                 variant=v,
                 n_jobs=args.jobs,
                 n_replications=args.replications,
+                first=args.first,
+                log=log,
             )
             print(json.dumps(res), flush=True)
 

@@ -5,21 +5,23 @@ the arrival rate ``lam``, a per-class service-time scale (class ``i``'s service 
 ``scale_i``, at 1) and the class logits (``p = softmax(logits)``, at ``log p``). Replication
 ``r`` runs the jobs of the counter-based uniforms ``(key, r, n)`` whatever the parameters
 (common random numbers), each through the recurrence (``mjsre`` eq. (2), ``run_jobs``) from a
-sub-perfect backward sample (Algorithm 1): the values are stationary from the first job; the
-derivative's start (a zero tangent) is forgotten once the state couples, so the first
-``n_warmup`` jobs are left out. Methods, named per parameter in the result:
+sub-perfect backward sample (Algorithm 1): values and derivatives are stationary from the
+first job (the start's derivative is carried in: ``_sensitivity_start.py``). Methods:
 
 * ``pathwise`` (IPA) for ``lam`` and ``scale`` with FCFS and a mean metric: the waits are
   Lipschitz in the inputs, forward-mode autodiff through the scan;
-* ``score`` for the logits with a mean metric: ``E[(f - b) sum_n (e_{c_n} - p)]`` with a
-  leave-one-out baseline ``b`` over replications (unbiased);
+* ``score`` for the logits with a mean metric: ``E[(f - b) sum_n (e_{c_n} - p)]`` over the
+  jobs of the run and of the start's horizon, with a leave-one-out baseline ``b`` over
+  replications (unbiased);
 * ``crn-difference`` otherwise (quantiles; policies without a recurrence, run by the event
-  engine): central differences with common random numbers.
+  engine): central differences with common random numbers (a backward start moved along its
+  derivative; for the logits, plus the start's score term).
 
 Intervals are Student t over the independent replications. The status is ``ok`` only when the
-start was a stationary sample (or the run long enough), the measured halves show no drift,
-there are ``MIN_REPLICATIONS`` replications and, with ``rel_precision``, every interval is
-within that fraction of its value. :func:`exact_sensitivity` differentiates the exact QBD.
+start was a stationary sample whose replay gave it back (else ``biased``), the measured
+halves show no drift, there are ``MIN_REPLICATIONS`` replications and, with
+``rel_precision``, every interval is within that fraction of its value.
+:func:`exact_sensitivity` differentiates the exact QBD.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .._random import job_uniforms
 from ..stats import Estimate, Result, Status, drift, effective_samples, judge, mean_ci
 from ._estimators import RULES
 from ._exact._api import _check_exponential, _exact_jit
 from ._inputs import jobs_from_uniforms, n_uniforms
+from ._sensitivity_start import start_derivative
 from ._stability import check_load
 from ._workload import Workload
 from .engines.events._simulate import _float, _runs
@@ -46,6 +50,9 @@ from .policies import FCFS, parse_policy
 __all__ = ["Sensitivity", "sensitivity", "exact_sensitivity", "parse_metric"]
 
 PARAMS = ("lam", "scale", "logits")
+
+_REPLAY_TOL = 1e-9
+"""Largest relative difference between a replayed backward start and its sample."""
 
 _STEP = {"lam": 0.02, "scale": 0.02, "logits": 0.05}
 """Default relative (``lam``) or absolute central-difference steps."""
@@ -173,17 +180,20 @@ def _metric(workload, params, key, W0, *, kind, q, warm, n_jobs):
 
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
-def _jacobian(workload, params, key, W0, *, kind, q, warm, n_jobs):
+def _jacobian(workload, params, key, W0, dW0, *, kind, q, warm, n_jobs):
     """Per replication, forward-mode derivatives of the metric and its per-class values with
-    respect to ``(lam, scale_1 .. scale_C)``: ``(R, 1 + C)`` and ``(R, C, 1 + C)``."""
+    respect to ``(lam, scale_1 .. scale_C)``: ``(R, 1 + C)`` and ``(R, C, 1 + C)``. The start
+    ``W0`` moves with the parameters along its derivative ``dW0`` (``(R, s, 1 + C)``)."""
     f = _per_rep(kind, q, warm, workload.n_classes)
 
-    def g(theta, r, w0):
+    def g(theta, r, w0, dw0):
         p = (theta[0], theta[1:], params[2])
+        w0 = w0 + dw0 @ (theta - lax.stop_gradient(theta))
         return f(*_run(workload, key, n_jobs, p, r, w0))[:2]
 
     theta = jnp.concatenate([params[0][None], params[1]])
-    return jax.vmap(lambda r, w0: jax.jacfwd(g)(theta, r, w0))(jnp.arange(W0.shape[0]), W0)
+    one = lambda r, w0, dw0: jax.jacfwd(g)(theta, r, w0, dw0)  # noqa: E731
+    return jax.vmap(one)(jnp.arange(W0.shape[0]), W0, dW0)
 
 
 def _steps(name, params, h):
@@ -199,29 +209,32 @@ def _shift(params, name, j, d):
     return tuple(x if k == i else p for k, p in enumerate(params))
 
 
-def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, W0, dtype, h, differences):
+def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, start, dtype, h, differences):
     """Per-replication derivatives on the recurrence: name -> ``(overall (R, P), per class
-    (R, C, P))``, the per-replication metric and halves, and the methods."""
+    (R, C, P))``, the per-replication metric and halves, and the methods. ``start``: ``(W0,
+    dW0, past)``, the start states, their derivatives with respect to ``(lam, scale)`` and the
+    score of their class mix (``(R, C)``; zeros from an empty start)."""
+    W0, dW0, past = start
     params = _params(workload, lam, dtype)
     sizes = dict(kind=kind, q=q, warm=warm, n_jobs=n_jobs)
 
-    def metric(params):
-        return _metric(workload, params, key, W0, **sizes)
+    def metric(params, W=W0):
+        return _metric(workload, params, key, W, **sizes)
 
     y, yc, halves, counts = metric(params)
+    base = (jnp.sum(y) - y) / (R - 1)
+    basec = (jnp.nansum(yc, axis=0) - yc) / (R - 1)
     out, methods = {}, {}
     mean_metric = kind != "quantile" and not differences
     if mean_metric and any(n in wrt for n in ("lam", "scale")):
-        dy, dyc = _jacobian(workload, params, key, W0, **sizes)
+        dy, dyc = _jacobian(workload, params, key, W0, dW0, **sizes)
         if "lam" in wrt:
             out["lam"], methods["lam"] = (dy[:, :1], dyc[:, :, :1]), "pathwise"
         if "scale" in wrt:
             out["scale"], methods["scale"] = (dy[:, 1:], dyc[:, :, 1:]), "pathwise"
     if mean_metric and "logits" in wrt:
         p = jnp.asarray(workload.probs, dtype)
-        score = counts.astype(dtype) - n_jobs * p[None, :]
-        base = (jnp.sum(y) - y) / (R - 1)
-        basec = (jnp.nansum(yc, axis=0) - yc) / (R - 1)
+        score = counts.astype(dtype) - n_jobs * p[None, :] + past
         out["logits"] = ((y - base)[:, None] * score, (yc - basec)[:, :, None] * score[:, None])
         methods["logits"] = "score"
     for name in wrt:
@@ -230,8 +243,16 @@ def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, W0, dtype, h, diffe
         step, n = _steps(name, params, h)
         cols = []
         for j in range(n):
-            up, dn = metric(_shift(params, name, j, step)), metric(_shift(params, name, j, -step))
-            cols.append(((up[0] - dn[0]) / (2 * step), (up[1] - dn[1]) / (2 * step)))
+            if name == "logits":  # the start's class mix enters through its score
+                Wu = Wd = W0
+                su, sc = (y - base) * past[:, j], (yc - basec) * past[:, None, j]
+            else:  # the start moves along its derivative
+                col = dW0[:, :, 0 if name == "lam" else 1 + j]
+                Wu, Wd = jnp.maximum(W0 + step * col, 0), jnp.maximum(W0 - step * col, 0)
+                su, sc = 0.0, 0.0
+            up = metric(_shift(params, name, j, step), Wu)
+            dn = metric(_shift(params, name, j, -step), Wd)
+            cols.append(((up[0] - dn[0]) / (2 * step) + su, (up[1] - dn[1]) / (2 * step) + sc))
         out[name] = (
             jnp.stack([c[0] for c in cols], axis=-1),
             jnp.stack([c[1] for c in cols], axis=-1),
@@ -317,8 +338,8 @@ def sensitivity(
         wrt: a subset of ``("lam", "scale", "logits")``.
         metric: ``wait_mean``, ``response_mean``, ``wait_pNN`` or ``wait_quantile(q)``.
         key: PRNG key (the backward start uses a half, the jobs the other).
-        n_jobs: jobs per replication, ``n_warmup`` (default ``n_jobs // 10`` from a backward
-            start, ``n_jobs // 5`` from empty) left out of the statistics.
+        n_jobs: jobs per replication, ``n_warmup`` (default 0 from a backward start,
+            ``n_jobs // 5`` from empty) left out of the statistics.
         n_replications: independent replications (a static shape).
         start: ``"backward"`` (FCFS) or ``"empty"``.
         h: central-difference step (relative for ``lam``; default 0.02, logits 0.05).
@@ -347,7 +368,7 @@ def sensitivity(
         raise ValueError(f"start: expected backward or empty, got {start!r}")
     pol = FCFS() if policy is None else parse_policy(policy)
     fcfs = isinstance(pol, FCFS)
-    warm = int(n_warmup) if n_warmup is not None else n_jobs // (10 if start == "backward" else 5)
+    warm = int(n_warmup) if n_warmup is not None else (0 if start == "backward" else n_jobs // 5)
     if not 0 <= warm <= n_jobs - 4:
         raise ValueError(f"n_warmup: need 0 <= n_warmup <= n_jobs - 4, got {warm}, {n_jobs}")
     if not fcfs and kind == "quantile":
@@ -355,17 +376,34 @@ def sensitivity(
     lam = check_load(workload, lam, limit=limit, policy=pol, override=override)
     kb, kf = jax.random.split(key)
     R = int(n_replications)
-    stationary, start_why = False, ""
+    stationary, start_why, replayed = False, "", True
     if fcfs:
+        C = workload.n_classes
+        dW0 = jnp.zeros((R, workload.s, 1 + C), dtype)
+        past = jnp.zeros((R, C), dtype)
         if start == "backward":
             S = sample_backward(workload, lam, R, key=kb, limit=limit, override=True, dtype=dtype)
             W0 = jnp.asarray(S.W, dtype)
             stationary = S.status == Status.ok
             start_why = "" if stationary else f"the backward start said {S.status}"
+            theta = jnp.concatenate([jnp.asarray([lam], dtype), jnp.ones((C,), dtype)])
+            paths = any(n in wrt for n in ("lam", "scale"))
+            st = start_derivative(workload, S, theta, replay=paths, scores="logits" in wrt)
+            if paths:
+                dW0 = jnp.asarray(st.dW0, dtype)
+            if "logits" in wrt:
+                probs = np.asarray(workload.probs, np.float64)
+                past = jnp.asarray(st.counts - st.jobs[:, None] * probs[None, :], dtype)
+            replayed = st.mismatch <= _REPLAY_TOL
+            if not replayed:
+                start_why = (
+                    f"the replayed start differs from its backward sample by {st.mismatch:.2g}"
+                    " (relative): its derivative is not the sample's"
+                )
         else:
             W0 = jnp.zeros((R, workload.s), dtype)
         out, methods, (y, yc, halves) = _fcfs(
-            workload, lam, wrt, kind, q, kf, n_jobs, R, warm, W0, dtype, h, differences
+            workload, lam, wrt, kind, q, kf, n_jobs, R, warm, (W0, dW0, past), dtype, h, differences
         )
         cut = []
     else:
@@ -400,7 +438,9 @@ def sensitivity(
         status, why = Status.overflow, "a run filled its job buffer at its cap: partial sums"
     elif any(c for _, c in cut):
         status, why = Status.unconverged, "a run reached the event cap: partial sums"
-    if start_why and status != Status.ok:
+    if not replayed:
+        status, why = Status.biased, start_why
+    elif start_why and status != Status.ok:
         why = f"{why} ({start_why})"
     res = Sensitivity(
         metric=metric,

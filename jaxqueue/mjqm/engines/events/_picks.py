@@ -239,7 +239,10 @@ def easy(q: Queues, s: int, needs, now) -> Pick:
     key = rows_min(jnp.where(ok, rows << 16 | need, q.capacity << 16), settled=False)
     # the same over the body where the registers have none but more jobs wait
     behind = ~head_fits & (key >> 16 >= q.capacity) & (size > R) & (free >= min(needs))
-    key = lax.cond(jnp.any(behind), _behind, lambda q, key, by: key, q, key, by)
+    # a fresh closure: JAX caches a branch's trace by its function, and `_behind` settles
+    # with the traced unit of this kernel's trace (a cached one leaks it to the next kernel)
+    body = lambda q, key, by: _behind(q, key, by)  # noqa: E731
+    key = lax.cond(jnp.any(behind), body, lambda q, key, by: key, q, key, by)
     p = jnp.where(head_fits, 0, key >> 16)
     left = free - jnp.where(head_fits, head, key & 0xFFFF)
     # another pick may follow if another waiting job fits in what is left (in the body:

@@ -1,12 +1,13 @@
 """A replay: the event engine on given jobs (arrival times, classes, service times) instead of
-drawn ones. One replication, every job counted, no random number; each job's first start is
-logged in the order of the starts (``_accumulate._record_start``) and named here, so the
-replay gives every job's start time, beside the engine's sums.
+drawn ones. One replication (or several side by side, one per column of the given jobs),
+every job counted, no random number; each job's first start is logged in the order of the
+starts (``_accumulate._record_start``) and named here, so the replay gives every job's start
+time, beside the engine's sums.
 
-The log names a start by its job's need, arrival time and work (the work is ``nan`` where the
-layout keeps no work at the start: the prefix rows); jobs alike in all three are alike to
-every policy but for their arrival order, which the policy keeps, so the earlier of them is
-the one that started earlier.
+The log names a start by its job's need, arrival time and work (the size the policy read,
+where given; ``nan`` where the layout keeps no work at the start: the prefix rows); jobs
+alike in all three are alike to every policy but for their arrival order, which the policy
+keeps, so the earlier of them is the one that started earlier.
 """
 
 from __future__ import annotations
@@ -63,11 +64,14 @@ def replay(
     *,
     buffer: int | None = None,
     max_buffer: int = 1 << 20,
+    sizes=None,
     progress=None,
 ) -> ReplayRun:
     """The event engine on the given jobs: job ``j`` of class ``classes[j]`` (its need is the
     class's cores in ``workload``) arrives at ``arrivals[j]`` (nondecreasing) with work
-    ``works[j]`` (>= 0), under ``policy`` on the workload's servers. The workload's service
+    ``works[j]`` (>= 0), under ``policy`` on the workload's servers; with ``(n, R)`` arrays,
+    ``R`` independent replays side by side, one per column (the fields of the result then
+    per column). The workload's service
     laws set only the waiting-time histogram's range (their means); its probabilities are
     not used. Computed in float64 (``jax_enable_x64``): a replay keeps the log's absolute
     times, as the heapq reference does.
@@ -77,6 +81,9 @@ def replay(
             where a pick reads only the fronts, not where every job has a row, as a round costs
             its rows); the replay goes on with twice the entries where a job list fills, up to
             ``max_buffer`` (and the layout's own cap).
+        sizes: what the policy reads as each job's size (``Jobs.size``) where it is not the
+            job's work (a log's requested times as the estimates of EASY backfilling; a
+            policy whose layout keeps sizes), shaped as ``works``.
 
     Raises:
         ValueError: a bad argument or float32 (x64 off).
@@ -91,22 +98,33 @@ def replay(
     a = np.asarray(arrivals, dtype=np.float64)
     c = np.asarray(classes)
     w = np.asarray(works, dtype=np.float64)
+    z = w if sizes is None else np.asarray(sizes, dtype=np.float64)
+    columns = a.ndim == 2
+    alike = c.shape == a.shape and w.shape == a.shape and z.shape == a.shape
+    if a.ndim not in (1, 2) or not alike or a.shape[0] < 1:
+        raise ValueError(
+            "replay: arrivals, classes and works must be 1-d of one length >= 1 (or 2-d of "
+            "one shape: a replay per column)"
+        )
+    if not columns:
+        a, c, w, z = a[:, None], c[:, None], w[:, None], z[:, None]
     n, K = a.shape[0], workload.n_classes
-    if a.ndim != 1 or c.shape != (n,) or w.shape != (n,) or n < 1:
-        raise ValueError("replay: arrivals, classes and works must be 1-d of one length >= 1")
     if not np.issubdtype(c.dtype, np.integer) or c.min() < 0 or c.max() >= K:
         raise ValueError(f"replay: classes must be integers in [0, {K})")
-    if not (np.all(np.isfinite(a)) and np.all(np.diff(a) >= 0)):
+    if not (np.all(np.isfinite(a)) and np.all(np.diff(a, axis=0) >= 0)):
         raise ValueError("replay: arrivals must be finite and nondecreasing")
     if not (np.all(np.isfinite(w)) and np.all(w >= 0)):
         raise ValueError("replay: works must be finite and >= 0")
+    if not (np.all(np.isfinite(z)) and np.all(z >= 0)):
+        raise ValueError("replay: sizes must be finite and >= 0")
+    R = a.shape[1]
     cores = np.asarray(workload.cores_array)[:, 0]
     t0 = a[0]
-    tau = np.append(np.diff(a), np.inf)  # job j + 1 arrives tau[j] after job j; none after
+    tau = np.concatenate([np.diff(a, axis=0), np.full((1, R), np.inf)])  # none after the last
     # never-arriving jobs up to a power of 2 (at least 1024), so logs of like sizes share
     # one compiled kernel
     extra = max(1024, 1 << (n - 1).bit_length()) - n + _CHUNK
-    pad = lambda x, v: np.concatenate([x, np.full(extra, v, x.dtype)])[:, None]  # noqa: E731
+    pad = lambda x, v: np.concatenate([x, np.full((extra, R), v, x.dtype)])  # noqa: E731
     jobs = (
         jnp.asarray(pad(c.astype(np.int32), 0)),
         jnp.asarray(pad(cores[c].astype(np.int32), int(cores[0]))),
@@ -114,30 +132,37 @@ def replay(
         jnp.asarray(pad(tau, np.inf)),
     )
     layout = layout_of(pol, workload.s, needs_of(workload))
+    if sizes is not None:
+        if not layout.all_rows:
+            raise ValueError(f"replay: {pol.label} reads no job sizes (sizes given)")
+        jobs = (*jobs, jnp.asarray(pad(z, 1.0)))
     if buffer is None:
         buffer = first_buffer(workload, layout)
         buffer = buffer if layout.inside or layout.all_rows else max(buffer, 4096)
     dt = jnp.float64
     key = jax.random.key(0)  # unused: the jobs are given
-    sizes = (1, 0, n)
+    shape = (R, 0, n)
+    one = jax.devices()[:1]  # the given jobs live on one device
     acc, overflow, capped, B = _runs(
-        pol, workload, 1.0, key, sizes, buffer, max_buffer, dt, None, progress, jobs
+        pol, workload, 1.0, key, shape, buffer, max_buffer, dt, one, progress, jobs
     )
-    acc = jax.tree.map(lambda x: np.asarray(x)[..., 0], acc)
-    logged = int(acc.logged)
-    log = acc.starts.reshape(-1, 4)[:logged]
-    start = np.full(n, np.nan)
+    acc = jax.tree.map(np.asarray, acc)
+    start = np.full((n, R), np.nan)
     if not (overflow or capped):
-        start = _name_starts(log, a - t0, w, cores[c]) + t0
+        for r in range(R):
+            log = acc.starts[:, r].reshape(-1, 4)[: int(acc.logged[r])]
+            # the log names a start by the size the policy read
+            start[:, r] = _name_starts(log, a[:, r] - t0[r], z[:, r], cores[c[:, r]]) + t0[r]
+    pick = (lambda x: x) if columns else (lambda x: x[..., 0])
     return ReplayRun(
-        start=start,
-        cnt=acc.cnt,
-        resp=acc.resp,
-        wait=acc.wait,
-        area_jobs=float(acc.area_jobs),
-        area_idle=float(acc.area_idle),
-        area_hol=float(acc.area_hol),
-        time=float(acc.time),
+        start=pick(start),
+        cnt=pick(acc.cnt),
+        resp=pick(acc.resp),
+        wait=pick(acc.wait),
+        area_jobs=pick(acc.area_jobs) if columns else float(acc.area_jobs[0]),
+        area_idle=pick(acc.area_idle) if columns else float(acc.area_idle[0]),
+        area_hol=pick(acc.area_hol) if columns else float(acc.area_hol[0]),
+        time=pick(acc.time) if columns else float(acc.time[0]),
         overflow=bool(overflow),
         capped=bool(capped),
         buffer=int(B),

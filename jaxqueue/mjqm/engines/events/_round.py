@@ -153,7 +153,7 @@ def _event(ctx: _Ctx, st: _State, on, job):
     ``n_next``, the next to arrive, as ``(class, need, service, inter-arrival time)``). Returns
     the state and where an arrival found its deque full (``blocked``: nothing happens,
     overflow)."""
-    q, (cls, need, sigma, tau) = st.q, job
+    q, (cls, need, sigma, tau) = st.q, job[:4]
     # the oldest of the jobs ending first: its end, arrival, slot and info
     if ctx.layout.sorted_slots:  # the first row
         end, arr_j, info_j = q.s_end[0], q.s_arr[0], q.s_info[0]
@@ -199,7 +199,7 @@ def _event_rows(ctx: _Ctx, st: _State, on, job):
     arrival takes an empty row, or waits in the FIFO. Then the policy chooses the rows in
     service afresh (preempt-resume) and the wait of a job is kept in its row until it
     leaves."""
-    q, (cls, need, sigma, tau) = st.q, job
+    q, (cls, need, sigma, tau) = st.q, job[:4]
     W = q.s_end.shape[0]
     rows = jnp.arange(W, dtype=jnp.int32)[:, None]
     ids = jnp.broadcast_to(rows, q.s_info.shape)
@@ -281,7 +281,7 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
     resume; a non-preemptive policy keeps those in service) and the wait of a job is kept in
     its row until it leaves. A policy with ``memory`` keeps a bit per job (``Jobs.mark``, in
     the packed info) and a state per replication (``Queues.memo``) through its ``step``."""
-    q, (cls, need, sigma, tau) = st.q, job
+    q, (cls, need, sigma, tau) = st.q, job[:4]
     B = q.s_end.shape[0]
     rows = jnp.arange(B, dtype=jnp.int32)[:, None]
     ids = jnp.broadcast_to(rows, q.s_info.shape)
@@ -317,7 +317,7 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
     s_arr = move(q.s_arr, now)
     s_info = move(q.s_info, info)
     s_wait = move(q.s_wait, jnp.zeros_like(now))
-    s_size = move(q.s_size, sigma)
+    s_size = move(q.s_size, job[4] if len(job) > 4 else sigma)  # a replay's estimate
     count = st.count + arrives - leaves
     # the policy's choice on the job list: starts (end = now + remaining work), preemptions
     old = running_of(s_info)

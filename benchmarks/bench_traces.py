@@ -1,6 +1,7 @@
 """Replay of a one-million-job log (``jaxqueue.traces.replay``): wall and CPU seconds of a
-read of the SWF file and of the replay under fcfs, first-fit and easy-backfilling, the
-compile included (one replay per policy, a fresh process each).
+read of the SWF file and of the replay under fcfs, first-fit and easy-backfilling (in
+sections side by side, ``traces._split``, the default for a long log), the compile included
+(one replay per policy, a fresh process each).
 
 ``python -m benchmarks.bench_traces [JOBS] [POLICY ...]`` writes the log (a synthetic log of a
 four-class workload on 64 cores at 60% of its ideal load) to a temporary folder and prints one
@@ -34,8 +35,8 @@ def _one(path: str, policy: str) -> None:
     r = traces.replay(log, policy)
     w2, c2 = time.perf_counter(), _cpu()
     print(
-        f"| {len(log):,} | {policy} | {w1 - w0:.1f} | {c1 - c0:.1f} | {w2 - w1:.1f} | "
-        f"{c2 - c1:.1f} | {r.wait_mean:.4g} | {r.status} |",
+        f"| {len(log):,} | {policy} | {r.sections} | {w1 - w0:.1f} | {c1 - c0:.1f} | "
+        f"{w2 - w1:.1f} | {c2 - c1:.1f} | {r.wait_mean:.4g} | {r.status} |",
         flush=True,
     )
 
@@ -64,10 +65,10 @@ def main(argv: list[str]) -> None:
         path = os.path.join(d, "bench.swf")
         traces.write_swf(traces.synthetic(wl, lam, n, key=jax.random.key(0)), path)
         print(
-            "| jobs | policy | read wall s | read CPU s | replay wall s | replay CPU s | "
-            "wait mean | status |"
+            "| jobs | policy | sections | read wall s | read CPU s | replay wall s | "
+            "replay CPU s | wait mean | status |"
         )
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for policy in policies:
             cmd = [sys.executable, "-m", "benchmarks.bench_traces", "--one", path, policy]
             subprocess.run(cmd, check=True)

@@ -214,6 +214,6 @@ def register(top, group) -> None:
     p.add_argument(
         "--override", action="store_true", help="simulate even beyond a known stability limit"
     )
-    add_trace_options(p)
     add_common(p, strict=True, csv=True)
+    add_trace_options(p)  # after every option whose default it marks (--seed)
     p.set_defaults(func=_simulate)

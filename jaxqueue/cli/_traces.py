@@ -156,38 +156,98 @@ def _quantiles(text: str | None):
     return qs
 
 
-def simulate_trace(args: argparse.Namespace) -> int:
-    """``jaxqueue mjqm simulate --trace LOG``: the replay of the log under ``--policy``."""
-    # the models load when the command runs (jax)
-    from .. import traces
-    from ..mjqm.policies import parse_policy
+class _Unset(int):
+    """A default the command line did not give (an ``int``: the other commands read it as
+    before), so that a replay can tell it from a given value."""
 
+
+class _UnsetTuple(tuple):
+    """As :class:`_Unset`, for ``--tail``'s empty default."""
+
+
+# what an exact replay of a log cannot honour, and why
+_REFUSED = {
+    "seed": "a replay draws no random numbers",
+    "replications": "a replay is one run of the log",
+    "start": "a replay starts from an empty machine at the log's first job",
+    "max_seconds": "a replay runs the whole log (use --jobs N for its first N jobs)",
+    "override": "a replay checks no load against a stability limit",
+}
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    value = getattr(args, dest, None)
+    return value is not None and value is not False and not isinstance(value, _Unset | _UnsetTuple)
+
+
+def _check_trace_options(args: argparse.Namespace) -> None:
+    """Refuse, in one line naming it, an option of ``mjqm simulate`` that a replay cannot
+    honour (:data:`_REFUSED`, ``--scenario``, ``--lam``, ``--dtype float32``)."""
     for option in ("scenario", "lam"):
         if getattr(args, option, None) is not None:
             raise UsageError(f"--trace replays the log: --{option} does not apply")
+    for dest, why in _REFUSED.items():
+        if _given(args, dest):
+            flag = "--" + dest.replace("_", "-")
+            raise UsageError(f"--trace: {flag} does not apply ({why})")
+    if getattr(args, "dtype", None) == "float32":
+        raise UsageError(
+            "--trace: --dtype float32 does not apply (a replay keeps the log's "
+            "absolute times in float64)"
+        )
+
+
+def simulate_trace(args: argparse.Namespace) -> int:
+    """``jaxqueue mjqm simulate --trace LOG``: the replay of the log under ``--policy``; of its
+    first ``--jobs`` jobs where given, with ``--tail`` and ``--level`` as a policy run; the
+    options that do not apply refused in one line (:func:`_check_trace_options`)."""
+    # the models load when the command runs (jax)
+    from .. import traces
+    from ..mjqm.policies import parse_policy
+    from ..traces._requested import REQUESTED
+
+    _check_trace_options(args)
     with usage_errors():
-        policy = parse_policy(args.policy)
+        requested = args.policy.strip() == REQUESTED
+        policy = REQUESTED if requested else parse_policy(args.policy)
+    label = REQUESTED if requested else policy.label
     qs = _quantiles(getattr(args, "quantiles", None))
     t0 = time.perf_counter()
-    log(f"replaying {args.trace} under {policy.label}")
-    kwargs = {"servers": args.servers}
+    jobs = int(args.jobs) if _given(args, "jobs") else None
+    first = f" (its first {jobs} jobs that ran)" if jobs else ""
+    log(f"replaying {args.trace}{first} under {label}")
+    kwargs = {"servers": args.servers, "jobs": jobs}
     if args.max_buffer is not None:
         kwargs["max_buffer"] = args.max_buffer
     res = traces.replay(args.trace, policy, progress=log, **kwargs)
-    out = res.as_dict(quantiles=qs, compare=args.compare_recorded)
+    if jobs and len(res.wait) < jobs:
+        log(f"--jobs {jobs}: the log has {len(res.wait)} jobs that ran; all replayed")
+    level = float(getattr(args, "level", 0.95))
+    tails = tuple(getattr(args, "tail", ()) or ())
+    out = res.as_dict(quantiles=qs, compare=args.compare_recorded, tails=tails, level=level)
     out["elapsed_s"] = time.perf_counter() - t0
     return emit(args, out, _replay_table, frame=res.to_frame)
 
 
 def add_trace_options(p: argparse.ArgumentParser) -> None:
-    """``--trace``, ``--servers`` and ``--compare-recorded`` of ``mjqm simulate``."""
+    """``--trace``, ``--servers`` and ``--compare-recorded`` of ``mjqm simulate`` (added after
+    its other options: their defaults are marked, so that a replay tells them from given
+    values)."""
+    for action in p._actions:
+        if action.dest in ("jobs", "seed", *_REFUSED) and type(action.default) is int:
+            action.default = _Unset(action.default)
+        elif action.dest == "tail" and type(action.default) is tuple:
+            action.default = _UnsetTuple(action.default)
     p.add_argument(
         "--trace",
         metavar="LOG",
         default=None,
         help="replay a job log (.swf or .csv) instead of simulating a scenario: its own "
-        "arrivals, cores and run times under --policy, one exact replay (no --scenario, "
-        "--lam)",
+        "arrivals, cores and run times under --policy, one exact replay (--jobs N: its first "
+        "N jobs; --tail, --level as for a policy run; no --scenario, --lam, --seed, "
+        "--replications, --start, --max-seconds, --override); --policy "
+        "easy-backfilling:estimate=requested: EASY backfilling planned with the log's "
+        "requested times",
     )
     p.add_argument(
         "--servers",

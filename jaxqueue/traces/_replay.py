@@ -1,13 +1,17 @@
 """A job log replayed: its own arrivals, cores and run times through the event engine
 (:func:`jaxqueue.mjqm.engines.events.replay`) under any job-list policy, on the log's machine
 (``MaxProcs``) or a given one. One replication and no random number: an exact replay, whose
-figures are the log's own (no interval; the status is ``ok`` unless a job list filled at its
-cap, ``overflow``, or the event cap was reached, ``unconverged``).
+figures are the log's own (the intervals beside them, for the process the log samples, come
+from sections of the log in time order: ``_intervals``; the status is ``ok`` unless a job list
+filled at its cap, ``overflow``, or the event cap was reached, ``unconverged``).
 
 Beside the waits the log recorded, :meth:`Replay.compare_recorded` says how many jobs started
-at another time. Where the log's scheduler is one the package has (FCFS; EASY backfilling, here
-with the run times as the estimates) the replay reproduces the recorded starts up to what the
-log leaves out (jobs cancelled while waiting, reservations, down time, other queues).
+at another time. Where the log's scheduler is one the package has (FCFS; EASY backfilling,
+with the run times or, as ``easy-backfilling:estimate=requested``, the log's requested times
+as the estimates: ``_requested``) the replay reproduces the recorded starts up to what the log
+leaves out (jobs cancelled while waiting, reservations, down time, other queues). A long log
+under a non-preemptive policy is replayed in sections side by side, each checked exact
+(``_split``).
 """
 
 from __future__ import annotations
@@ -21,17 +25,29 @@ from ..dist import Deterministic
 from ..mjqm import Workload
 from ..mjqm.engines.events import replay as engine_replay
 from ..mjqm.policies import Policy, parse_policy
+from ._intervals import SECTIONS, Sections
 from ._read import JobLog
 from ._read import read as read_log
+from ._requested import REQUESTED, EasyBackfillingRequested, estimates
+from ._split import replay_in_sections, timeline
 
 __all__ = ["Replay", "replay", "trace_jobs"]
 
 QUANTILES = (0.5, 0.9, 0.99)
+SECTION_JOBS = 8192  # jobs per section of a long log (_split)
+MAX_SECTIONS = 64
+MARGIN = 512  # the first warm-up of a section, at least
 
 
-def trace_jobs(log, servers: int | None = None):
-    """The jobs of ``log`` (a :class:`JobLog` or a path) that ran, the machine size and the
-    classes: ``(log of the jobs that ran, servers, class cores ascending, class of each job)``.
+def _sections(n: int) -> int:
+    """How many sections a log of ``n`` jobs is replayed in by default."""
+    return max(1, min(MAX_SECTIONS, n // SECTION_JOBS))
+
+
+def trace_jobs(log, servers: int | None = None, jobs: int | None = None):
+    """The jobs of ``log`` (a :class:`JobLog` or a path) that ran (the first ``jobs`` of them
+    if given), the machine size and the classes: ``(log of those jobs, servers, class cores
+    ascending, class of each job)``.
 
     Raises:
         ValueError: one line: no machine size, no job that ran, a job needing more cores than
@@ -45,7 +61,7 @@ def trace_jobs(log, servers: int | None = None):
             f"{log.path}: the log gives no machine size (no MaxProcs header); pass servers "
             "(--servers N)"
         )
-    ran = log.select(log.runnable)
+    ran = log.select(np.flatnonzero(log.runnable)[:jobs])
     if len(ran) == 0:
         raise ValueError(f"{log.path}: no job that ran (left out: {log.left_out()})")
     over = ran.cores > ran.servers
@@ -77,6 +93,10 @@ class Replay:
             ``hol_idle_servers`` (idle servers while a job waits) is the waste.
         status: ``"ok"``, ``"overflow"`` or ``"unconverged"``; ``buffer``: job-list entries.
         log_left_out: the jobs of the log left out, by reason (:meth:`JobLog.left_out`).
+        estimates: under ``easy-backfilling:estimate=requested``, how many jobs were planned
+            with which estimate (``_requested.estimates``), else ``None``.
+        sections: how many sections side by side the log was replayed in (``_split``; 1: the
+            whole log at once).
     """
 
     log: JobLog
@@ -95,6 +115,8 @@ class Replay:
     status: str
     buffer: int
     log_left_out: dict = dataclasses.field(default_factory=dict)
+    estimates: dict | None = None
+    sections: int = 1
 
     @property
     def utilisation(self) -> float:
@@ -138,72 +160,125 @@ class Replay:
             "tolerance": tol,
         }
 
-    def as_dict(self, quantiles=QUANTILES, compare: bool = False) -> dict:
+    def as_dict(
+        self, quantiles=QUANTILES, compare: bool = False, *, tails=(), level: float = 0.95
+    ) -> dict:
         """The JSON object of ``jaxqueue mjqm simulate --trace LOG --json``: the keys of a
-        policy run (an exact replay: each interval is the value itself), ``jobs``,
-        ``utilisation`` and, with ``compare``, ``recorded`` (:meth:`compare_recorded`)."""
+        policy run, overall and per class (the means, ``wait_quantiles`` and
+        ``response_quantiles``, with ``tails`` ``wait_tail`` and ``response_tail``, each with
+        ``..._ci`` beside it), ``jobs``, ``utilisation``, ``stability`` and, with ``compare``,
+        ``recorded`` (:meth:`compare_recorded`).
 
-        def qs(w):
-            return {f"{q:g}": float(np.quantile(w, q)) if w.size else None for q in quantiles}
+        The values are the log's own, exactly; the intervals are for the process the log
+        samples, by sections of the log in time order (``_intervals``; ``None`` where a class
+        has too few jobs, the reason in ``intervals``). ``stability``: a replay runs the log's
+        own arrivals and checks no load against a limit (``lambda_c`` ``None``, the reason
+        given). ``response_quantiles`` are ``None`` under a preemptive policy (the replay
+        knows each job's first start, not its end)."""
+        preemptive = self.response is None
 
-        classes = []
+        def block(mask):
+            w = Sections(self.wait[mask], level)
+            r = None if preemptive else Sections(self.response[mask], level)
+            out = {}
+            m, ci = w.mean()
+            out["wait_mean"], out["wait_mean_ci"] = m, ci
+            for kind, sec in (("response", r), ("wait", w)):
+                qs = {format(float(q), "g"): _at(sec, "quantile", q) for q in quantiles}
+                out[f"{kind}_quantiles"] = {k: v[0] for k, v in qs.items()}
+                out[f"{kind}_quantiles_ci"] = {k: v[1] for k, v in qs.items()}
+                if tails:
+                    ts = {str(t): _at(sec, "tail", float(t)) for t in tails}
+                    out[f"{kind}_tail"] = {k: v[0] for k, v in ts.items()}
+                    out[f"{kind}_tail_ci"] = {k: v[1] for k, v in ts.items()}
+            x = self.wait[mask]
+            out["wait_var"] = float(x.var()) if x.size else None
+            out["wait_p90"] = float(np.quantile(x, 0.9)) if x.size else None
+            out["p_wait"] = float(np.mean(x > 0)) if x.size else None
+            return out, w
+
+        classes, reasons = [], {}
         for c, cores in enumerate(self.cores):
             mask = self.cls == c
-            w = self.wait[mask]
-            row = {
-                "cores": int(cores),
-                "prob": float(mask.mean()),
-                "jobs": int(mask.sum()),
-                "work_share": float(
-                    np.sum(cores * self.log.runtime[mask])
-                    / max(np.sum(self.log.cores * self.log.runtime), 1e-300)
-                ),
-                "wait_mean": float(w.mean()),
-                "wait_mean_ci": [float(w.mean())] * 2,
-                "wait_var": float(w.var()),
-                "wait_p90": float(np.quantile(w, 0.9)),
-                "wait_quantiles": qs(w),
-                "p_wait": float(np.mean(w > 0)),
-                "response_mean": float(self.response_mean_class[c]),
-                "response_mean_ci": [float(self.response_mean_class[c])] * 2,
-            }
-            if self.response is not None:
-                row["response_quantiles"] = qs(self.response[mask])
-            classes.append(row)
-        w = self.wait
-        resp_mean = float(
-            np.sum(self.response_mean_class * np.bincount(self.cls, minlength=len(self.cores)))
-            / len(w)
-        )
+            row, w = block(mask)
+            rm = float(self.response_mean_class[c])
+            if preemptive:  # per class means from the engine's sums: no sections
+                r_ci = None
+            else:
+                rm, r_ci = Sections(self.response[mask], level).mean()
+            classes.append(
+                {
+                    "cores": int(cores),
+                    "prob": float(mask.mean()),
+                    "jobs": int(mask.sum()),
+                    "work_share": float(
+                        np.sum(cores * self.log.runtime[mask])
+                        / max(np.sum(self.log.cores * self.log.runtime), 1e-300)
+                    ),
+                    **row,
+                    "response_mean": rm,
+                    "response_mean_ci": r_ci,
+                }
+            )
+            if not w.ok:
+                reasons[str(c)] = w.reason()
+        overall, w = block(np.ones(len(self.wait), bool))
+        if preemptive:
+            counts = np.bincount(self.cls, minlength=len(self.cores))
+            resp_mean = float(np.sum(self.response_mean_class * counts) / len(self.wait))
+            resp_ci = None
+        else:
+            resp_mean, resp_ci = Sections(self.response, level).mean()
+        if not w.ok:
+            reasons["all"] = w.reason()
+        span = float(self.log.submit[-1] - self.log.submit[0])
         out = {
             "trace": self.log.path,
             "policy": self.policy,
             "servers": self.servers,
             "servers_from": self.log.servers_from,
-            "jobs": int(len(w)),
+            "jobs": int(len(self.wait)),
+            "lam": (len(self.wait) - 1) / span if span > 0 else None,
             "left_out": self.log_left_out,
             "classes": classes,
-            "wait_mean": float(w.mean()),
-            "wait_mean_ci": [float(w.mean())] * 2,
-            "wait_var": float(w.var()),
-            "wait_p90": float(np.quantile(w, 0.9)),
-            "wait_quantiles": qs(w),
-            "p_wait": float(np.mean(w > 0)),
+            **overall,
             "response_mean": resp_mean,
-            "response_mean_ci": [resp_mean] * 2,
+            "response_mean_ci": resp_ci,
             "utilisation": self.utilisation,
             "idle_servers": self.idle_servers,
             "hol_idle_servers": self.hol_idle_servers,
             "number_in_system": self.number_in_system,
             "makespan": self.makespan,
             "replications": 1,
+            "sections": self.sections,
             "exact_replay": True,
+            "intervals": {
+                "method": "sections",
+                "sections": SECTIONS,
+                "level": level,
+                "note": "the values are the log's own; each interval is for the process the "
+                f"log samples, from {SECTIONS} consecutive sections of its jobs in submission "
+                "order (batch means; Woodruff's interval for quantiles)",
+                "none": reasons,
+            },
+            "stability": {
+                "lambda_c": None,
+                "ci": None,
+                "lambda_c_ci": None,
+                "method": "none",
+                "reason": "a replay runs the log's own arrivals: no load is checked against a "
+                "stability limit",
+            },
             "status": self.status,
         }
-        if self.response is not None:
-            out["response_quantiles"] = qs(self.response)
+        if preemptive:
+            out["response_quantiles_reason"] = (
+                f"{self.policy} preempts: the replay knows each job's first start, not its end"
+            )
         if self.status != "ok":
             out["status_reason"] = self.status_reason()
+        if self.estimates is not None:
+            out["estimates"] = self.estimates
         if compare:
             out["recorded"] = self.compare_recorded()
         return out
@@ -218,18 +293,32 @@ class Replay:
         return frame
 
 
+def _at(sections, what, x):
+    """``sections.quantile(x)`` or ``.tail(x)``; ``(None, None)`` without sections."""
+    return (None, None) if sections is None else getattr(sections, what)(x)
+
+
 def replay(
     log,
     policy: str | Policy = "fcfs",
     *,
     servers: int | None = None,
+    jobs: int | None = None,
     max_buffer: int = 1 << 20,
+    sections: int | None = None,
     progress=None,
 ) -> Replay:
     """Replay the job log ``log`` (a :class:`JobLog` or a path) under ``policy``: the jobs
     that ran (:attr:`JobLog.runnable`) arrive at their submit times with their cores and run
-    times on ``servers`` (default: the log's ``MaxProcs``). Needs float64
-    (``jax_enable_x64``).
+    times on ``servers`` (default: the log's ``MaxProcs``); with ``jobs``, the first ``jobs``
+    of them only. Needs float64 (``jax_enable_x64``).
+
+    Args:
+        sections: replay the log as this many sections side by side, each checked exact
+            (``_split``; a non-preemptive policy without a state of its own; the whole log
+            at once where a check cannot pass); default by the log's length
+            (:data:`SECTION_JOBS` jobs a section), 1: the whole log at once.
+        progress: optional ``callable(str)``, told of each batch of sections replayed.
 
     Returns:
         :class:`Replay`.
@@ -242,7 +331,8 @@ def replay(
         >>> r = replay("tests/traces/data/handwritten.swf", "fcfs")  # doctest: +SKIP
         >>> r.wait_mean, r.compare_recorded()["differ"]
     """
-    pol = parse_policy(policy)
+    requested = isinstance(policy, str) and policy.strip() == REQUESTED
+    pol = EasyBackfillingRequested() if requested else parse_policy(policy)
     if getattr(pol, "name", "") == "server-filling-gittins":
         # its ranks read each class's size law; a log gives run times, not laws
         raise ValueError(
@@ -250,7 +340,9 @@ def replay(
             "does not have; fit them (jaxqueue.traces.fit) and simulate the fitted workload"
         )
     source = log if isinstance(log, JobLog) else read_log(log)
-    ran, s, cores, cls = trace_jobs(source, servers)
+    if jobs is not None and (isinstance(jobs, bool) or not int(jobs) == jobs or jobs < 1):
+        raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
+    ran, s, cores, cls = trace_jobs(source, servers, jobs)
     means = [float(np.mean(ran.runtime[cls == c])) for c in range(len(cores))]
     counts = np.bincount(cls, minlength=len(cores))
     wl = Workload(
@@ -260,29 +352,49 @@ def replay(
         [Deterministic(m if m > 0 else 1.0) for m in means],
         name="trace",  # one name: logs of like sizes share one compiled kernel
     )
-    run = engine_replay(
-        wl, pol, ran.submit, cls, ran.runtime, max_buffer=max_buffer, progress=progress
-    )
-    status = "overflow" if run.overflow else "unconverged" if run.capped else "ok"
-    wait = run.start - ran.submit
-    with np.errstate(invalid="ignore", divide="ignore"):
-        resp_cls = run.resp / run.cnt
-    T = run.time if run.time > 0 else float("nan")
+    sizes, chosen = estimates(ran.requested_time, ran.runtime) if requested else (None, None)
+    C = _sections(len(ran.submit)) if sections is None else int(sections)
+    start = None
+    if C > 1 and not pol.preemptive and not pol.memory:
+        margin = max(MARGIN, -(-len(ran.submit) // C) // 8)
+        args = (wl, pol, ran.submit, cls, ran.runtime, sizes)
+        start = replay_in_sections(
+            *args, sections=C, margin=margin, max_buffer=max_buffer, progress=progress
+        )
+    if start is not None:  # every column exact (_split): the sums from the starts
+        area_jobs, area_idle, area_hol, T = timeline(ran.submit, start, ran.runtime, ran.cores, s)
+        wait = start - ran.submit
+        resp = wait + ran.runtime
+        resp_cls = np.bincount(cls, resp, len(cores)) / counts
+        status, buffer, used = "ok", 0, C
+    else:
+        given = {"max_buffer": max_buffer, "sizes": sizes, "progress": progress}
+        run = engine_replay(wl, pol, ran.submit, cls, ran.runtime, **given)
+        status = "overflow" if run.overflow else "unconverged" if run.capped else "ok"
+        start, buffer, used = run.start, run.buffer, 1
+        wait = start - ran.submit
+        with np.errstate(invalid="ignore", divide="ignore"):
+            resp_cls = run.resp / run.cnt
+        area_jobs, area_idle, area_hol, T = run.area_jobs, run.area_idle, run.area_hol, run.time
+    makespan = T
+    T = T if T > 0 else float("nan")
     return Replay(
         log=ran,
         policy=pol.label,
         servers=s,
         cores=cores,
         cls=cls,
-        start=run.start,
+        start=start,
         wait=wait,
         response=None if pol.preemptive else wait + ran.runtime,
         response_mean_class=resp_cls,
-        idle_servers=run.area_idle / T,
-        hol_idle_servers=run.area_hol / T,
-        number_in_system=run.area_jobs / T,
-        makespan=run.time,
+        idle_servers=area_idle / T,
+        hol_idle_servers=area_hol / T,
+        number_in_system=area_jobs / T,
+        makespan=makespan,
         status=status,
-        buffer=run.buffer,
+        buffer=buffer,
         log_left_out=source.left_out(),
+        estimates=chosen,
+        sections=used,
     )

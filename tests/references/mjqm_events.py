@@ -52,6 +52,9 @@ Policies (jobs are kept in arrival order):
 ``easy-backfilling:estimate=F``
     as easy-backfilling, planning with ``select_reference.estimate(work, F)``: a running job's
     planned end is ``first_start + estimate``, a later job backfills if ``estimate <= t_r - now``.
+``easy-backfilling:estimate=requested``
+    the same with each job's own estimate (``run_trace``'s ``estimates``: a log's requested
+    times), which is never below its work.
 
 Events are handled one at a time in time order. Exact ties: completions before arrivals,
 completions in arrival order of the jobs, arrivals in input order; the policy is applied after
@@ -119,6 +122,7 @@ _INF = math.inf
 class _Job:
     __slots__ = (
         "idx", "cls", "need", "work", "arrival", "rem", "end", "first_start", "departure", "helper",
+        "estimate",
     )  # fmt: skip
 
     def __init__(self, idx: int, cls: int, need: int, work: float, arrival: float):
@@ -132,11 +136,14 @@ class _Job:
         self.first_start: float | None = None
         self.departure: float | None = None
         self.helper = False  # balanced-splitting: started on the helper servers
+        self.estimate: float | None = None  # easy-backfilling:estimate=requested: its own
 
 
 def _parse_policy(policy: str) -> tuple[str, int | dict | None]:
     if policy in POLICIES or policy == "maxweight-msj":
         return policy, None
+    if policy == "easy-backfilling:estimate=requested":  # each job's own estimate
+        return "easy-backfilling-estimate", {"F": None}
     if isinstance(policy, str) and policy.partition(":")[0] in _SELECT_FORMS:
         return select_reference.parse_policy(policy)  # ValueError if malformed
     if isinstance(policy, str) and policy.startswith("window:"):
@@ -374,6 +381,10 @@ class _Engine:
     def _apply_easy_backfilling_estimate(self, now: float) -> None:
         """EASY with planned ends ``first_start + estimate(work)`` (see select_reference)."""
         F = self.params["F"]
+
+        def estimate(j: _Job) -> float:
+            return j.estimate if F is None else select_reference.estimate(j.work, F)
+
         self._apply_fcfs(now)  # (1)
         if not self.waiting:
             return
@@ -382,8 +393,7 @@ class _Engine:
         free = self.free
         t_r = None
         planned = sorted(
-            (j.first_start + select_reference.estimate(j.work, F), j.idx, j.need)
-            for j in self.running.values()
+            (j.first_start + estimate(j), j.idx, j.need) for j in self.running.values()
         )
         for end, _, need in planned:
             free += need
@@ -395,7 +405,7 @@ class _Engine:
         backfill = []
         free = self.free
         for job in it:
-            if job.need <= free and select_reference.estimate(job.work, F) <= horizon:
+            if job.need <= free and estimate(job) <= horizon:
                 backfill.append(job)
                 free -= job.need
         for job in backfill:
@@ -552,13 +562,15 @@ def run_trace(
     classes: Sequence[int] | None = None,
     laws: Sequence | None = None,
     max_need: int | None = None,
+    estimates: Sequence[float] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Simulate an explicit job list until every job has departed.
 
     ``needs[j]``, ``arrivals[j]`` (nondecreasing) and ``works[j]`` (positive) describe job ``j``;
     ``classes[j]`` (default 0) its class, whose duration law ``laws[classes[j]]`` only
     ``server-filling-gittins`` reads (the laws of ``select_reference.gittins_index``);
-    ``max_need`` (default the largest need of the list) is msfq's K.
+    ``max_need`` (default the largest need of the list) is msfq's K; ``estimates[j]``
+    (``>= works[j]``) job ``j``'s estimate under ``easy-backfilling:estimate=requested``.
     Returns ``(first_start, departure)``, per job in input order.
     """
     n = len(needs)
@@ -581,6 +593,10 @@ def run_trace(
             raise ValueError(f"job {j}: work must be positive and finite")
         prev = a
         jobs.append(_Job(j, int(classes[j]), need, w, a))
+        if estimates is not None:
+            jobs[-1].estimate = float(estimates[j])
+            if not jobs[-1].estimate >= w:
+                raise ValueError(f"job {j}: estimate {estimates[j]!r} below its work {w!r}")
     if max_need is None:
         max_need = max(int(d) for d in needs) if n else s
     engine = _Engine(policy, s, laws=laws, max_need=max_need)

@@ -23,7 +23,7 @@ from jaxqueue.mjqm import Workload, simulate, simulate_steady
 from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the simulation draws
 from tests.helpers import assert_close, assert_within_ci
 from tests.references.mjqm_events import bpareto_sampler, event_simulate, exp_sampler, random_jobs
-from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT
+from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,12 +68,13 @@ def test_single_server_lindley(law, exact):
 
 def test_one_core_jobs_are_mmc():
     w = Workload(3, [1], [1.0], [Exponential(1.0)])
+    # the sizes of test_idle_control_variate_on_mmc: one compiled kernel for both
     r = simulate(
         w,
         2.0,
         key=jax.random.key(12),
-        n_jobs=20_000,
-        n_replications=64,
+        n_jobs=10_000,
+        n_replications=128,
         dtype=jnp.float64,
         level=0.99,
     )
@@ -202,45 +203,65 @@ def _fields(r):
     return (r.counts, r.wait_mean, r.wait_var, r.idle_servers, r.hol_idle_servers, r.hist)
 
 
-def test_chunking_float32_and_continuation():
-    """Same key, any chunking: bitwise the same trajectories, waits and histograms; the
-    float64 statistics differ only by the float32 rounding of within-chunk HOL sums. Odd
-    blocks (chunk 75) run their last job apart from the loop over pairs of jobs, blocks of
-    2 or 3 jobs one job per step."""
+# five-class-exp at 1.5, 3000 jobs x 8 float32 replications: one compiled kernel for the
+# chunking and four-device tests
+CHUNK_KW = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, override=True)
+
+
+@pytest.fixture(scope="module")
+def five_f32():
+    return simulate(scenarios.get("five-class-exp"), 1.5, n_jobs=3000, chunk=256, **CHUNK_KW)
+
+
+def _same_any_chunking(ref, chunks):
     wl = scenarios.get("five-class-exp")
-    kw = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, override=True)
-    a = simulate(wl, 1.5, n_jobs=3000, chunk=256, **kw)
-    for chunk, n in ((70, 3000), (75, 3000), (2, 300), (3, 300)):
-        ref = a if n == 3000 else simulate(wl, 1.5, n_jobs=n, chunk=256, **kw)
-        b = simulate(wl, 1.5, n_jobs=n, chunk=chunk, **kw)
+    for chunk in chunks:
+        b = simulate(wl, 1.5, n_jobs=ref.n_jobs, chunk=chunk, **CHUNK_KW)
         np.testing.assert_array_equal(ref.final_state, b.final_state)
         np.testing.assert_array_equal(ref.hist, b.hist)
         for x, y in zip(_fields(ref), _fields(b), strict=True):
             assert_close(x, y, rtol=1e-6)
+
+
+def test_chunking_float32_and_continuation(five_f32):
+    """Same key, any chunking: bitwise the same trajectories, waits and histograms; the
+    float64 statistics differ only by the float32 rounding of within-chunk HOL sums. Odd
+    blocks (chunk 75) run their last job apart from the loop over pairs of jobs, blocks of
+    2 jobs one job per step (chunks 70 and 3: the slow test below)."""
+    wl = scenarios.get("five-class-exp")
+    a = five_f32
+    _same_any_chunking(a, (75, 2))
     assert a.final_state.dtype == np.float32
     # warm start: 1500 + 1500 jobs reproduce the 3000-job trajectory
-    first = simulate(wl, 1.5, n_jobs=1500, warmup=0, chunk=256, **kw)
-    rest = simulate(
-        wl, 1.5, n_jobs=1500, warmup=0, chunk=256, init=first.final_state, job_offset=1500, **kw
-    )
+    half = dict(n_jobs=1500, warmup=0, chunk=256, **CHUNK_KW)
+    first = simulate(wl, 1.5, **half)
+    rest = simulate(wl, 1.5, init=first.final_state, job_offset=1500, **half)
     np.testing.assert_array_equal(rest.final_state, a.final_state)
 
 
-def test_same_numbers_on_four_host_devices():
+@pytest.mark.slow
+def test_chunking_even_blocks_with_a_remainder_and_three_job_blocks(five_f32):
+    """Chunks 70 (even blocks, a shorter last one) and 3 (an odd block, one job per step);
+    the default suite's test_chunking_float32_and_continuation checks chunks 75 and 2."""
+    _same_any_chunking(five_f32, (70, 3))
+
+
+def test_same_numbers_on_four_host_devices(five_f32, tmp_path):
+    """The run of ``five_f32`` with its replications on 4 host devices (a subprocess) gives
+    the numbers of the one device of this process."""
+    saved = tmp_path / "four.npz"
     code = textwrap.dedent(
-        """
-        import jax, numpy as np
+        f"""
+        import jax, jax.numpy as jnp, numpy as np
+        jax.config.update("jax_enable_x64", True)  # as in the tests: float64 sums
         from jaxqueue import scenarios
         from jaxqueue.mjqm import simulate
         assert len(jax.devices()) == 4
         wl = scenarios.get("five-class-exp")
-        kw = dict(key=jax.random.key(9), n_jobs=1000, n_replications=8)
-        a = simulate(wl, 1.0, **kw)
-        b = simulate(wl, 1.0, devices=jax.devices()[:1], **kw)
-        assert a.device == "cpu x4" and b.device == "cpu x1", (a.device, b.device)
-        np.testing.assert_array_equal(a.final_state, b.final_state)
-        np.testing.assert_allclose(a.wait_mean, b.wait_mean, rtol=1e-12)
-        np.testing.assert_array_equal(a.hist, b.hist)
+        kw = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, override=True)
+        a = simulate(wl, 1.5, n_jobs=3000, chunk=256, **kw)
+        assert a.device == "cpu x4", a.device
+        np.savez({str(saved)!r}, final_state=a.final_state, wait_mean=a.wait_mean, hist=a.hist)
         print("ok")
         """
     )
@@ -252,6 +273,11 @@ def test_same_numbers_on_four_host_devices():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().endswith("ok")
+    four, one = np.load(saved), five_f32
+    assert one.device == "cpu x1", one.device
+    np.testing.assert_array_equal(four["final_state"], one.final_state)
+    np.testing.assert_allclose(four["wait_mean"], one.wait_mean, rtol=1e-12)
+    np.testing.assert_array_equal(four["hist"], one.hist)
 
 
 # ------------------------------------------------------------------ variants
@@ -332,7 +358,8 @@ def test_idle_identity_flags_a_start_far_above_the_stationary_law():
     the measured idle servers fall short of s - lam E[sigma] (the identity's z-score)."""
     wl = Workload(2, [1], [1.0], [Exponential(1.0)])
     key = jax.random.key(5)
-    run = dict(key=key, n_jobs=4000, n_replications=64, dtype=jnp.float64)
+    # the sizes of simulate_steady's run in the next test: one compiled kernel for ``good``
+    run = dict(key=key, n_jobs=2000, n_replications=64, dtype=jnp.float32)
     bad = simulate(wl, 1.0, init=np.full(2, 200.0), warmup=0, **run)
     assert bad.wait_growth < 0 and bad.idle_z < -3.29
     assert bad.status == "nonstationary"
@@ -358,19 +385,34 @@ def test_too_few_replications_are_unconverged_and_not_extended():
 
 
 def test_idle_identity_flags_a_short_run_from_empty_near_saturation():
-    """M/M/1 at rho = 0.98 (mean wait 49), 2000 jobs from empty, no warm-up: the workload is
-    still growing; before the identity check this said ok with a mean wait far below 49."""
+    """M/M/1 at rho = 0.98 (mean wait 49), 2000 jobs from empty after the default warm-up of
+    200 (the first round of simulate_steady below: one compiled kernel): the workload is still
+    growing; before the identity check this said ok with a mean wait far below 49."""
     wl = Workload(1, [1], [1.0], [Exponential(1.0)])
-    r = simulate(wl, 0.98, key=jax.random.key(6), n_jobs=2000, n_replications=64, warmup=0)
+    r = simulate(wl, 0.98, key=jax.random.key(6), n_jobs=2000, n_replications=64)
     assert r.wait_mean_all_ci[1] < 49.0  # the interval misses the exact value ...
     assert r.status == "nonstationary"  # ... and the status says why not to trust it
 
 
+def test_simulate_steady_backward_start_covers_exact():
+    """From backward samples, one round of five-class-exp at 0.8 lambda_c is ok and its
+    interval holds the exact mean wait (``tests/references/mjqm_exact_values.py``)."""
+    from jaxqueue.mjqm import simulate_steady
+
+    lam = 0.8 * FIVE_CLASS_EXP_LAMBDA_C
+    want = FIVE_CLASS_EXP_EXACT[lam]["wait_mean"]
+    wl = scenarios.get("five-class-exp")
+    r = simulate_steady(wl, lam, key=jax.random.key(3), n_jobs=3000, n_replications=64)
+    assert r.start == "backward" and r.status == "ok" and len(r.rounds) >= 1
+    assert_within_ci(r.wait_mean_all, *r.wait_mean_all_ci, want, what="mean wait")
+
+
+@pytest.mark.slow
 def test_simulate_steady_two_class_256_covers_exact():
     """Issue 14's example: two-class-256 at 0.7 lambda_c (exact mean wait 84.46) gave
     'nonstationary' from an empty start. From backward samples one round of 5000 jobs is ok
     and its interval holds the exact value (the fixed key; one of the checks of the coverage
-    study in benchmarks/)."""
+    study in benchmarks/). The default suite: test_simulate_steady_backward_start_covers_exact."""
     from jaxqueue.mjqm import exact, exact_lambda_c, simulate_steady
 
     wl = scenarios.get("two-class-256")

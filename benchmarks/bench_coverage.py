@@ -30,6 +30,7 @@ from jaxqueue.mjqm import (
     simulate_steady,
 )
 from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
+from jaxqueue.mjqm.options import Budget
 from jaxqueue.scenarios import get
 
 
@@ -48,7 +49,7 @@ def _sample_budget(wl, lam, key, size):
     """``mjqm sample``'s path: a pilot of ``_PILOT`` samples runs the bias control, the
     others come from its shortest horizon within the tolerance (``ell_more``); a budget no
     run reaches, so the count is ``size`` and the run does not depend on the machine."""
-    S = sample_backward(wl, lam, size, key=key, max_seconds=3600.0)
+    S = sample_backward(wl, lam, size, key=key, budget=Budget(max_seconds=3600.0))
     m = palm_metrics(wl, S)
     return m["wait_mean"], m["wait_mean_ci"], m["status"]
 

@@ -56,6 +56,13 @@ def _random(mjqm) -> dict:
     return {"policy": ra()}, {"policy": ra()}
 
 
+def _chunked(mjqm) -> dict:
+    """Blocks of 100 jobs: ``execution=Execution(chunk=100)`` where the code has it, else the
+    former ``chunk=100``."""
+    options = getattr(mjqm, "options", None)
+    return {"chunk": 100} if options is None else {"execution": options.Execution(chunk=100)}
+
+
 def _cases(mjqm):
     from jaxqueue.dist import Exponential
 
@@ -68,7 +75,7 @@ def _cases(mjqm):
     ra_fwd, ra_pile = _random(mjqm)
     return {
         "forward fcfs": lambda: mjqm.simulate(plain, 0.9, key=key, **fw),
-        "forward fcfs chunked": lambda: mjqm.simulate(plain, 0.9, key=key, chunk=100, **fw),
+        "forward fcfs chunked": lambda: mjqm.simulate(plain, 0.9, key=key, **_chunked(mjqm), **fw),
         "forward random": lambda: mjqm.simulate(plain, 0.5, key=key, **ra_fwd, **fw),
         "forward multi-resource": lambda: mjqm.simulate(multi, 0.8, key=key, **fw),
         "forward specific": lambda: mjqm.simulate(spec, 1.0, key=key, **fw),

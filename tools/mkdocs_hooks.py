@@ -33,6 +33,7 @@ API_MODULES = (
     "jaxqueue.sched",
     "jaxqueue.mjqm",
     "jaxqueue.mjqm.policies",
+    "jaxqueue.mjqm.options",
     "jaxqueue.optimize",
     "jaxqueue.dist",
     "jaxqueue.stats",

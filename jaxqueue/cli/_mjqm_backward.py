@@ -66,6 +66,7 @@ def _run_stability(args: argparse.Namespace) -> int:
 
     # (as jax)
     from ..mjqm import lambda_c_closed_form, pile_growth
+    from ..mjqm.policies import RandomAssignment  # (as jax)
 
     wl = workload(args.scenario)
     t0 = time.perf_counter()
@@ -89,7 +90,7 @@ def _run_stability(args: argparse.Namespace) -> int:
         rel_tol=args.rel_tol,
         level=args.level,
         max_jobs=args.max_jobs,
-        random_assignment=args.random_assignment,
+        policy=RandomAssignment() if args.random_assignment else None,
         dtype=jnp.float32 if args.dtype == "float32" else jnp.float64,
         progress=lambda n, g, r: log(f"[stability] jobs={n} gamma={g:.6g} rel={r:.3g}"),
     )
@@ -156,6 +157,7 @@ def _run_sample(args: argparse.Namespace) -> int:
 
     from ..mjqm import palm_metrics, sample_backward  # (as jax)
     from ..mjqm.engines.recurrence import horizon_floor  # (as jax)
+    from ..mjqm.options import BiasControl, Budget  # (as jax)
 
     if (args.lam is None) == (args.load is None):
         raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
@@ -187,17 +189,17 @@ def _run_sample(args: argparse.Namespace) -> int:
         args.samples,
         key=key,
         ell0=args.ell0,
-        max_ell=args.max_ell,
         dtype=jnp.float32 if args.dtype == "float32" else jnp.float64,
         limit=limit,
         override=args.override,
+        bias_control=None if args.no_bias_control else BiasControl(args.bias_tol, args.level),
+        budget=Budget(
+            max_ell=args.max_ell,
+            max_work=args.max_work,
+            max_seconds=None if args.max_seconds == float("inf") else args.max_seconds,
+        ),
         progress=lambda ell, n_act, n_done: log(f"[sample] ell={ell} active={n_act} done={n_done}"),
-        bias_control=not args.no_bias_control,
-        bias_tol=args.bias_tol,
-        level=args.level,
-        max_work=args.max_work,
         on_test=_log_bias_test,
-        max_seconds=None if args.max_seconds == float("inf") else args.max_seconds,
     )
     elapsed = time.perf_counter() - t0
     out = palm_metrics(wl, S, level=args.level)

@@ -45,9 +45,11 @@ def simulate(workload, lam, policy: str | Policy | None = None, *, key, engine="
         engine: ``"auto"`` (the recurrence engine where the policy has a recurrence form, else
             the event engine), ``"recurrence"`` or ``"events"``.
         **options: the chosen engine's options (``n_jobs``, ``n_replications``, ``warmup``,
-            ``dtype``, ``level``, ``devices``, ``limit``, ``override``, ``throw``, and those
-            of one engine only: :func:`jaxqueue.mjqm.engines.recurrence.simulate`,
-            :func:`jaxqueue.mjqm.engines.events.simulate`).
+            ``dtype``, ``level``, ``execution`` (a :class:`~jaxqueue.mjqm.options.Execution`:
+            the devices, and each engine's memory layout), ``limit``, ``override``,
+            ``throw``, and those of one engine only:
+            :func:`jaxqueue.mjqm.engines.recurrence.simulate` (``init``, ``histogram``),
+            :func:`jaxqueue.mjqm.engines.events.simulate` (``max_buffer``, ``progress``)).
 
     Returns:
         :class:`~jaxqueue.mjqm.ForwardResult` from the recurrence engine,
@@ -58,17 +60,13 @@ def simulate(workload, lam, policy: str | Policy | None = None, *, key, engine="
             or an input the engine refuses.
     """
     pol = parse_policy("fcfs" if policy is None else policy)
-    if options.get("variant") == "random" and policy is None:
-        pol = None  # the former spelling of RandomAssignment(): the recurrence engine reads it
-    chosen = "recurrence" if pol is None else _engine_of(pol, engine)
+    chosen = _engine_of(pol, engine)
     run = recurrence.simulate if chosen == "recurrence" else events.simulate
     accepted = inspect.signature(run).parameters
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(
             f"simulate: option {', '.join(unknown)} does not apply to the {chosen} engine "
-            f"(policy {'random-assignment' if pol is None else pol.label})"
+            f"(policy {pol.label})"
         )
-    if chosen == "recurrence":
-        return run(workload, lam, key=key, policy=pol, **options)
     return run(workload, lam, pol, key=key, **options)

@@ -39,6 +39,7 @@ from ._estimators import MIN_EFFECTIVE, MIN_REPLICATIONS
 from ._stability import check_load
 from ._workload import Workload
 from .engines.recurrence import ForwardResult, sample_backward, simulate
+from .options import Budget, InitialState
 
 __all__ = ["simulate_steady"]
 
@@ -49,6 +50,11 @@ CPU reaches: its ``max_work`` is half of ``max_seconds`` at that rate, so the st
 eat the forward budget."""
 
 
+def _initial(state, offset: int, stationary: bool) -> InitialState | None:
+    """The start of a round: empty (``state`` None, the first round) or ``state``."""
+    return None if state is None else InitialState(state, offset, stationary)
+
+
 def _backward_start(workload: Workload, lam: float, n: int, key, limit, seconds):
     """``(n, s)`` sub-perfect samples as initial states and their bias bound (``inf`` when
     their sampler did not say ok), or ``(None, inf)`` for a workload the backward sampler does
@@ -56,7 +62,8 @@ def _backward_start(workload: Workload, lam: float, n: int, key, limit, seconds)
     if workload.n_types != 1 or workload.specific is not None:
         return None, math.inf
     work = max(int(_START_RATE * seconds / 2 / workload.s), 1)
-    S = sample_backward(workload, lam, n, key=key, limit=limit, override=True, max_work=work)
+    budget = Budget(max_work=work)
+    S = sample_backward(workload, lam, n, key=key, limit=limit, override=True, budget=budget)
     return S.W, (S.bias_bound if S.status == Status.ok else math.inf)
 
 
@@ -173,11 +180,10 @@ def simulate_steady(
             n_jobs=n,
             n_replications=n_replications,
             warmup=n // 10,
-            init=init,
+            init=_initial(init, 0, stationary),
             dtype=dtype,
             level=level,
             override=True,
-            stationary_start=stationary,
         ).wait_mean_all
     )
     left = max_seconds - (time.perf_counter() - t0)
@@ -192,12 +198,10 @@ def simulate_steady(
             n_jobs=n,
             n_replications=n_replications,
             warmup=warmup,
-            init=init,
-            job_offset=offset,
+            init=_initial(init, offset, stationary),
             dtype=dtype,
             level=level,
             override=True,
-            stationary_start=stationary,
         )
         took = time.perf_counter() - t1
         if stationary and res.status == Status.ok and not _start_precise(res, start_bias):

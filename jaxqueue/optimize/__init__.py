@@ -19,6 +19,8 @@ from ._bf import (
 from ._bf import (
     random_degree_metrics as random_degree_metrics,
 )
+from ._minimize import Penalty as Penalty
+from ._minimize import Polish as Polish
 from ._minimize import minimize as minimize
 from ._mjqm import MJQMSampler as MJQMSampler
 from ._mjqm import five_class_workload as five_class_workload

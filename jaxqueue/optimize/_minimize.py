@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +12,43 @@ import optax
 
 from ._problem import OptimizeResult, Problem, target_status
 
-__all__ = ["minimize"]
+__all__ = ["minimize", "Penalty", "Polish"]
+
+
+class Penalty(eqx.Module):
+    """The augmented Lagrangian and the log-barrier of :func:`minimize`.
+
+    Attributes:
+        rho: initial penalty ``rho``.
+        growth: factor applied to ``rho`` after each round.
+        barrier: initial log-barrier weight ``tau`` on the stability margin (divided by 10
+            after each round).
+    """
+
+    rho: float = 10.0
+    growth: float = 4.0
+    barrier: float = 1e-3
+
+    def __check_init__(self):
+        for name in ("rho", "growth", "barrier"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Penalty.{name} must be > 0, got {getattr(self, name)!r}")
+
+
+class Polish(eqx.Module):
+    """The feasibility polish of :func:`minimize` (a bisection on ``problem.polish``).
+
+    Attributes:
+        range: the bracket ``(s_min, s_max)`` of the bisection.
+        iters: bisection iterations.
+        safety: every log-violation must be <= ``-safety`` (a relative margin that survives
+            round-off in an independent re-evaluation); the final ``targets_met`` asks for
+            <= 0.
+    """
+
+    range: tuple[float, float] = (0.5, 64.0)
+    iters: int = 40
+    safety: float = 1e-7
 
 
 def _np_tree(tree):
@@ -37,12 +74,8 @@ def minimize(
     rounds: int = 6,
     learning_rate: float = 0.05,
     optimizer: Callable[[float], optax.GradientTransformation] | None = None,
-    penalty: float = 10.0,
-    penalty_growth: float = 4.0,
-    barrier: float = 1e-3,
-    safety: float = 1e-7,
-    polish_range: tuple[float, float] = (0.5, 64.0),
-    polish_iters: int = 40,
+    penalty: Penalty = Penalty(),
+    polish: Polish = Polish(),
     grad_mode: str = "reverse",
     progress: Callable[[int, dict], None] | None = None,
     throw: bool = False,
@@ -56,7 +89,7 @@ def minimize(
 
     with ``g_j = log(value_j / bound_j)`` (upper targets; reversed for lower ones), an
     augmented Lagrangian with multipliers ``nu`` updated as ``nu <- max(0, nu + rho g)`` after
-    each round and ``rho`` multiplied by ``penalty_growth``; the log-barrier weight ``tau``
+    each round and ``rho`` multiplied by ``penalty.growth``; the log-barrier weight ``tau``
     shrinks tenfold per round. Each round runs ``steps`` iterations of an optax optimizer
     (default: ``chain(clip_by_global_norm(1), adam(cosine_decay(learning_rate)))``) inside one
     jitted ``lax.scan``; a step that would leave the stability region (non-finite loss) is
@@ -66,7 +99,7 @@ def minimize(
 
     1. integer candidates (``problem.candidates``) are re-evaluated and the cheapest feasible
        one is kept; otherwise
-    2. the feasibility polish bisects ``s`` in ``polish_range`` on ``problem.polish(params, s)``
+    2. the feasibility polish bisects ``s`` in ``polish.range`` on ``problem.polish(params, s)``
        for the least safe ``s`` (for a cost it is the cheapest) that meets every target when
        re-evaluated by ``problem.evaluate``;
     3. metrics, slack and stability are re-evaluated at the returned parameters.
@@ -77,14 +110,8 @@ def minimize(
         rounds: augmented-Lagrangian rounds.
         learning_rate: peak learning rate of the default optimizer.
         optimizer: ``lr -> optax.GradientTransformation`` to replace the default.
-        penalty: initial penalty ``rho``.
-        penalty_growth: factor applied to ``rho`` after each round.
-        barrier: initial log-barrier weight on the stability margin.
-        safety: the polish asks every log-violation to be <= ``-safety`` (a relative margin
-            that survives round-off in an independent re-evaluation); the final
-            ``targets_met`` asks for <= 0.
-        polish_range: the bracket ``(s_min, s_max)`` of the polish.
-        polish_iters: bisection iterations of the polish.
+        penalty: the initial penalty, its growth and the barrier weight (:class:`Penalty`).
+        polish: the bracket, iterations and safety margin of the polish (:class:`Polish`).
         grad_mode: ``"reverse"`` (``jax.grad``) or ``"forward"`` (``jax.jacfwd``: cheaper for
             a few parameters through a long ``lax.scan``, e.g. simulation estimators).
         progress: optional callback ``progress(round, info)`` called after each round.
@@ -98,6 +125,9 @@ def minimize(
         ValueError: the initial parameters are unstable or give a non-finite cost.
         EstimateError: with ``throw``, a status other than ``ok``.
     """
+    for name, value, cls in (("penalty", penalty, Penalty), ("polish", polish, Polish)):
+        if not isinstance(value, cls):
+            raise ValueError(f"minimize: {name} must be a jaxqueue.optimize.{cls.__name__}")
     evaluate = problem.evaluate or jax.jit(problem.metrics)
     z0, cscale = _start(problem)
     parts = _loss(problem, cscale)
@@ -110,15 +140,13 @@ def minimize(
         return optax.chain(optax.clip_by_global_norm(1.0), optax.adam(sched))
 
     run_round = _round(parts, vg, make_opt(), steps)
-    z, history = _lagrangian_rounds(
-        run_round, z0, len(problem.targets), rounds, penalty, penalty_growth, barrier, progress
-    )
+    z, history = _lagrangian_rounds(run_round, z0, len(problem.targets), rounds, penalty, progress)
     relaxed = problem.to_params(z)
     s_best = 1.0
     if problem.candidates is not None:
         params = _best_candidate(problem, evaluate, relaxed)
     elif problem.polish is not None and problem.targets:
-        params, s_best = _polish(problem, evaluate, relaxed, -safety, polish_range, polish_iters)
+        params, s_best = _polish(problem, evaluate, relaxed, polish)
     else:
         params = relaxed
     res = _result(problem, evaluate, params, relaxed, s_best, history)
@@ -213,14 +241,14 @@ def _round(parts, vg, opt, steps: int):
     return run_round
 
 
-def _lagrangian_rounds(run_round, z0, n_t, rounds, penalty, penalty_growth, barrier, progress):
+def _lagrangian_rounds(run_round, z0, n_t, rounds, penalty: Penalty, progress):
     """The augmented-Lagrangian outer loop: ``nu <- max(0, nu + rho g)``, ``rho`` times
-    ``penalty_growth``, the barrier weight divided by 10 after each round. Returns ``(z,
+    ``penalty.growth``, the barrier weight divided by 10 after each round. Returns ``(z,
     history)``."""
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(z0))
     nu = jnp.zeros((n_t,), dtype)
-    rho = jnp.asarray(penalty, dtype)
-    tau = jnp.asarray(barrier, dtype)
+    rho = jnp.asarray(penalty.rho, dtype)
+    tau = jnp.asarray(penalty.barrier, dtype)
     z = z0
     hist = {"loss": [], "cost": [], "violation": []}
     for r in range(rounds):
@@ -229,7 +257,7 @@ def _lagrangian_rounds(run_round, z0, n_t, rounds, penalty, penalty_growth, barr
         hist["cost"].append(np.asarray(hc))
         hist["violation"].append(np.asarray(hg))
         nu = jnp.maximum(0.0, nu + rho * g)
-        rho = rho * penalty_growth
+        rho = rho * penalty.growth
         tau = tau * 0.1
         if progress is not None:
             info = {"round": r + 1, "rounds": rounds, "cost": float(hc[-1])}
@@ -270,13 +298,14 @@ def _result(problem: Problem, evaluate, params, relaxed, s_best, history) -> Opt
     )
 
 
-def _polish(problem, evaluate, params, tol, polish_range, iters):
+def _polish(problem, evaluate, params, polish: Polish):
     """Bisection on ``s``: the least safe ``s`` whose re-evaluation meets every target."""
+    tol, iters = -polish.safety, polish.iters
 
     def ok(s):
         return _feasible(problem, evaluate(problem.polish(params, s)), tol)
 
-    lo_s, hi_s = polish_range
+    lo_s, hi_s = polish.range
     if ok(1.0):
         hi = 1.0
         lo = lo_s

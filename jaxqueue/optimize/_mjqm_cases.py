@@ -24,7 +24,7 @@ import numpy as np
 from jaxqueue.dist import Exponential
 from jaxqueue.mjqm import Workload, exact, exact_lambda_c, simulate
 
-from ._minimize import minimize
+from ._minimize import Polish, minimize
 from ._mjqm import MJQMSampler, five_class_workload
 from ._problem import Box, OptimizeResult, Problem, Target, target_status
 from ._report import summarize as _summary
@@ -112,8 +112,7 @@ def _minimize(problem, sz, fast, polish_range, progress):
         rounds=sz["rounds"],
         learning_rate=0.05,
         grad_mode="forward",
-        polish_range=polish_range,
-        polish_iters=10 if fast else 16,
+        polish=Polish(range=polish_range, iters=10 if fast else 16),
         progress=progress,
     )
 

@@ -606,10 +606,11 @@ def test_forward_run_with_a_class_in_one_replication_is_unconverged():
     intervals)."""
     from jaxqueue import scenarios
     from jaxqueue.mjqm import sample_backward, simulate
+    from jaxqueue.mjqm.options import InitialState
 
     wl = scenarios.get("five-class-exp")
     key = jax.random.key(3)
-    init = sample_backward(wl, 1.0, 8, key=key, bias_control=False).W
+    init = sample_backward(wl, 1.0, 8, key=key, bias_control=None).W
     res = simulate(
         wl,
         1.0,
@@ -617,8 +618,7 @@ def test_forward_run_with_a_class_in_one_replication_is_unconverged():
         n_jobs=3,
         n_replications=8,
         warmup=0,
-        init=init,
-        stationary_start=True,
+        init=InitialState(init, stationary=True),
     )
     seen = (res.counts > 0).sum()
     assert seen < 5 and res.status == "unconverged", (res.counts, res.status)

@@ -77,7 +77,7 @@ def test_mjqm_simulate_policy_and_backward_metrics():
     df = mjqm.metrics_frame(pol, SMALL)
     _equal(df, "response_mean", pol.response_mean_class.mean)
     _equal(df, "response_mean_high", pol.response_mean_class.high)
-    S = mjqm.sample_backward(SMALL, 1.0, 64, key=key, bias_control=False)
+    S = mjqm.sample_backward(SMALL, 1.0, 64, key=key, bias_control=None)
     metrics = mjqm.palm_metrics(SMALL, S)
     df = mjqm.metrics_frame(metrics)
     assert isinstance(metrics, dict) and len(df) == 2  # the dict stays as it is

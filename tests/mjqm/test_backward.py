@@ -25,6 +25,7 @@ from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the sampler draw
 from jaxqueue.mjqm._palm import palm_metrics, wait_density, wait_samples
 from jaxqueue.mjqm.engines.recurrence._backward import loynes_state, sample_backward
 from jaxqueue.mjqm.engines.recurrence._step import mjsre_step
+from jaxqueue.mjqm.options import Batching, Budget
 from jaxqueue.stats import EstimateError, Status
 from tests.helpers import assert_within_ci
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
@@ -127,20 +128,24 @@ def test_batching_does_not_change_samples():
     wl = five_class_exp()
     key = jax.random.key(9)
     # Algorithm 1 alone: sample i depends only on (key, i), not on the batch or its size.
-    a = sample_backward(wl, 1.3, 72, key=key, ell0=256, bias_control=False)
-    b = sample_backward(wl, 1.3, 37, key=key, ell0=256, max_batch=8, bias_control=False)
+    a = sample_backward(wl, 1.3, 72, key=key, ell0=256, bias_control=None)
+    b = sample_backward(
+        wl, 1.3, 37, key=key, ell0=256, batching=Batching(max_batch=8), bias_control=None
+    )
     np.testing.assert_array_equal(a.W[:37], b.W)
     np.testing.assert_array_equal(a.ell[:37], b.ell)
     # With the batch bias test the horizon depends on the samples drawn, not on the batching.
     c = sample_backward(wl, 1.3, 37, key=key, ell0=256)
-    d = sample_backward(wl, 1.3, 37, key=key, ell0=256, max_batch=8)
+    d = sample_backward(wl, 1.3, 37, key=key, ell0=256, batching=Batching(max_batch=8))
     np.testing.assert_array_equal(c.W, d.W)
     assert c.ell_batch == d.ell_batch and c.bias_bound == d.bias_bound
 
 
 def test_cap_on_ell_reports_unconverged_and_throw_refuses():
     wl = five_class_exp()
-    S = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, max_ell=512, override=True)
+    S = sample_backward(
+        wl, 1.75, 64, key=jax.random.key(1), ell0=256, budget=Budget(max_ell=512), override=True
+    )
     assert S.status == Status.unconverged and S.n_unconverged > 0
     with pytest.raises(EstimateError, match="status unconverged: .* samples hit max_ell"):
         palm_metrics(wl, S, throw=True)
@@ -378,7 +383,7 @@ def test_rare_big_class_bias_controlled_against_exact():
     # interval (bias bound included) covers the exact value, or the status says why not.
     wl, lam, S = _rare_big_class_run(0.85, 1000, 0)
     exact_w, exact_c = RARE_EXACT[0.85]
-    S_old = sample_backward(wl, lam, 1000, key=jax.random.key(0), ell0=256, bias_control=False)
+    S_old = sample_backward(wl, lam, 1000, key=jax.random.key(0), ell0=256, bias_control=None)
     old = palm_metrics(wl, S_old, level=0.999)
     # Algorithm 1 alone: far below the exact value, and (now) not called ok
     assert old["status"] == "biased" and old["wait_mean_ci"][1] < 0.8 * exact_w, old["wait_mean_ci"]
@@ -432,7 +437,7 @@ def test_bias_bound_reported_and_folded_into_interval():
     assert [t["kind"] for t in tests] == ["loynes"] + ["paired"] * (len(tests) - 1)
     assert all(t["diff"] >= 0 for t in tests)
     # Algorithm 1 alone reports no bound.
-    S0 = sample_backward(wl, lam, 64, key=jax.random.key(1), ell0=256, bias_control=False)
+    S0 = sample_backward(wl, lam, 64, key=jax.random.key(1), ell0=256, bias_control=None)
     assert S0.bias_bound == 0.0 and palm_metrics(wl, S0)["bias_bound"] == 0.0
 
 
@@ -444,7 +449,7 @@ def test_cli_sample_biased_status_warns(capsys):
     # A work budget that Algorithm 1 spends (its work without the bias control, same samples)
     # and a tolerance nothing meets: no room for a batch doubling, biased.
     wl, key = five_class_exp(), jax.random.key(0)
-    S = sample_backward(wl, 1.5, 64, key=key, ell0=256, bias_control=False, dtype=jnp.float32)
+    S = sample_backward(wl, 1.5, 64, key=key, ell0=256, bias_control=None, dtype=jnp.float32)
     argv = ["mjqm", "sample", "--scenario", "five-class-exp", "--lam", "1.5", "--samples", "64"]
     argv += ["--ell0", "256", "--bias-tol", "1e-9", "--max-work", str(S.work_done), "--json"]
     assert main(argv) == 0
@@ -461,7 +466,9 @@ def test_work_budget_stops_algorithm1_unconverged():
     wl = five_class_exp()
     free = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, override=True)
     assert free.n_unconverged == 0 and free.work_done > 64 * 512
-    S = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, override=True, max_work=1)
+    S = sample_backward(
+        wl, 1.75, 64, key=jax.random.key(1), ell0=256, override=True, budget=Budget(max_work=1)
+    )
     assert S.status == Status.unconverged and S.n_unconverged > 0
     assert S.work_done < free.work_done and int(S.ell.max()) == 512
 
@@ -486,9 +493,9 @@ def test_time_budget_pilot_then_more_samples_at_its_horizon():
     wl = _rare_big_class()
     lam = 0.85 * RARE_LAMBDA_C
     key = jax.random.key(11)
-    S0 = sample_backward(wl, lam, 3 * _PILOT, key=key, max_seconds=0.0)
+    S0 = sample_backward(wl, lam, 3 * _PILOT, key=key, budget=Budget(max_seconds=0.0))
     assert S0.n == _PILOT and S0.status == "ok" and S0.elapsed_s > 0
-    S = sample_backward(wl, lam, 3 * _PILOT, key=key, max_seconds=600.0)
+    S = sample_backward(wl, lam, 3 * _PILOT, key=key, budget=Budget(max_seconds=600.0))
     assert S.n == 3 * _PILOT and S.status == "ok"
     assert S.ell_batch == S0.ell_batch and S0.ell_more == 0
     assert [x.bound for x in S.bias_tests] == [x.bound for x in S0.bias_tests]

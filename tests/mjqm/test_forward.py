@@ -21,6 +21,7 @@ from jaxqueue import scenarios
 from jaxqueue.dist import Deterministic, Exponential
 from jaxqueue.mjqm import Workload, simulate, simulate_steady
 from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the simulation draws
+from jaxqueue.mjqm.options import Execution, InitialState
 from tests.helpers import assert_close, assert_within_ci
 from tests.references.mjqm_events import bpareto_sampler, event_simulate, exp_sampler, random_jobs
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
@@ -210,13 +211,13 @@ CHUNK_KW = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, over
 
 @pytest.fixture(scope="module")
 def five_f32():
-    return simulate(scenarios.get("five-class-exp"), 1.5, n_jobs=3000, chunk=256, **CHUNK_KW)
+    return simulate(scenarios.get("five-class-exp"), 1.5, n_jobs=3000, **CHUNK_KW)
 
 
 def _same_any_chunking(ref, chunks):
     wl = scenarios.get("five-class-exp")
     for chunk in chunks:
-        b = simulate(wl, 1.5, n_jobs=ref.n_jobs, chunk=chunk, **CHUNK_KW)
+        b = simulate(wl, 1.5, n_jobs=ref.n_jobs, execution=Execution(chunk=chunk), **CHUNK_KW)
         np.testing.assert_array_equal(ref.final_state, b.final_state)
         np.testing.assert_array_equal(ref.hist, b.hist)
         for x, y in zip(_fields(ref), _fields(b), strict=True):
@@ -233,9 +234,9 @@ def test_chunking_float32_and_continuation(five_f32):
     _same_any_chunking(a, (75, 2))
     assert a.final_state.dtype == np.float32
     # warm start: 1500 + 1500 jobs reproduce the 3000-job trajectory
-    half = dict(n_jobs=1500, warmup=0, chunk=256, **CHUNK_KW)
+    half = dict(n_jobs=1500, warmup=0, **CHUNK_KW)
     first = simulate(wl, 1.5, **half)
-    rest = simulate(wl, 1.5, init=first.final_state, job_offset=1500, **half)
+    rest = simulate(wl, 1.5, init=InitialState(first.final_state, job_offset=1500), **half)
     np.testing.assert_array_equal(rest.final_state, a.final_state)
 
 
@@ -259,7 +260,7 @@ def test_same_numbers_on_four_host_devices(five_f32, tmp_path):
         assert len(jax.devices()) == 4
         wl = scenarios.get("five-class-exp")
         kw = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, override=True)
-        a = simulate(wl, 1.5, n_jobs=3000, chunk=256, **kw)
+        a = simulate(wl, 1.5, n_jobs=3000, **kw)
         assert a.device == "cpu x4", a.device
         np.savez({str(saved)!r}, final_state=a.final_state, wait_mean=a.wait_mean, hist=a.hist)
         print("ok")
@@ -324,9 +325,11 @@ def test_bad_inputs_fail_clearly():
     with pytest.raises(ValueError, match="n_replications"):
         simulate(wl, 1.0, key=key, n_jobs=100, n_replications=1)
     with pytest.raises(ValueError, match="init"):
-        simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, init=np.zeros(3))
+        simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, init=InitialState(np.zeros(3)))
     with pytest.raises(ValueError, match="variant"):
         simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, variant="lifo")
+    with pytest.raises(ValueError, match="histogram must be a jaxqueue.mjqm.options.Histogram"):
+        simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, histogram=16)
     with pytest.raises(ValueError, match="warmup"):
         simulate(wl, 1.0, key=key, n_jobs=100, n_replications=2, warmup=100)
 
@@ -360,7 +363,7 @@ def test_idle_identity_flags_a_start_far_above_the_stationary_law():
     key = jax.random.key(5)
     # the sizes of simulate_steady's run in the next test: one compiled kernel for ``good``
     run = dict(key=key, n_jobs=2000, n_replications=64, dtype=jnp.float32)
-    bad = simulate(wl, 1.0, init=np.full(2, 200.0), warmup=0, **run)
+    bad = simulate(wl, 1.0, init=InitialState(np.full(2, 200.0)), warmup=0, **run)
     assert bad.wait_growth < 0 and bad.idle_z < -3.29
     assert bad.status == "nonstationary"
     good = simulate(wl, 1.0, **run)

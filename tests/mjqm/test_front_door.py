@@ -8,6 +8,7 @@ import pytest
 
 from jaxqueue import mjqm, scenarios
 from jaxqueue.mjqm import engines
+from jaxqueue.mjqm.options import Execution, Histogram
 from jaxqueue.mjqm.policies import FCFS, MostServersFirst, RandomAssignment
 
 WL = scenarios.get("five-class-exp")
@@ -28,7 +29,7 @@ def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers():
     _same(res, engines.recurrence.simulate(WL, 1.2, key=key, **KW))
     _same(res, mjqm.simulate(WL, 1.2, FCFS(), key=key, **KW))
     ra = mjqm.simulate(WL, 0.8, RandomAssignment(), key=key, **KW)
-    _same(ra, engines.recurrence.simulate(WL, 0.8, key=key, variant="random", **KW))
+    _same(ra, engines.recurrence.simulate(WL, 0.8, RandomAssignment(), key=key, **KW))
 
 
 def test_a_job_list_policy_runs_on_the_event_engine_with_its_numbers():
@@ -46,8 +47,10 @@ def test_a_job_list_policy_runs_on_the_event_engine_with_its_numbers():
     [
         ("msf", "recurrence", {}, "no form on the ordered workload vector"),
         (RandomAssignment(), "events", {}, "recurrence engine only"),
-        ("fcfs", "auto", {"buffer": 64}, "option buffer does not apply to the recurrence"),
-        ("msf", "auto", {"chunk": 64}, "option chunk does not apply to the events"),
+        ("fcfs", "auto", {"max_buffer": 64}, "option max_buffer does not apply to the recurrence"),
+        ("msf", "auto", {"histogram": Histogram()}, "option histogram does not apply"),
+        ("fcfs", "auto", {"execution": Execution(buffer=64)}, "Execution.buffer does not apply"),
+        ("msf", "auto", {"execution": Execution(chunk=64)}, "Execution.chunk does not apply"),
         ("fcfs", "gpu", {}, "engine must be one of"),
         ("lifo", "auto", {}, "unknown policy"),
     ],

@@ -27,6 +27,7 @@ from jaxqueue.mjqm import (
     simulate,
     stability_limit,
 )
+from jaxqueue.mjqm.policies import RandomAssignment
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_LAMBDA_C
 from tests.references.mjqm_numpy import pile_growth_numpy
 
@@ -231,7 +232,9 @@ def test_random_assignment_limit():
     lam_ra = 1 / (p * (1 + r_k.mean()))
     se_ra = lam_ra**2 * p * r_k.std(ddof=1) / math.sqrt(r_k.size)
     w2 = Workload(s, [1, s], [1 - p, p], [Deterministic(1.0), Deterministic(1.0)])
-    ra = pile_growth(w2, key=jax.random.key(11), random_assignment=True, rel_tol=0.01, level=0.99)
+    ra = pile_growth(
+        w2, key=jax.random.key(11), policy=RandomAssignment(), rel_tol=0.01, level=0.99
+    )
     half = 0.5 * (ra.lambda_c_ci[1] - ra.lambda_c_ci[0])
     assert abs(ra.lambda_c - lam_ra) <= math.hypot(half, 2.576 * se_ra), (ra.as_dict(), lam_ra)
     fc = lambda_c_closed_form(w2)
@@ -322,7 +325,7 @@ def test_simulate_runs_no_estimate_without_limit(monkeypatch):
     lam8 = 1.01 * lambda_c_closed_form(w8)
     with pytest.raises(UnstableLoadError, match=r"closed form, eq. \(8\)"):
         simulate(w8, lam8, key=key)
-    ra = simulate(w8, lam8, key=key, n_jobs=512, n_replications=4, variant="random")
+    ra = simulate(w8, lam8, RandomAssignment(), key=key, n_jobs=512, n_replications=4)
     assert ra.lam == pytest.approx(lam8)
 
 

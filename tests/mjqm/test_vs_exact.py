@@ -42,6 +42,7 @@ from jaxqueue.mjqm import (
     stability_limit,
     wait_samples,
 )
+from jaxqueue.mjqm.options import BiasControl
 from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_EXACT, FIVE_CLASS_EXP_LAMBDA_C
 
 FAMILY = 0.01  # family-wise false-failure probability of one test (Bonferroni)
@@ -156,11 +157,8 @@ def backward_vs_exact(name, frac, *, n_samples, seed, ell0=None, bias_control=Tr
     wl, lam, ex = case(name, frac)
     K = wl.n_classes
     level = level_for(K + 3)
-    kw = (
-        {"bias_control": bias_control}
-        if ell0 is None
-        else {"ell0": ell0, "bias_control": bias_control}
-    )
+    control = BiasControl() if bias_control else None  # None: Algorithm 1 alone
+    kw = {"bias_control": control} if ell0 is None else {"ell0": ell0, "bias_control": control}
     S = sample_backward(wl, lam, n_samples, key=jax.random.key(seed), **kw)
     assert S.status == "ok"
     m = palm_metrics(wl, S, level=level)

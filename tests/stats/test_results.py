@@ -24,6 +24,7 @@ from jaxqueue.mjqm import (
     stability_limit,
 )
 from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
+from jaxqueue.mjqm.options import Budget
 from jaxqueue.optimize import Positive, Problem, SubsetBF, Target, minimize
 from jaxqueue.sched import ClassAssignment
 from jaxqueue.sched import simulate as sched_simulate
@@ -102,7 +103,14 @@ def test_backward_sampler_and_palm_metrics():
 
     def capped(throw):
         return sample_backward(
-            wl, 1.75, 64, key=jax.random.key(1), ell0=256, max_ell=512, override=True, throw=throw
+            wl,
+            1.75,
+            64,
+            key=jax.random.key(1),
+            ell0=256,
+            budget=Budget(512),
+            override=True,
+            throw=throw,
         )
 
     S = _throws_iff_not_ok(capped)

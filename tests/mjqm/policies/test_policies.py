@@ -14,6 +14,7 @@ from jaxqueue.mjqm import Workload, exact, simulate, simulate_policy, stability_
 from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the engine draws
 from jaxqueue.mjqm.engines.events import _layout, _loop
 from jaxqueue.mjqm.engines.events._loop import _run
+from jaxqueue.mjqm.options import Execution
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
 from tests.references import mjqm_ctmc, mjqm_events
 
@@ -267,7 +268,7 @@ def test_policy_against_the_truncated_ctmc_to_1e3(policy):
         key=jax.random.key(8),
         n_jobs=400_000,
         n_replications=64,
-        buffer=64,
+        execution=Execution(buffer=64),
     )
     assert res.status == "ok"
     np.testing.assert_allclose(float(res.response_mean.mean), ref["response_mean"], rtol=1e-3)
@@ -531,8 +532,12 @@ def test_a_small_buffer_goes_on_with_more_slots_to_the_same_result(policy):
     same sums as a run with a large buffer from the start."""
     wl, lam = _workloads()["rare-8"]
     key = jax.random.key(21)
-    small = simulate_policy(wl, lam, policy, key=key, n_jobs=1500, n_replications=4, buffer=16)
-    large = simulate_policy(wl, lam, policy, key=key, n_jobs=1500, n_replications=4, buffer=512)
+    small = simulate_policy(
+        wl, lam, policy, key=key, n_jobs=1500, n_replications=4, execution=Execution(buffer=16)
+    )
+    large = simulate_policy(
+        wl, lam, policy, key=key, n_jobs=1500, n_replications=4, execution=Execution(buffer=512)
+    )
     assert small.buffer > 16 and large.buffer == 512
     for a, b in [
         (small.response_mean_class, large.response_mean_class),
@@ -548,8 +553,12 @@ def test_a_full_buffer_leaves_no_ghost_in_service(policy):
     (review finding): a buffer of 4 going on with more slots gives the result of 256."""
     wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
     key = jax.random.key(9)
-    small = simulate_policy(wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, buffer=4)
-    large = simulate_policy(wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, buffer=256)
+    small = simulate_policy(
+        wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, execution=Execution(buffer=4)
+    )
+    large = simulate_policy(
+        wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, execution=Execution(buffer=256)
+    )
     np.testing.assert_allclose(
         np.asarray(small.response_mean_class.mean),
         np.asarray(large.response_mean_class.mean),
@@ -588,7 +597,7 @@ def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions(monkeypat
         key=jax.random.key(3),
         n_jobs=40,
         n_replications=2,
-        buffer=256,
+        execution=Execution(buffer=256),
         max_buffer=1 << 16,
     )
     assert res.buffer == 64

@@ -23,6 +23,7 @@ from ...._sharding import batch_devices, batch_mesh, shard_batch, to_host
 from ....stats import ratio_ci as _ratio_ci
 from ..._stability import check_load, used_limit
 from ..._workload import Workload
+from ...options import Execution
 from ...policies import Policy, parse_policy
 from ._accumulate import _wait_bins
 from ._layout import first_buffer, layout_of, needs_of
@@ -55,14 +56,13 @@ def simulate(
     n_jobs: int = 20_000,
     n_replications: int = 64,
     warmup: int | None = None,
-    buffer: int | None = None,
-    max_buffer: int = 4096,
-    level: float = 0.95,
     dtype=None,
+    level: float = 0.95,
+    max_buffer: int = 4096,
+    execution: Execution = Execution(),
+    limit=None,
     override: bool = False,
     progress=None,
-    devices=None,
-    limit=None,
     throw: bool = False,
 ) -> PolicyResult:
     """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
@@ -76,17 +76,19 @@ def simulate(
             policy object.
         key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
         n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
-        buffer: entries per job deque to start with (default ``_layout.first_buffer``); the
-            replications that overflow go on with twice the entries, up to ``max_buffer``
-            (and the layout's own ``max_buffer``: 2^14 for easy-backfilling, whose pick packs
-            a FIFO position into 16 bits of an int32).
-        level: confidence level. dtype: float dtype (default float64 under x64).
-        progress: optional ``callable(str)`` told of each run once the arguments are checked.
-        devices: devices to shard the replications over (default ``jax.devices()``; the
-            largest count dividing the replications run is used; results do not depend on it).
+        dtype: float dtype (default float64 under x64). level: confidence level.
+        max_buffer: most entries per job deque (and the layout's own ``max_buffer``: 2^14 for
+            easy-backfilling, whose pick packs a FIFO position into 16 bits of an int32); a
+            replication that fills it gives the status ``overflow``.
+        execution: the devices and the first deque size
+            (:class:`~jaxqueue.mjqm.options.Execution`: ``devices``, ``buffer``, default
+            ``_layout.first_buffer``; the replications that overflow go on with twice the
+            entries, up to ``max_buffer``); no number depends on it.
         limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
             :func:`~jaxqueue.mjqm.stability_limit` for this policy, a number, or ``None`` (the
             cheap checks only; the status catches a load beyond the limit).
+        override: skip the stability checks.
+        progress: optional ``callable(str)`` told of each run once the arguments are checked.
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
             (default: return the result with its status).
 
@@ -101,6 +103,7 @@ def simulate(
     pol = parse_policy(policy)
     check_workload(workload)
     pol = pol.bind(workload)  # what it reads from the workload, refused before any run
+    Execution.check("simulate_policy", "execution", execution).only("event", "buffer")
     warmup = n_jobs // 5 if warmup is None else int(warmup)
     if n_replications < 2:
         raise ValueError(f"simulate_policy: n_replications must be >= 2, got {n_replications}")
@@ -110,7 +113,8 @@ def simulate(
     used = used_limit(workload, limit, pol)
     limit = (used.summary()["method"], used.lambda_c, used.lambda_c_ci)
     sizes, dt = (n_replications, warmup, n_jobs), _float(dtype)
-    runs = _runs(pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices, progress)
+    buffers = (execution.buffer, max_buffer)
+    runs = _runs(pol, workload, lam, key, sizes, *buffers, dt, execution.devices, progress)
     acc, overflow, capped, B = runs
     probs = np.asarray(workload.probs)
     edges = _wait_bins(workload)[3]

@@ -15,7 +15,6 @@ from ._backward import backward_step as backward_step
 from ._backward import horizon_floor as horizon_floor
 from ._backward import loynes_state as loynes_state
 from ._backward import sample_backward as sample_backward
-from ._forward import forward_policy as forward_policy
 from ._forward import simulate as simulate
 from ._forward_result import ForwardResult as ForwardResult
 from ._pile import pile_growth as pile_growth

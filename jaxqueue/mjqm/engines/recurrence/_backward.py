@@ -8,13 +8,13 @@ result ``X(F)`` is a lower bound of a perfect sample. The rule can stop early by
 rare heavy class, a load near ``lambda_c``): a one-sided bias no interval contains. So the
 batch horizon ``F`` doubles while a bound ``B = (mean + z se) max(1, r / (1 - r))`` of paired
 differences of the mean wait (``r`` the ratio of the last two mean differences, clipped to
-0.9) exceeds ``bias_tol`` of the half-width of its interval: first the Loynes increments
+0.9) exceeds ``BiasControl.tol`` of the half-width of its interval: first the Loynes increments
 ``M_{2F} - M_F`` the per-sample rule computed, then ``X(2F) - X(F)``. ``B`` is reported
 (``bias_bound``) and ``palm_metrics`` adds it to the upper ends of the intervals. The first
 horizon is at least ``8 / p_min`` jobs and 4 M/M/1 relaxation times at ``lam / lambda_c``
 (:func:`horizon_floor`). Under a time budget the control runs on a pilot of ``_PILOT``
 samples and the others are drawn at the shortest tested horizon whose bound still holds
-(:func:`_shortest_horizon`). ``status``: ``unconverged`` (a sample hit ``max_ell`` or the
+(:func:`_shortest_horizon`). ``status``: ``unconverged`` (a sample hit ``Budget.max_ell`` or the
 work budget), ``biased`` (the bias test failed where the batch could not double any more),
 else ``ok``. The kernels: ``_backward_kernel.py``; the result: ``_backward_result.py``.
 """
@@ -34,6 +34,7 @@ from ....stats import Status, t_quantile
 from ..._bspec import CHUNK, check_plain, workload_fields
 from ..._stability import check_load, lambda_c_closed_form
 from ..._workload import Workload
+from ...options import Batching, BiasControl, Budget
 from ...policies import FCFS
 from ._backward_kernel import (
     _MEET_BLOCKS,
@@ -306,20 +307,14 @@ def sample_backward(
     *,
     key,
     ell0: int | None = None,
-    max_ell: int = 1 << 22,
     dtype=None,
-    split_chunks: int = 1 << 12,
-    min_batch: int = 8,
-    max_batch: int | None = None,
     limit=None,
     override: bool = False,
+    bias_control: BiasControl | None = BiasControl(),
+    budget: Budget = Budget(),
+    batching: Batching = Batching(),
     progress: Callable[[int, int, int], None] | None = None,
-    bias_control: bool = True,
-    bias_tol: float = 0.25,
-    level: float = 0.95,
-    max_work: int | None = None,
     on_test: Callable[[BiasTest], None] | None = None,
-    max_seconds: float | None = None,
     throw: bool = False,
     policy=None,
 ) -> BackwardSamples:
@@ -333,37 +328,25 @@ def sample_backward(
         n_samples: number of independent samples.
         key: PRNG key; sample ``i`` depends only on ``(key, i)`` and the batch horizon.
         ell0: first horizon (rounded up to a multiple of ``CHUNK`` = 256 jobs); default
-            :func:`horizon_floor`.
-        max_ell: cap on the horizon, per sample (samples not converged there are flagged
-            ``unconverged``) and for the batch test (``biased``).
+            :func:`horizon_floor` (at most half of ``budget.max_ell``).
         dtype: float dtype of the workload state (default: JAX's default float).
-        split_chunks: longest segment per device call, in chunks (Remark 2).
-        min_batch: smallest batch run (remainders are padded up to it); the pasts of the
-            later doublings run in batches of sizes ``min_batch * 8^k`` up to ``max_batch``
-            (one compilation per size).
-        max_batch: largest batch per device call, and largest group of samples run together
-            by the side-by-side kernels (at most ``_SUB`` on a CPU); default
-            :func:`_cache_batch` (the batch's workload states fit in a core's cache).
         limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
             :func:`~jaxqueue.mjqm.stability_limit`, a number, or ``None``: ``lam`` is refused
             at or beyond it (below the lower end of an estimate's interval) and the default
             ``ell0`` reads it; without it only ``lambda_ideal`` and eq. (8) are checked.
         override: skip the stability checks (``lam >= lambda_c`` gives unconverged samples).
+        bias_control: the batch-level bias test (module docstring, 2), a
+            :class:`~jaxqueue.mjqm.options.BiasControl` (its tolerance and level); ``None``:
+            Algorithm 1 alone, as printed.
+        budget: the caps (:class:`~jaxqueue.mjqm.options.Budget`): ``max_ell`` per sample
+            (``unconverged``) and for the batch test (``biased``), ``max_work`` (default
+            ``2^39 / s``), ``max_seconds`` (module docstring, 4: a pilot of ``_PILOT``
+            samples runs the bias control, more are drawn while the time lasts).
+        batching: how the samples are batched over device calls
+            (:class:`~jaxqueue.mjqm.options.Batching`; no number depends on it; its default
+            ``max_batch`` is :func:`_cache_batch` on a CPU).
         progress: optional callback ``(ell, n_active, n_done)`` called at each doubling.
-        bias_control: run the batch-level bias test (False: Algorithm 1 alone, as printed).
-        bias_tol: the test passes when the bias bound is at most this fraction of the
-            half-width of the mean-wait interval.
-        level: confidence level of the test (its bound and the half-width).
-        max_work: budget of sample-jobs (``work_done``) of Algorithm 1 and the batch
-            doublings together; default ``2^39 / s``. No doubling of Algorithm 1 or of
-            the batch starts that would pass it (samples still doubling give
-            ``unconverged``, a test still failing ``biased``): a bound on the run time
-            whatever the workload.
         on_test: optional callback called with each :class:`BiasTest`.
-        max_seconds: time budget (module docstring, 4): the bias control runs on a pilot of
-            ``_PILOT`` samples and further samples are drawn while the budget lasts, so fewer
-            than ``n_samples`` may come back (``BackwardSamples.n``). The pilot runs to its
-            end whatever the budget. ``None``: exactly ``n_samples``, all in the bias test.
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
             (default: return the samples with their status).
         policy: the policy (default ``FCFS()``); Algorithm 1 has the FCFS recurrence on one
@@ -383,12 +366,12 @@ def sample_backward(
     lam = float(lam)
     if not (math.isfinite(lam) and lam > 0):
         raise ValueError(f"lam must be finite and > 0, got {lam}")
+    BiasControl.check("sample_backward", "bias_control", bias_control, none=True)
+    Budget.check("sample_backward", "budget", budget)
+    Batching.check("sample_backward", "batching", batching)
+    max_ell, max_seconds = budget.max_ell, budget.max_seconds
     if ell0 is not None and (ell0 < 1 or max_ell < ell0):
-        raise ValueError(f"need 1 <= ell0 <= max_ell, got ell0={ell0}, max_ell={max_ell}")
-    if not bias_tol > 0:
-        raise ValueError(f"bias_tol must be > 0, got {bias_tol}")
-    if max_seconds is not None and not max_seconds >= 0:
-        raise ValueError(f"max_seconds must be >= 0 (or None), got {max_seconds!r}")
+        raise ValueError(f"need 1 <= ell0 <= budget.max_ell, got ell0={ell0}, max_ell={max_ell}")
     backward_step(policy, workload, "sample_backward")
     check_plain(workload)
     check_load(workload, lam, limit=limit, override=override)
@@ -397,25 +380,25 @@ def sample_backward(
         ell0 = min(horizon_floor(workload, lam, limit), max(max_ell // 2, 1))
     ell = CHUNK * max(1, -(-ell0 // CHUNK))
     n = int(n_samples)
-    min_batch = max(min_batch, jax.device_count())
+    min_batch, max_batch = max(batching.min_batch, jax.device_count()), batching.max_batch
     if max_batch is None:
         cpu = jax.default_backend() == "cpu"
         max_batch = _cache_batch(workload.s, dtype.itemsize, min_batch) if cpu else 4096
     t0 = time.perf_counter()
     pilot = n if max_seconds is None else min(n, _PILOT)
-    run = _Batcher(workload, key, lam, dtype, split_chunks, min_batch, max_batch)
+    run = _Batcher(workload, key, lam, dtype, batching.split_chunks, min_batch, max_batch)
     st = _Samples.empty(workload, pilot, dtype, ell)
-    budget = max_work if max_work is not None else _WORK_BUDGET // workload.s
-    _algorithm1(run, st, np.arange(pilot), 0, ell, max_ell, progress, budget)
+    work = budget.max_work if budget.max_work is not None else _WORK_BUDGET // workload.s
+    _algorithm1(run, st, np.arange(pilot), 0, ell, max_ell, progress, work)
     tests, passed = [], True
-    if bias_control and pilot >= 2:
+    if bias_control is not None and pilot >= 2:
         ell, tests, passed = _control_bias(
-            run, st, ell, max_ell, budget, level, bias_tol, progress, on_test
+            run, st, ell, max_ell, work, bias_control.level, bias_control.tol, progress, on_test
         )
     parts, ell_more = [st], 0
     bound = np.concatenate([[tests[-1].bound], tests[-1].bound_class]) if tests else None
     if pilot < n and st.converged.all() and passed:
-        ell_more, b_more = _shortest_horizon(tests, bias_tol) if tests else (ell, bound)
+        ell_more, b_more = _shortest_horizon(tests, bias_control.tol) if tests else (ell, bound)
         deadline = t0 + max_seconds
         parts += _more_samples(run, workload, ell_more, n - pilot, max_ell, deadline, progress)
         extra = sum(p.M.shape[0] for p in parts[1:])
@@ -437,7 +420,7 @@ def sample_backward(
         key=key,
         bias_bound=float(bound[0]) if tests else 0.0,
         bias_bound_class=bound[1:] if tests else None,
-        ell_batch=int(ell) if bias_control else 0,
+        ell_batch=int(ell) if bias_control is not None else 0,
         ell_more=int(ell_more) if len(parts) > 1 else 0,
         bias_tests=tuple(tests),
         elapsed_s=time.perf_counter() - t0,

@@ -116,7 +116,7 @@ class BackwardSamples(Result):
                 "Algorithm 1's stopping rule (lower bounds); raise max_ell or max_work"
             )
         if not self.bias_tests:
-            return "Algorithm 1 alone (bias_control=False): the bias is not bounded"
+            return "Algorithm 1 alone (bias_control=None): the bias is not bounded"
         return (
             f"the batch bias test still failed at horizon {self.ell_batch} (max_ell / "
             f"max_work); bias bound {self.bias_bound:.4g}"

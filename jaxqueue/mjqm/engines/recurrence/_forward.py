@@ -31,16 +31,14 @@ from ..._estimators import wait_histogram
 from ..._inputs import draw_jobs_block_reps, draw_jobs_each
 from ..._stability import check_load
 from ..._workload import Workload
-from ...policies import FCFS
-from ...policies.random_assignment import RandomAssignment
+from ...options import Execution, Histogram, InitialState
+from ...policies import FCFS, Policy, parse_policy
 from ._forward_result import ForwardResult, summarise
 from ._jobs import block_stats, fcfs_jobs, kahan_add, policy_jobs
 from ._step import core_groups
 from ._steps import FCFSStep, step_for
 
-__all__ = ["simulate", "forward_policy"]
-
-_VARIANTS = ("fcfs", "random")
+__all__ = ["simulate"]
 
 HIST_SECTIONS = 32
 """The waiting-time histograms are kept per section, replication ``r`` in section
@@ -225,43 +223,22 @@ _run_for = jit_per_platform(_run_sharded, _CPU_OPTIONS, static_argnames=_RUN_STA
 ``platform``, with :data:`_CPU_OPTIONS` on the CPU."""
 
 
-def forward_policy(policy, variant: str = "fcfs"):
-    """The policy of a forward run: ``policy`` (default ``FCFS()``), or ``RandomAssignment()``
-    for the former ``variant="random"``.
-
-    Raises:
-        ValueError: an unknown ``variant``, or a ``variant`` that contradicts ``policy``.
-    """
-    if variant not in _VARIANTS:
-        raise ValueError(f"variant must be one of {_VARIANTS}, got {variant!r}")
-    if variant == "random":
-        if policy is not None and not isinstance(policy, RandomAssignment):
-            raise ValueError(f"variant='random' contradicts policy {policy.label}")
-        return RandomAssignment()
-    return FCFS() if policy is None else policy
-
-
 def simulate(
     workload: Workload,
     lam: float,
+    policy: str | Policy | None = None,
     *,
     key: PRNGKeyArray,
     n_jobs: int = 100_000,
     n_replications: int = 256,
     warmup: int | None = None,
-    chunk: int = 256,
     dtype=jnp.float32,
-    init=None,
-    job_offset: int = 0,
-    variant: str = "fcfs",
-    policy=None,
     level: float = 0.95,
-    bins_per_octave: int = 16,
-    hist_range: tuple[float, float] | None = None,
-    devices=None,
+    init: InitialState | None = None,
+    histogram: Histogram = Histogram(),
+    execution: Execution = Execution(),
     limit=None,
     override: bool = False,
-    stationary_start: bool = False,
     throw: bool = False,
 ) -> ForwardResult:
     """Forward MJSRE simulation of ``n_replications`` independent queues (Section 7.4).
@@ -270,39 +247,30 @@ def simulate(
     recurrence eq. (2) (eq. (15) for several resource types, eq. (14) with specific servers,
     random assignment of Appendix A with ``RandomAssignment()``); the first ``warmup`` jobs are
     left out of the statistics. Job ``n`` of replication ``r`` is a pure function of
-    ``(key, r, n)``, so the numbers do not depend on ``chunk`` or on the devices.
+    ``(key, r, n)``, so the numbers do not depend on ``execution`` (blocks, devices).
 
     Args:
         workload: the model.
         lam: arrival rate; refused at or beyond ``lambda_ideal``, eq. (8) (FCFS) or ``limit``
             unless ``override``.
+        policy: a policy with a recurrence form (or its name): ``FCFS()`` (the default) or
+            ``RandomAssignment()`` (Appendix A).
         key: PRNG key.
         n_jobs: jobs per replication (warm-up included).
         n_replications: independent replications (>= 2, for the confidence intervals).
         warmup: jobs discarded at the start (default ``n_jobs // 10``, ``0`` with ``init``).
-        chunk: jobs drawn at once inside the jit (memory ~ replications x chunk).
         dtype: float dtype of the workload state and inputs (float32 or float64).
-        init: optional initial ascending workload vectors, ``(s,)`` or ``(replications, s)``.
-        job_offset: index of the first job. Continuing a run ``res`` with
-            ``init=res.final_state, job_offset=res.n_jobs, warmup=0`` uses fresh jobs and
-            reproduces the longer run exactly.
-        variant: ``"fcfs"`` or ``"random"`` (the same as ``policy=RandomAssignment()``).
-        policy: a policy with a recurrence form (:func:`forward_policy`): ``FCFS()`` (the
-            default) or ``RandomAssignment()`` (Appendix A).
         level: confidence level of the intervals.
-        bins_per_octave: resolution of the waiting-time histograms (a power of 2 up to 64):
-            bin edges are the floats ``2^e (1 + j / bins_per_octave)``.
-        hist_range: ``(low, high)`` of the log-spaced histogram (default
-            ``1e-4`` to ``1e6`` times the mean service time).
-        devices: devices to shard the replications over (default ``jax.devices()``; the
-            largest count dividing ``n_replications`` is used).
+        init: where the run starts, a :class:`~jaxqueue.mjqm.options.InitialState` (the
+            workload vectors, the first job's index, whether they are stationary); ``None``:
+            empty.
+        histogram: the waiting-time histograms (:class:`~jaxqueue.mjqm.options.Histogram`).
+        execution: the devices and the jobs per block
+            (:class:`~jaxqueue.mjqm.options.Execution`: ``devices``, ``chunk``).
         limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
             :func:`~jaxqueue.mjqm.stability_limit`, a number, or ``None`` (the checks above
             only; the status catches a load beyond the limit).
         override: skip the stability checks.
-        stationary_start: ``init`` is (nearly) a stationary sample (backward samples whose
-            sampler said ok, or the final state of such a run): the rule "at least
-            ``MIN_EFFECTIVE`` effective waits per replication" is then not applied.
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
             (default: return the result with its status).
 
@@ -312,18 +280,22 @@ def simulate(
         ``n_jobs``), and ``"nonstationary"`` when the mean wait grows
         between the two halves of the measured jobs (:func:`jaxqueue.stats.drift`), when the
         idle-server identity fails (``|idle_z|`` beyond the two-sided 99.9% t quantile), or
-        (without ``stationary_start``) when a replication holds fewer than ``MIN_EFFECTIVE``
+        (unless ``init.stationary``) when a replication holds fewer than ``MIN_EFFECTIVE``
         effective waits.
 
     Raises:
-        ValueError: bad sizes, dtype, variant, init, a policy with no recurrence form, or an
+        ValueError: bad sizes, dtype, options, init, a policy with no recurrence form, or an
             unstable ``lam``.
         EstimateError: with ``throw``, a status other than ``ok``.
     """
-    policy = forward_policy(policy, variant)
+    policy = parse_policy("fcfs" if policy is None else policy)
+    InitialState.check("simulate", "init", init, none=True)
+    Histogram.check("simulate", "histogram", histogram)
+    Execution.check("simulate", "execution", execution).only("recurrence", "chunk")
     fcfs = "fcfs" if isinstance(policy, FCFS) else None  # eq. (8) is the FCFS limit
     lam_f = check_load(workload, lam, limit=limit, policy=fcfs, override=override)
-    _check_sizes(n_jobs, n_replications, chunk)
+    chunk = 256 if execution.chunk is None else execution.chunk
+    _check_sizes(n_jobs, n_replications)
     step = step_for(policy, workload)
     dtype = jnp.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
@@ -332,13 +304,13 @@ def simulate(
         warmup = n_jobs // 10 if init is None else 0
     if not isinstance(warmup, (int, np.integer)) or not 0 <= warmup < n_jobs:
         raise ValueError(f"warmup must be an integer in [0, n_jobs), got {warmup!r}")
-    if not isinstance(job_offset, (int, np.integer)) or job_offset < 0:
-        raise ValueError(f"job_offset must be an integer >= 0, got {job_offset!r}")
     chunk = int(min(chunk, n_jobs))
-    W0 = _initial_states(workload, init, n_replications)
-    n_bins, shift, lo_code, edges = wait_histogram(workload, hist_range, bins_per_octave)
+    W0 = _initial_states(workload, None if init is None else init.state, n_replications)
+    n_bins, shift, lo_code, edges = wait_histogram(
+        workload, histogram.range, histogram.bins_per_octave
+    )
 
-    mesh = batch_mesh(batch_devices(n_replications, devices))
+    mesh = batch_mesh(batch_devices(n_replications, execution.devices))
     reps, W0 = shard_batch(
         mesh, jnp.arange(n_replications, dtype=jnp.int32), jnp.asarray(W0, dtype=dtype)
     )
@@ -349,7 +321,7 @@ def simulate(
         reps,
         W0,
         jnp.asarray(lo_code, dtype=jnp.int32),
-        jnp.asarray(job_offset, dtype=jnp.int32),
+        jnp.asarray(0 if init is None else init.job_offset, dtype=jnp.int32),
         n_jobs=int(n_jobs),
         warmup=int(warmup),
         chunk=chunk,
@@ -371,19 +343,17 @@ def simulate(
         warmup=int(warmup),
         level=level,
         device=f"{mesh.devices.flat[0].platform} x{mesh.size}",
-        stationary_start=bool(stationary_start and init is not None),
+        stationary_start=init is not None and bool(init.stationary),
     )
     if init is not None:
         res = dataclasses.replace(res, start="init")
     return res.raise_for_status() if throw else res
 
 
-def _check_sizes(n_jobs, n_replications, chunk) -> None:
+def _check_sizes(n_jobs, n_replications) -> None:
     for name, v, lo in (("n_jobs", n_jobs, 1), ("n_replications", n_replications, 2)):
         if not isinstance(v, (int, np.integer)) or v < lo:
             raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-    if not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
 
 
 def _initial_states(workload, init, n_replications: int) -> np.ndarray:

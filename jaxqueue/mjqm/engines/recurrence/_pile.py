@@ -22,7 +22,6 @@ from ..._bspec import CHUNK, check_plain, chunk_inputs
 from ..._stability import StabilityResult, _moments
 from ..._workload import Workload
 from ...policies import FCFS
-from ...policies.random_assignment import RandomAssignment
 from ._steps import FCFSStep, RandomStep, Step, step_for
 
 __all__ = ["pile_growth", "pile_step", "pile_chunks", "pile_batch"]
@@ -81,7 +80,6 @@ def pile_growth(
     level: float = 0.95,
     jobs0: int = 1 << 14,
     max_jobs: int = 1 << 24,
-    random_assignment: bool = False,
     dtype=None,
     progress: Callable[[int, float, float], None] | None = None,
     throw: bool = False,
@@ -98,7 +96,6 @@ def pile_growth(
         level: confidence level of the interval.
         jobs0: warm-up jobs and first measurement window (rounded to chunks of 256).
         max_jobs: cap on the measured jobs per replication (then ``converged`` is False).
-        random_assignment: the same as ``policy=RandomAssignment()``.
         policy: ``FCFS()`` (the default) or ``RandomAssignment()``: grow the pile of the
             random-assignment system of Appendix A
             (each job takes ``alpha`` servers chosen uniformly at random) instead of FCFS.
@@ -119,7 +116,7 @@ def pile_growth(
     if not 0 < rel_tol < 1:
         raise ValueError(f"rel_tol must lie in (0, 1), got {rel_tol}")
     check_plain(workload)
-    step = pile_step(RandomAssignment() if random_assignment else policy, workload)
+    step = pile_step(policy, workload)
     dtype = jnp.dtype(dtype) if dtype is not None else jnp.result_type(float)
     # replications are spread over the devices (same numbers on any device count)
     ids, H = shard_batch(

@@ -107,6 +107,14 @@ def _number(text: str, kind, check, rule: str):
     return value
 
 
+def number_list(rule: str, check) -> Callable[[str], list[tuple[str, float]]]:
+    """An ``argparse`` type: comma-separated numbers, each checked and kept with its text as
+    typed (the text is a JSON key)."""
+    return lambda text: [
+        (part, _number(part, float, check, rule)) for part in (x.strip() for x in text.split(","))
+    ]
+
+
 def count(minimum: int) -> Callable[[str], int]:
     """An ``argparse`` type: an integer ``>= minimum``."""
     return lambda text: _number(text, int, lambda v: v >= minimum, f"an integer >= {minimum}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -16,31 +15,13 @@ from ._common import (
     format_table,
     log,
     mjqm_command,
+    number_list,
     positive,
     workload,
 )
 
-
-def _number_list(rule: str, check) -> Callable[[str], list[tuple[str, float]]]:
-    """An ``argparse`` type: comma-separated numbers, each kept with its text as typed."""
-
-    def parse(text: str) -> list[tuple[str, float]]:
-        out = []
-        for part in (x.strip() for x in text.split(",")):
-            try:
-                value = float(part)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"expected {rule}, got {part!r}") from None
-            if not check(value):
-                raise argparse.ArgumentTypeError(f"expected {rule}, got {part}")
-            out.append((part, value))
-        return out
-
-    return parse
-
-
-quantile_list = _number_list("numbers in (0, 1) separated by commas", lambda v: 0 < v < 1)
-time_list = _number_list("finite numbers >= 0 separated by commas", lambda v: 0 <= v < math.inf)
+quantile_list = number_list("numbers in (0, 1) separated by commas", lambda v: 0 < v < 1)
+time_list = number_list("finite numbers >= 0 separated by commas", lambda v: 0 <= v < math.inf)
 
 
 def _waits(res, wl, quantiles, tails) -> tuple[dict, list[dict]]:

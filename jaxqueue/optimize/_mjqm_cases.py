@@ -104,6 +104,14 @@ def _keys(seed: int):
     return jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)
 
 
+def _five_class_setup(fast: bool, seed: int):
+    """The five-class workload, the sizes, the pathwise sampler of the optimisation and the
+    key of the independent re-evaluation shared by the MJQM cases."""
+    wl, sz = five_class_workload(), _sizes(fast)
+    k_opt, k_eval = _keys(seed)
+    return wl, sz, MJQMSampler(wl, key=k_opt, **sz["sampler"]), k_eval
+
+
 def _minimize(problem, sz, fast, polish_range, progress):
     """The optimiser settings shared by the MJQM cases (forward-mode pathwise gradients)."""
     return minimize(
@@ -120,10 +128,7 @@ def _minimize(problem, sz, fast, polish_range, progress):
 def mjqm_max_rate(fast: bool = False, progress=None, seed: int = 0):
     """Largest arrival rate of the five-class MJQM (exponential) such that the mean waiting
     time of every class stays under ``MAX_RATE["wait_target"]``."""
-    wl = five_class_workload()
-    sz = _sizes(fast)
-    k_opt, k_eval = _keys(seed)
-    sampler = MJQMSampler(wl, key=k_opt, **sz["sampler"])
+    wl, sz, sampler, k_eval = _five_class_setup(fast, seed)
     lam_max = 0.999 * float(wl.lambda_ideal())
     target = MAX_RATE["wait_target"]
     fw = sz["forward"]
@@ -158,10 +163,7 @@ def mjqm_speedup(fast: bool = False, progress=None, seed: int = 0):
     """Smallest server speed-up of the five-class MJQM (exponential) at ``SPEEDUP["lam"]``
     such that the 90th percentile of the waiting time of every class stays under
     ``SPEEDUP["p90_target"]``."""
-    wl = five_class_workload()
-    sz = _sizes(fast)
-    k_opt, k_eval = _keys(seed)
-    sampler = MJQMSampler(wl, key=k_opt, **sz["sampler"])
+    wl, sz, sampler, k_eval = _five_class_setup(fast, seed)
     lam = SPEEDUP["lam"]
     target = SPEEDUP["p90_target"]
     v_min = 1.001 * lam / float(wl.lambda_ideal())

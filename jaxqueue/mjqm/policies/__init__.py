@@ -99,6 +99,15 @@ POLICIES = (
 )
 
 
+def _keyed_number(param: str, key: str) -> float | None:
+    """The number ``X`` of a parameter ``KEY=X`` (``None`` for another key or no number)."""
+    name, eq, value = param.partition("=")
+    try:
+        return float(value) if eq and name.strip() == key else None
+    except ValueError:
+        return None
+
+
 def parse_policy(name: str | Policy) -> Policy:
     """The policy of a name ``NAME[:PARAM]`` (``POLICIES``); a policy object passes through.
 
@@ -118,11 +127,7 @@ def parse_policy(name: str | Policy) -> Policy:
             raise ValueError(f"policy {name!r}: msfq needs an integer L >= 0, as msfq:2")
         return MSFQ(int(param))
     if base == "balanced-splitting" and (not sep or param.strip().startswith("psi")):
-        key, eq, value = param.partition("=")
-        try:
-            psi = float(value) if eq and key.strip() == "psi" else (None if sep else 1.0)
-        except ValueError:
-            psi = None
+        psi = _keyed_number(param, "psi") if sep else 1.0
         if psi is None or not 0.0 < psi < float("inf"):
             raise ValueError(
                 f"policy {name!r}: balanced-splitting takes psi=X with a number X > 0 (the "
@@ -143,11 +148,7 @@ def parse_policy(name: str | Policy) -> Policy:
             )
         return BalancedSplitting(reserve, helpers)
     if base == "easy-backfilling" and sep:
-        key, eq, value = param.partition("=")
-        try:
-            F = float(value) if key.strip() == "estimate" and eq else None
-        except ValueError:
-            F = None
+        F = _keyed_number(param, "estimate")
         if F is None or not 1.0 < F < float("inf"):
             raise ValueError(
                 f"policy {name!r}: easy-backfilling takes estimate=F with a number F > 1, "

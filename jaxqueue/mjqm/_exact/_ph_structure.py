@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._structure import _count_by_used, _indexer, _log_multinomial, _service_vectors
+from ._structure import _count_by_used, _indexer, _log_multinomial, _Phases, _service_vectors
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def ph_counts(key: PHKey) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class PHStructure:
+class PHStructure(_Phases):
     """Index maps of the saturated phase-type chain for one :class:`PHKey` (module docstring).
 
     ``f_*``: rows of ``F`` (``f_rate`` indexes the phase rates: exits per type, then the
@@ -81,14 +81,6 @@ class PHStructure:
     c_coef: np.ndarray
     c_m: np.ndarray
     c_stop: np.ndarray
-
-    @property
-    def nh(self) -> int:
-        return len(self.head_n)
-
-    @property
-    def nv(self) -> int:
-        return len(self.nvec)
 
     @property
     def n_transitions(self) -> int:

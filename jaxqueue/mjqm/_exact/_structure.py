@@ -65,8 +65,23 @@ def _shape(workload: Workload) -> tuple[int, tuple[int, ...]]:
     return workload.servers[0], tuple(int(r[0]) for r in workload.cores)
 
 
+class _Phases:
+    """The phase counts of a QBD structure: ``nh`` head phases, ``nv`` service vectors."""
+
+    head_n: np.ndarray
+    nvec: np.ndarray
+
+    @property
+    def nh(self) -> int:
+        return len(self.head_n)
+
+    @property
+    def nv(self) -> int:
+        return len(self.nvec)
+
+
 @dataclass(frozen=True)
-class _Structure:
+class _Structure(_Phases):
     """Index maps of the QBD of one ``(s, cores)``: no numbers, only who goes where.
 
     Global phases: ``0 .. nh-1`` the head phases sorted by ``|n|``, ``nh .. nh+nv-1`` the none
@@ -92,14 +107,6 @@ class _Structure:
     up_slot: np.ndarray  # (n_star, P, K)
     up_cls: np.ndarray  # (n_star, P, K): k -> p_k, K -> 1, K + 1 -> 0
     max_expo: int
-
-    @property
-    def nh(self) -> int:
-        return len(self.head_n)
-
-    @property
-    def nv(self) -> int:
-        return len(self.nvec)
 
 
 def _service_vectors(s: int, a: np.ndarray) -> np.ndarray:

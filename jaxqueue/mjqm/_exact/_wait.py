@@ -286,28 +286,26 @@ class WaitDistribution(eqx.Module):
         return jnp.where(atom, jnp.zeros_like(t_q), t_q)
 
 
-def _check_t(t):
-    if isinstance(t, jax.core.Tracer):
-        return t
+def _checked(x, ok, rule: str):
+    """``x`` as a float when it is one number that passes ``ok`` (a tracer passes through),
+    else a one-line ``ValueError`` saying ``rule``."""
+    if isinstance(x, jax.core.Tracer):
+        return x
     try:
-        arr = np.asarray(t, dtype=float)
+        arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
         arr = np.asarray(np.nan)
-    if arr.ndim != 0 or not np.isfinite(arr) or arr < 0:
-        raise ValueError(f"wait: t must be a finite number >= 0, got {t!r}")
+    if arr.ndim != 0 or not ok(float(arr)):
+        raise ValueError(f"wait: {rule}, got {x!r}")
     return float(arr)
+
+
+def _check_t(t):
+    return _checked(t, lambda v: 0 <= v < math.inf, "t must be a finite number >= 0")
 
 
 def _check_q(q):
-    if isinstance(q, jax.core.Tracer):
-        return q
-    try:
-        arr = np.asarray(q, dtype=float)
-    except (TypeError, ValueError):
-        arr = np.asarray(np.nan)
-    if arr.ndim != 0 or not (0.0 < float(arr) < 1.0):
-        raise ValueError(f"wait: q must be a number in (0, 1), got {q!r}")
-    return float(arr)
+    return _checked(q, lambda v: 0.0 < v < 1.0, "q must be a number in (0, 1)")
 
 
 def _concrete(x) -> bool:

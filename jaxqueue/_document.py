@@ -58,15 +58,21 @@ def one_line(text) -> str:
     return " ".join(str(text).splitlines())
 
 
-def _read_text(path: pathlib.Path) -> str:
+def read_bytes(path: pathlib.Path) -> bytes:
+    """The bytes of the file ``path``, or a ``ValueError`` saying in a few words why not (no
+    such file, a directory, unreadable): every reader of the package opens its files here."""
     if not path.exists():
         raise ValueError("no such file")
     if path.is_dir():
         raise ValueError("is a directory, not a file")
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as err:
         raise ValueError(f"cannot read the file ({err.strerror or err})") from None
+
+
+def _read_text(path: pathlib.Path) -> str:
+    data = read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

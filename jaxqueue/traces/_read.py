@@ -32,6 +32,7 @@ import types
 
 import numpy as np
 
+from .._document import read_bytes
 from .._tables import pandas
 
 __all__ = ["JobLog", "read", "SWF_FIELDS"]
@@ -211,12 +212,8 @@ def read(path, *, servers: int | None = None, format: str | None = None) -> JobL
 
 
 def _text(p: pathlib.Path) -> str:
-    if not p.exists():
-        raise ValueError("no such file")
-    if p.is_dir():
-        raise ValueError("is a directory, not a file")
+    data = read_bytes(p)
     try:
-        data = p.read_bytes()
         if p.name.lower().endswith(".gz"):
             data = gzip.decompress(data)
     except (OSError, EOFError, gzip.BadGzipFile) as err:

@@ -307,6 +307,39 @@ def test_exact_jit_vmap_match_eager():
     assert eager.status == "ok" and bool(np.all(np.asarray(vm.stable)))
 
 
+def _linalg_operand_ranks(jaxpr, out):
+    """``(primitive, operand rank)`` of every LU and triangular solve in ``jaxpr`` and the
+    jaxprs inside it (loops, conditionals, custom rules)."""
+
+    def inner(v):
+        if hasattr(v, "eqns"):
+            yield v
+        elif hasattr(getattr(v, "jaxpr", None), "eqns"):
+            yield v.jaxpr
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                yield from inner(x)
+
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in ("lu", "triangular_solve"):
+            out.append((eqn.primitive.name, eqn.invars[0].aval.ndim))
+        for sub in inner(tuple(eqn.params.values())):
+            _linalg_operand_ranks(sub, out)
+    return out
+
+
+def test_exact_vmap_factors_one_matrix_at_a_time():
+    """Under ``jax.vmap`` the exact solver's LU factorisations and triangular solves take one
+    matrix at a time on the CPU (rank-2 operands, in a loop over the loads): XLA:CPU's batched
+    LU hung ``jax.vmap(exact)`` on a 2-core machine. The hang itself, on five-class-exp in a
+    subprocess: test_exact_vmap_over_loads_does_not_hang (slow)."""
+    w = workload(4, [1, 2], [0.6, 0.4], [1.0, 2.0])
+    vm = jax.make_jaxpr(jax.vmap(lambda lam: exact(w, lam).wait_mean))(jnp.asarray([0.3, 1.4]))
+    ops = _linalg_operand_ranks(vm.jaxpr, [])
+    assert {name for name, _ in ops} == {"lu", "triangular_solve"}, ops
+    assert all(rank == 2 for _, rank in ops), ops
+
+
 # ------------------------------------------------------------------- (g) refusals
 def _numbers(msg: str) -> list[float]:
     return [float(x) for x in re.findall(r"[-+]?\d+\.?\d*(?:[eE][-+]?\d+)?", msg)]
@@ -359,15 +392,15 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize(
-    "n_loads", [2, pytest.param(4, marks=pytest.mark.slow)], ids=lambda n: f"{n}-loads"
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("n_loads", [2, 4], ids=lambda n: f"{n}-loads")
 def test_exact_vmap_over_loads_does_not_hang(n_loads):
     """``jax.vmap(exact)`` on five-class-exp (842 phases): with XLA:CPU's batched LU two
     factorisations could wait on each other in a 2-thread pool and the call never returned
     (seen with 2 loads); the LU is now one matrix at a time under ``vmap``. In a subprocess
-    with a time limit, so that a hang fails the test instead of the suite. Two loads in the
-    default suite, the four tabulated ones with the slow tests."""
+    with a time limit, so that a hang fails the test instead of the suite. The default suite:
+    test_exact_vmap_factors_one_matrix_at_a_time (the unbatched LU) and
+    test_exact_jit_vmap_match_eager (``vmap`` over two loads)."""
     import os
     import subprocess
     import sys

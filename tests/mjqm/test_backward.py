@@ -481,15 +481,18 @@ def test_rare_big_class_bias_controlled_against_exact_long():
         assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], RARE_EXACT[0.85][0], what="all")
 
 
-def test_time_budget_pilot_then_more_samples_at_its_horizon():
+def test_time_budget_pilot_then_more_samples_at_its_horizon(monkeypatch):
     """``max_seconds``: the bias control runs on a pilot of ``_PILOT`` samples; the others are
     Algorithm 1 from the shortest tested horizon within the tolerance (``ell_more``), with
     independent keys. A budget of 0 keeps the pilot only; with room, all ``n_samples`` come
     back, the bias bound is the count-weighted mean of the two horizons' bounds, and the pooled
     estimate holds the exact value (rare big class at 0.85 lambda_c, where too short a horizon
-    falls far below)."""
-    from jaxqueue.mjqm.engines.recurrence._backward import _PILOT, _shortest_horizon
+    falls far below). A pilot of 256 samples (the package's is 1000) keeps the test short."""
+    from jaxqueue.mjqm.engines.recurrence import _backward
+    from jaxqueue.mjqm.engines.recurrence._backward import _shortest_horizon
 
+    monkeypatch.setattr(_backward, "_PILOT", 256)
+    _PILOT = _backward._PILOT
     wl = _rare_big_class()
     lam = 0.85 * RARE_LAMBDA_C
     key = jax.random.key(11)

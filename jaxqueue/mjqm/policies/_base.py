@@ -310,6 +310,27 @@ def in_key_order(key, live, need, rule):
     return lax.sort((p, take), dimension=0, num_keys=1)[1] > 0
 
 
+class ByRemainingWork(Policy):
+    """Preemptive, size-aware: the jobs in the system in increasing remaining work (remaining
+    service time x servers needed; arrival order on ties), served by the class's ``fit(live,
+    need, s, needs)`` applied in that order. The shared ``select`` of ``first-fit-srpt`` and
+    ``server-filling-srpt``."""
+
+    preemptive = True
+    clairvoyant = True
+    backfills = True
+    size_aware = True
+    order = Order.REMAINING_WORK
+
+    def fit(self, live, need, s: int, needs):
+        """The mask of the jobs served, given the live jobs and their needs in that order."""
+        raise NotImplementedError
+
+    def select(self, jobs: Jobs, s: int, needs):
+        rule = lambda live, need: self.fit(live, need, s, needs)  # noqa: E731
+        return in_key_order(jobs.rem * jobs.need, jobs.live, jobs.need, rule)
+
+
 def fcfs_start(jobs: Jobs, s: int) -> Bool[Array, " B"]:
     """FCFS from ``jobs.run``: waiting jobs start in arrival order while the oldest waiting one
     fits (the cumulative need of the waiting jobs, in order, within the free servers)."""

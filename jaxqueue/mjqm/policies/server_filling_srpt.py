@@ -4,11 +4,11 @@ model under heavy traffic", POMACS 6(3), 2022, Section 4: ServerFilling-SRPT).""
 
 from __future__ import annotations
 
-from ._base import Jobs, Order, Policy, in_key_order
+from ._base import ByRemainingWork
 from .server_filling import ServerFilling, fill_prefix
 
 
-class ServerFillingSRPT(Policy):
+class ServerFillingSRPT(ByRemainingWork):
     """Preemptive, size-aware: order the jobs in the system by remaining work (remaining
     service time x servers needed; arrival order on ties), take the shortest prefix in that
     order whose needs sum to at least ``s`` (or all of them) and serve its jobs largest need
@@ -17,15 +17,9 @@ class ServerFillingSRPT(Policy):
     server-filling does, so its stability limit is ``lambda_ideal``."""
 
     name = "server-filling-srpt"
-    preemptive = True
-    clairvoyant = True
-    backfills = True
-    size_aware = True
-    order = Order.REMAINING_WORK
 
-    def select(self, jobs: Jobs, s: int, needs):
-        fill = lambda live, need: fill_prefix(live, need, s, needs)  # noqa: E731
-        return in_key_order(jobs.rem * jobs.need, jobs.live, jobs.need, fill)
+    def fit(self, live, need, s: int, needs):
+        return fill_prefix(live, need, s, needs)
 
     def closed_form_limit(self, workload) -> float | None:
         return ServerFilling().closed_form_limit(workload)

@@ -1,4 +1,4 @@
-"""``jaxqueue mjqm exact``: the exact FCFS multiserver-job queue for exponential services."""
+"""``jaxqueue mjqm exact``: the exact FCFS multiserver-job queue for phase-type services."""
 
 from __future__ import annotations
 
@@ -133,10 +133,11 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-_HELP = "exact mean waits for exponential services (level-dependent QBD)"
+_HELP = "exact waits for exponential and phase-type services (level-dependent QBD)"
 _DESCRIPTION = (
     "Exact stationary metrics of the FCFS multiserver-job queue with Poisson arrivals "
-    "and exponential service times, any number of classes: per-class mean waits, "
+    "and exponential or phase-type (Erlang, hyperexponential, Coxian) service times, any "
+    "number of classes: per-class mean waits, "
     "P(wait > 0), idle and HOL-idle servers, and the exact stability limit lambda_c."
 )
 

@@ -11,7 +11,7 @@ returning a result with a ``status``:
   until its stationarity checks pass);
 * :func:`sample_backward` (sub-perfect samples, Algorithm 1): :class:`BackwardSamples`, and
   :func:`palm_metrics`, :func:`wait_samples`, :func:`wait_density` (Section 6);
-* :func:`exact` (the QBD, exponential services): :class:`ExactResult`, with
+* :func:`exact` (the QBD, phase-type services): :class:`ExactResult`, with
   :func:`exact_lambda_c` and :func:`exact_size`; its waiting-time laws per class
   (:class:`WaitDistribution`);
 * :func:`stability_limit` (exact where known, else estimated with a key, else unknown):

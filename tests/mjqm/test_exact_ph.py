@@ -114,10 +114,10 @@ def test_refusals_one_line():
     with pytest.raises(ValueError, match="324,780 phases") as err:
         exact_lambda_c(scenarios.get("five-class-erlang3"))
     assert "\n" not in str(err.value) and "pile growth" in str(err.value)
-    # the full solver stays exponential-only
-    w = Workload(4, [1, 2], [0.6, 0.4], [Exponential(1.0), H2])
-    with pytest.raises(ValueError, match="HyperExponential"):
-        exact(w, 0.1)
+    # the full solver refuses a law without a phase form in the same line
+    with pytest.raises(ValueError, match="not phase-type") as err:
+        exact(bp, 0.1)
+    assert "\n" not in str(err.value)
 
 
 def test_stability_limit_is_exact_for_small_phase_type():

@@ -1,4 +1,4 @@
-"""The exact FCFS multiserver-job queue for exponential services: a level-dependent QBD.
+"""The exact FCFS multiserver-job queue for phase-type services: a level-dependent QBD.
 
 Poisson arrivals of rate ``lam``, class ``i`` with probability ``p_i`` holding ``a_i`` of ``s``
 servers for an exponential time of mean ``m_i``, strict FCFS with head-of-line blocking
@@ -17,7 +17,8 @@ departure rate ``lambda_c = phi . d`` (``phi`` stationary for ``D_HH - diag(d)``
 Differentiable in ``lam``, the service means and the class probabilities: ``R`` has a custom
 adjoint (the implicit function theorem on ``A0 + R A1 + R^2 A2 = 0``, a Stein equation summed
 by doubling), the rest is a fixed-length scan. The derivation, with the cascade
-probabilities, is in ``docs/concepts/exact.md``.
+probabilities, is in ``docs/concepts/exact.md``. Phase-type laws (Erlang, hyperexponential,
+Coxian): the same chain with (class, phase) types in place of classes (:mod:`._ph_levels`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from ..._memory import memory_budget
 from ...dist import Exponential
 from .._workload import Workload
 from ._ph import lambda_c_sparse, ph_key, ph_rates
-from ._ph_structure import ph_counts, ph_structure
+from ._ph_levels import ph_level_sizes, ph_levels
+from ._ph_solve import ph_forms, ph_lambda_c_dense, ph_metrics, ph_numbers
+from ._ph_structure import PHKey, ph_counts, ph_structure
 from ._result import ExactResult
 from ._solve import _functionals, _global_down, _lambda_c, _solve
 from ._structure import _shape, _structure, exact_size
@@ -150,22 +153,25 @@ def exact_lambda_c_or_none(workload, full: bool = False) -> float | None:
 
 
 def exact(workload: Workload, lam) -> ExactResult:
-    """Exact stationary metrics of the FCFS MJQM with Poisson arrivals and exponential services.
+    """Exact stationary metrics of the FCFS MJQM with Poisson arrivals and phase-type services.
 
     The level-dependent QBD of the module docstring: the tail by cyclic reduction, the
     boundary levels by linear level reduction, the metrics as linear functionals of the
     stationary law. ``jit``, ``vmap`` over ``lam`` and ``grad`` in ``lam``, the service means
     and the class probabilities work. Classes with probability 0 get ``nan`` class waits.
+    Exponential laws take the dense exponential QBD; any other law with a ``phase_form``
+    (Erlang, hyperexponential, Coxian) the phase-type QBD over (class, phase) types, whose
+    levels are stored (differentiable in ``lam``, the phase forms and the class probabilities).
 
     Args:
-        workload: one pool of ``s`` servers, exponential service laws, Poisson arrivals.
+        workload: one pool of ``s`` servers, phase-type service laws, Poisson arrivals.
         lam: arrival rate (scalar; ``vmap`` for a sweep).
 
     Returns:
         :class:`ExactResult`.
 
     Raises:
-        ValueError: a non-exponential service law, non-Poisson arrivals, resource vectors or
+        ValueError: a law without a phase form, non-Poisson arrivals, resource vectors or
             specific servers, a phase count beyond :data:`MAX_PHASES` (with the memory it
             would need), ``lam <= 0`` or ``lam >= lambda_c`` (with ``lambda_c``) for a
             concrete ``lam``. A traced ``lam`` at or beyond ``lambda_c`` gives ``stable =
@@ -180,32 +186,85 @@ def exact(workload: Workload, lam) -> ExactResult:
         >>> str(res.status), res.phases
         ('ok', 842)
     """
+    if not all(isinstance(law, Exponential) for law in workload.services):
+        return _ph_exact(workload, lam)
     s, cores = _check_exponential(workload)
     mu, p = _numbers(workload)
-    lam = jnp.asarray(lam, p.dtype) if not isinstance(lam, jax.Array) else lam.astype(p.dtype)
+    lam = _checked_lam(lam, p.dtype)
+    lam_c = _lambda_c_jit(s, cores, mu, p)
+    _refuse_beyond(lam, lam_c, p.dtype)
+    res = _exact_jit(s, cores, mu, p, lam)
+    return eqx.tree_at(lambda r: r.workload, res, workload, is_leaf=lambda x: x is None)
+
+
+def _checked_lam(lam, dtype) -> Array:
+    """``lam`` as a scalar of ``dtype``; a concrete one must be positive and finite, a traced
+    one raises at run time when it is not positive."""
+    lam = jnp.asarray(lam, dtype) if not isinstance(lam, jax.Array) else lam.astype(dtype)
     if lam.ndim != 0:
         raise ValueError(f"exact: lam must be a scalar (vmap for a sweep), got shape {lam.shape}")
     if not isinstance(lam, jax.core.Tracer):
         if not (float(lam) > 0 and math.isfinite(float(lam))):
             raise ValueError(f"exact: lam must be positive and finite, got {float(lam)!r}")
-    else:
-        lam = eqx.error_if(
-            lam, ~(lam > 0), refused("exact: lam must be positive (got <= 0 or nan)")
+        return lam
+    return eqx.error_if(lam, ~(lam > 0), refused("exact: lam must be positive (got <= 0 or nan)"))
+
+
+def _refuse_beyond(lam, lam_c, dtype) -> None:
+    """The one-line refusal of a concrete ``lam`` at, beyond or too close to ``lambda_c``."""
+    if isinstance(lam, jax.core.Tracer) or isinstance(lam_c, jax.core.Tracer):
+        return
+    if float(lam) >= float(lam_c):
+        raise ValueError(
+            f"exact: lam = {float(lam):.6g} is at or beyond the stability limit lambda_c = "
+            f"{float(lam_c):.6g} of this workload (the queue grows without bound)"
         )
-    lam_c = _lambda_c_jit(s, cores, mu, p)
-    if not isinstance(lam, jax.core.Tracer) and not isinstance(lam_c, jax.core.Tracer):
-        if float(lam) >= float(lam_c):
-            raise ValueError(
-                f"exact: lam = {float(lam):.6g} is at or beyond the stability limit lambda_c = "
-                f"{float(lam_c):.6g} of this workload (the queue grows without bound)"
-            )
-        if float(lam) >= float(lam_c) * (1.0 - _gap(p.dtype)):
-            raise ValueError(
-                f"exact: lam = {float(lam):.10g} is within a relative {_gap(p.dtype):.1e} of the "
-                f"stability limit lambda_c = {float(lam_c):.10g}: too close to solve accurately "
-                f"in {p.dtype}"
-            )
-    res = _exact_jit(s, cores, mu, p, lam)
+    if float(lam) >= float(lam_c) * (1.0 - _gap(dtype)):
+        raise ValueError(
+            f"exact: lam = {float(lam):.10g} is within a relative {_gap(dtype):.1e} of the "
+            f"stability limit lambda_c = {float(lam_c):.10g}: too close to solve accurately "
+            f"in {dtype}"
+        )
+
+
+def ph_exact_size(key: PHKey) -> dict:
+    """Sizes of the phase-type QBD of ``key`` before anything is built: ``phases`` (head
+    phases), ``service_vectors``, ``levels`` (``N*``), ``slots`` (the largest level) and
+    ``bytes`` (the dense global matrices, the stored level blocks and their adjoints)."""
+    heads, vectors = ph_counts(key)
+    sizes = ph_level_sizes(key)
+    g, P = heads + vectors + 1, max(sizes)
+    return {
+        "phases": heads,
+        "service_vectors": vectors,
+        "levels": len(sizes) - 1,
+        "slots": P,
+        "bytes": 8 * (4 * g**2 + 3 * len(sizes) * P**2 + 24 * heads**2),
+    }
+
+
+def _ph_exact(workload: Workload, lam) -> ExactResult:
+    """:func:`exact` for phase-type services (:mod:`._ph_solve`)."""
+    s, cores = _shape(workload)
+    key = ph_key(workload, s, cores)
+    if not workload.is_poisson:
+        raise ValueError(
+            f"exact: arrivals are {type(workload.arrival).__name__}, not Poisson; use "
+            "`mjqm simulate` or `mjqm sample`"
+        )
+    size = ph_exact_size(key)
+    budget, label = memory_budget(MAX_BYTES)
+    if size["phases"] > MAX_PHASES or size["bytes"] > budget:
+        raise ValueError(
+            f"exact: the phase-type QBD of this workload has {size['phases']:,} phases per "
+            f"level and needs about {size['bytes'] / 1e9:.3g} GB (limits: {MAX_PHASES} phases, "
+            f"{label}); use `mjqm simulate` or `mjqm sample`"
+        )
+    forms, p = ph_forms(workload)
+    lam = _checked_lam(lam, p.dtype)
+    # one compiled call: it solves at a stable stand-in load when lam is not stable
+    res = _ph_exact_jit(key, forms, p, lam)
+    _refuse_beyond(lam, res.lambda_c, p.dtype)
     return eqx.tree_at(lambda r: r.workload, res, workload, is_leaf=lambda x: x is None)
 
 
@@ -221,16 +280,12 @@ def _lambda_c_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array) -> Array:
     return _lambda_c(st, _global_down(st, mu, p))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _exact_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array) -> ExactResult:
-    """The numbers of :func:`exact`, compiled once per structure ``(s, cores)`` and dtype."""
-    st = _structure(s, cores)
-    Dg = _global_down(st, mu, p)
-    lam_c = _lambda_c(st, Dg)
-    stable = lam < lam_c * (1.0 - _gap(p.dtype))
+def _result(m: Array, p: Array, busy: Array, lam, lam_c, stable, phases: int, levels: int):
+    """:class:`ExactResult` from the stationary functionals ``m`` (the columns of
+    :func:`._solve._functionals`); ``busy`` the mean jobs in service per class,
+    ``lam p_i m_i``, reported when ``lam`` is unstable."""
+    K = p.shape[0]
     lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
-    m = _solve(st, Dg, p, *_functionals(st, p), lam_safe)
-    K = len(cores)
     inf = jnp.asarray(jnp.inf, p.dtype)
 
     def cap(x):
@@ -245,11 +300,36 @@ def _exact_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array) 
         jobs_mean=cap(m[2] + m[1] + m[6 + K :].sum()),
         jobs_waiting_mean=cap(waiting.sum()),
         jobs_waiting_class=cap(waiting),
-        jobs_service_class=jnp.where(stable, m[6 + K :], lam * p / mu),
+        jobs_service_class=jnp.where(stable, m[6 + K :], busy),
         p_wait=jnp.where(stable, m[5], 1.0),
         idle_servers=jnp.where(stable, m[3], 0.0),
         hol_idle_servers=jnp.where(stable, m[4], inf),
         stable=stable,
-        phases=st.nh,
-        levels=st.n_star,
+        phases=phases,
+        levels=levels,
     )
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _ph_exact_jit(key: PHKey, forms, p: Array, lam: Array) -> ExactResult:
+    """The numbers of :func:`exact` for phase-type services, compiled once per structure."""
+    st = ph_levels(key)
+    num = ph_numbers(st, forms, p)
+    lam_c = ph_lambda_c_dense(st, num)
+    stable = lam < lam_c * (1.0 - _gap(p.dtype))
+    m = ph_metrics(st, num, p, jnp.where(stable, lam, 0.5 * lam_c))
+    # mean service alpha (-T)^-1 1 per class
+    mean = jnp.stack([a @ jnp.linalg.solve(-T, jnp.ones_like(a)) for a, T in forms])
+    return _result(m, p, lam * p * mean, lam, lam_c, stable, st.nh, st.n_star)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1))
+def _exact_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array) -> ExactResult:
+    """The numbers of :func:`exact`, compiled once per structure ``(s, cores)`` and dtype."""
+    st = _structure(s, cores)
+    Dg = _global_down(st, mu, p)
+    lam_c = _lambda_c(st, Dg)
+    stable = lam < lam_c * (1.0 - _gap(p.dtype))
+    lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
+    m = _solve(st, Dg, p, *_functionals(st, p), lam_safe)
+    return _result(m, p, lam * p / mu, lam, lam_c, stable, st.nh, st.n_star)

@@ -187,3 +187,56 @@ def _g_matrix_bwd(res, Gbar):
 
 
 _g_matrix.defvjp(_g_matrix_fwd, _g_matrix_bwd)
+
+
+# --------------------------------------------------- the tail with a general local block
+def _g_cyclic_reduction_general(lam, A1, D):
+    """``G``, the minimal solution of ``D + A1 G + lam G^2 = 0`` for a local block ``A1`` with
+    off-diagonal entries (phase changes), by cyclic reduction on the shifted equation as in
+    :func:`_g_cyclic_reduction` (``A2s = D - d u^T``, ``A1s = A1 + lam 1 u^T``; it needs
+    ``(lam I + A1 + D) 1 = 0``). Steps until the increment of ``Ahat`` is below machine
+    precision relative to it (at most 64)."""
+    P = D.shape[0]
+    eps = jnp.finfo(D.dtype).eps
+    u = jnp.full(P, 1.0 / P, D.dtype)
+    a2s = D - D.sum(1)[:, None] * u[None, :]
+    nloc = -(A1 + lam * u[None, :])
+    state = (lam * jnp.eye(P, dtype=D.dtype), a2s, nloc, nloc, jnp.ones((), D.dtype), 0)
+
+    def step(c):
+        up, down, nloc, nhat, _, it = c
+        factors = _lu(nloc)
+        K_down, K_up = _lu_solve(factors, down), _lu_solve(factors, up)
+        cross = up @ K_down
+        nhat = nhat - cross
+        r = _norm(cross) / _norm(nhat)
+        return up @ K_up, down @ K_down, nloc - cross - down @ K_up, nhat, r, it + 1
+
+    out = lax.while_loop(lambda c: (c[4] > eps) & (c[5] < 64), step, state)
+    return _linsolve(out[3], a2s) + u[None, :]
+
+
+@jax.custom_vjp
+def _g_matrix_general(lam, A1, D):
+    """``G`` of the repeating blocks ``(lam I, A1, D)`` (:func:`_g_cyclic_reduction_general`)
+    with an implicit adjoint."""
+    return _g_cyclic_reduction_general(lam, A1, D)
+
+
+def _g_general_fwd(lam, A1, D):
+    G = _g_cyclic_reduction_general(lam, A1, D)
+    return G, (G, lam, A1)
+
+
+def _g_general_bwd(res, Gbar):
+    """As :func:`_g_matrix_bwd` with ``W = A1 + lam G``: ``Cbar = -W^-T Ebar`` and then
+    ``A1bar = Cbar G^T``, ``Dbar = Cbar``, ``lam_bar = <Cbar, G^2>``."""
+    G, lam, A1 = res
+    W = A1 + lam * G
+    R = -lam * _linsolve(W, jnp.eye(W.shape[0], dtype=W.dtype))
+    Ebar = _doubling(R.T, Gbar, G.T)
+    Cbar = -_linsolve(W.T, Ebar)
+    return jnp.sum(Cbar * (G @ G)), Cbar @ G.T, Cbar
+
+
+_g_matrix_general.defvjp(_g_general_fwd, _g_general_bwd)

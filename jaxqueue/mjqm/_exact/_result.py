@@ -8,14 +8,18 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ..._tables import per_class
+from ...dist import Exponential
 from ...stats import Result, Status
 from .._workload import Workload
+from ._ph import ph_key
+from ._ph_solve import ph_forms
+from ._ph_wait import ph_wait_distribution
 from ._structure import _shape
 from ._wait import WaitDistribution, wait_distribution
 
 
 class ExactResult(Result):
-    """The exact stationary metrics of an FCFS MJQM with exponential services.
+    """The exact stationary metrics of an FCFS MJQM with phase-type services.
 
     Attributes:
         lam: the arrival rate. lambda_c: the exact stability limit.
@@ -62,6 +66,12 @@ class ExactResult(Result):
         if np.ndim(self.lam) != 0:
             raise ValueError("wait: one load at a time (not a batched ExactResult)")
         s, cores = _shape(self.workload)
+        if not all(isinstance(law, Exponential) for law in self.workload.services):
+            forms, p = ph_forms(self.workload)
+            key = ph_key(self.workload, s, cores)
+            lam = jnp.asarray(self.lam, p.dtype)
+            kw = {"steps": steps, "quantiles": quantiles, "times": times}
+            return ph_wait_distribution(key, forms, p, lam, **kw)
         mean = self.workload.mean_service()
         dt = jnp.result_type(self.lam, mean, self.workload.probs, float)
         mu, p = 1.0 / mean.astype(dt), jnp.asarray(self.workload.probs).astype(dt)

@@ -335,6 +335,13 @@ def wait_distribution(
     quantiles = [_check_q(q) for q in quantiles]
     times = [_check_t(t) for t in times]
     chain, b = _prepare(s, cores, mu, p, lam)
+    return drive(chain, b, p, (mu, p, lam), steps=steps, quantiles=quantiles, times=times)
+
+
+def drive(chain: _Chain, b: Array, p: Array, inputs, *, steps, quantiles, times):
+    """Uniformisation steps of ``chain`` from ``b`` until ``steps`` (rounded up to a multiple
+    of ``CHUNK``) or, without ``steps``, until the ``quantiles`` and ``times`` asked for are
+    covered (then ``inputs``, the numbers ``chain`` came from, must be concrete)."""
     u0 = chain.tails(b)
     parts = [u0[None]]
     n = 0
@@ -343,7 +350,7 @@ def wait_distribution(
             b, us = _advance(chain, b)
             parts.append(us)
         return _finish(parts, p, chain.rate)
-    if not _concrete((mu, p, lam)):
+    if not _concrete(inputs):
         raise ValueError("wait: pass steps= under jit or grad (the step count must be static)")
     rate = float(chain.rate)
     floor = min([1e-3] + [0.5 * (1.0 - float(q)) for q in quantiles])

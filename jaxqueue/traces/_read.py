@@ -252,18 +252,26 @@ def _comment(body: str, line: int, header: dict, where: dict) -> None:
         where[key] = line
 
 
+def _body(text: str, comment: str, header: dict, where: dict):
+    """``(line number, stripped line, line)`` of every line of ``text`` that is neither blank
+    nor a comment; a comment (a line starting with ``comment``) goes to ``header`` and
+    ``where`` (:func:`_comment`)."""
+    for n, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if not s:
+            continue
+        if s[0] == comment:
+            _comment(s[1:], n, header, where)
+            continue
+        yield n, s, raw
+
+
 def _read_swf(text: str) -> JobLog:
     header: dict[str, str] = {}
     where: dict[str, int] = {}
     tokens: list[str] = []
     lines: list[int] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s:
-            continue
-        if s[0] == ";":
-            _comment(s[1:], n, header, where)
-            continue
+    for n, s, _ in _body(text, ";", header, where):
         fields = s.split()
         if len(fields) != 18:
             raise _bad(n, "line", f"{len(fields)} fields; an SWF line has 18 (-1 where missing)")
@@ -362,13 +370,7 @@ def _read_csv(text: str) -> JobLog:
     where: dict[str, int] = {}
     body_lines: list[str] = []
     numbers: list[int] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s:
-            continue
-        if s[0] == "#":
-            _comment(s[1:], n, header, where)
-            continue
+    for n, _, raw in _body(text, "#", header, where):
         body_lines.append(raw)
         numbers.append(n)
     if not body_lines:

@@ -163,6 +163,11 @@ def _compare(args: argparse.Namespace) -> int:
     for name in policies:
         pol = parse_policy(name)
         limit = fcfs if pol.label == "fcfs" else command_limit(wl, pol, key, tag="compare")
+        exact = _exact_fcfs_rows(wl, loads, lam_c, args.quantiles) if pol.label == "fcfs" else None
+        if exact is not None:
+            stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
+            out["policies"].append({"policy": name, "stability": stability, "rows": exact})
+            continue
         out["policies"].append(_policy_rows(wl, pol, name, loads, lam_c, key, args, limit))
     statuses = [r["status"] for p in out["policies"] for r in p["rows"]]
     bad = [s for s in statuses if s != "ok"]
@@ -176,6 +181,111 @@ def _compare(args: argparse.Namespace) -> int:
         _plot(out, args.plot)
     table = lambda o: _compare_table(o, args.quantiles)  # noqa: E731
     return emit(args, out, table, frame=lambda: compare_frame(out))
+
+
+def _exact_fcfs_rows(wl, loads, lam_c, quantiles: bool = True) -> list[dict] | None:
+    """The rows of fcfs from the exact QBD where it applies (Poisson arrivals, exponential
+    services, within its size limits; ``None`` otherwise): ``method`` ``"exact"``, the
+    intervals of width zero, a load at or beyond ``lambda_c`` ``unstable``; with ``quantiles``
+    the quantiles of the wait and of the response time too."""
+    # the models load when the command runs, not at start-up
+    from ..dist import Exponential
+    from ..mjqm import exact
+
+    if not (wl.is_poisson and all(isinstance(law, Exponential) for law in wl.services)):
+        return None
+    rows = []
+    for x in loads:
+        lam = x * lam_c
+        if lam >= lam_c:
+            rows.append({"load": x, "lam": lam, "status": "unstable", "method": "exact"})
+            continue
+        log(f"compare: fcfs at {x:g} lambda_c (lam = {lam:.6g}), exact")
+        try:
+            res = exact(wl, lam)
+        except ValueError:  # beyond the solver's size limits: simulate instead
+            return None
+        rows.append(_exact_row(wl, x, lam, res, quantiles))
+    return rows
+
+
+def _exact_row(wl, x: float, lam: float, res, quantiles: bool) -> dict:
+    """One exact row: the means and idle servers of the QBD; with ``quantiles`` also the wait
+    quantiles of its waiting-time law and the response time's from
+    :func:`_response_quantiles` (the law costs more than the means)."""
+    # numpy and the models load when the command runs, not at start-up
+    import numpy as np
+
+    from ..mjqm._estimators import QUANTILES, quantile_key  # (with the models)
+
+    probs = np.asarray(wl.probs, float)
+    means = np.asarray(wl.mean_service(), float)
+    r = float(res.wait_mean) + float(probs @ means)
+    row = {
+        "load": x,
+        "lam": lam,
+        "method": "exact",
+        "response_mean": r,
+        "response_mean_ci": [r, r],
+        "wait_mean": float(res.wait_mean),
+        "idle_servers": float(res.idle_servers),
+        "status": str(res.status),
+    }
+    if not quantiles:
+        return row
+    dist = res.wait_distribution(quantiles=(*QUANTILES, 0.999))
+    wait = {quantile_key(q): float(dist.quantile(q)) for q in QUANTILES}
+    upper = float(dist.quantile(0.999)) + 8.0 * float(means.max())
+    try:  # the steps computed for the wait's quantiles usually reach the response's
+        resp = _response_quantiles(dist, probs, means, QUANTILES, min(upper, dist.t_reliable()))
+    except ValueError:
+        dist = res.wait_distribution(quantiles=(0.999,), times=(upper,))  # steps reaching upper
+        resp = _response_quantiles(dist, probs, means, QUANTILES, upper)
+    return row | {
+        "response_quantiles": resp,
+        "response_quantiles_ci": {k: [v, v] for k, v in resp.items()},
+        "wait_quantiles": wait,
+        "wait_quantiles_ci": {k: [v, v] for k, v in wait.items()},
+    }
+
+
+def _response_quantiles(dist, probs, means, levels, upper: float, steps: int = 4000) -> dict:
+    """Quantiles of the FCFS response time ``T = W + S`` from the exact wait law ``dist``
+    (a job's FCFS wait does not depend on its own service time; ``S`` exponential of its
+    class's mean ``m_c``): ``P(T_c > t) = e^{-t/m_c} + int_0^t e^{-(t-y)/m_c} P(W_c > y) dy /
+    m_c``, the integral by the trapezoid rule on ``steps`` intervals of ``[0, upper]`` (one
+    recursion in ``t``), each quantile interpolated between grid points. ``upper``: where
+    ``P(T > upper)`` is below every ``1 - q``."""
+    # numpy, scipy and the models load when the command runs, not at start-up
+    import numpy as np
+    from scipy.signal import lfilter
+    from scipy.stats import poisson
+
+    from ..mjqm._estimators import quantile_key  # (with the models)
+
+    u = np.asarray(dist.u, float)[:, :-1]  # per class, P(W > t) = sum_k Poisson(k; rate t) u_k
+    t = np.linspace(0.0, upper, steps + 1)
+    h = upper / steps
+    k = np.arange(u.shape[0])
+    rate = float(dist.rate)
+    pmf = lambda x: poisson.pmf(k[None, :], rate * x[:, None])  # noqa: E731
+    blocks = [pmf(t[i : i + 500]) @ u for i in range(0, t.size, 500)]
+    tail_w = np.concatenate(blocks)
+    tail = np.zeros_like(t)
+    for c, (p, m) in enumerate(zip(probs, means, strict=True)):
+        decay = np.exp(-h / m)
+        f = tail_w[:, c] / m
+        step = np.concatenate([[0.0], 0.5 * h * (decay * f[:-1] + f[1:])])
+        conv = lfilter([1.0], [1.0, -decay], step)  # conv[i] = decay conv[i - 1] + step[i]
+        tail += p * (np.exp(-t / m) + conv)
+    out = {}
+    for q in levels:
+        i = int(np.argmax(tail <= 1.0 - q))  # the first grid point at or below 1 - q
+        if i == 0 or tail[i] > 1.0 - q:
+            raise ValueError("compare: the response time's law needs a larger upper end")
+        a, b = tail[i - 1], tail[i]
+        out[quantile_key(q)] = float(t[i - 1] + h * (a - (1.0 - q)) / (a - b))
+    return out
 
 
 def compare_frame(out: dict):
@@ -213,7 +323,12 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> dict:
         keep = ("response_mean", "response_mean_ci", "wait_mean", "idle_servers", "status")
         tails = ("response_quantiles", "response_quantiles_ci", "wait_quantiles")
         rows.append(
-            {"load": x, "lam": lam, **{k: d[k] for k in keep + tails + ("wait_quantiles_ci",)}}
+            {
+                "load": x,
+                "lam": lam,
+                "method": "simulation",
+                **{k: d[k] for k in keep + tails + ("wait_quantiles_ci",)},
+            }
         )
     stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
     return {"policy": name, "stability": stability, "rows": rows}
@@ -239,18 +354,20 @@ def _compare_table(out: dict, quantiles: bool = False) -> str:
         limit = stability_text(p["stability"])
         for r in p["rows"]:
             if "response_mean" in r:
+                exact = r.get("method") == "exact"  # no interval: the QBD's value
                 row = [p["policy"], r["load"], r["lam"], r["response_mean"]]
-                row.append(interval(r["response_mean_ci"]))
+                row.append("exact" if exact else interval(r["response_mean_ci"]))
                 if quantiles:
                     rq, rci = r["response_quantiles"], r["response_quantiles_ci"]
-                    row += [rq[q] for q in qs] + [interval(rci["0.99"])]
+                    row += [rq[q] for q in qs] + ["exact" if exact else interval(rci["0.99"])]
             else:
                 row = [p["policy"], r["load"], r["lam"], "-", "-"] + ["-"] * (4 * quantiles)
             rows.append((*row, r["status"], limit))
     head = (
         f"scenario {out['scenario']}: response time by policy; loads are fractions of "
         f"lambda_c (fcfs) = {out['lambda_c']:.6g}; lambda_ideal {out['lambda_ideal']:.6g}; "
-        f"a load at or beyond a policy's stability limit is not simulated (unstable)\n"
+        f"a load at or beyond a policy's stability limit is not simulated (unstable); CI "
+        "'exact': fcfs from the exact QBD (exponential services), not simulated\n"
     )
     cols = ["policy", "load", "lam", "response_mean", "CI"]
     cols += ["p50", "p90", "p99", "p99 CI"] if quantiles else []
@@ -295,7 +412,8 @@ _DESCRIPTION = (
     "Event simulation of the multiserver-job queue under each policy at each load (a "
     "fraction of the FCFS stability limit lambda_c): one table of mean response times "
     "with intervals and statuses, each policy's stability limit (where a method is "
-    "known), and optionally a figure."
+    "known), and optionally a figure. fcfs is solved exactly instead (the QBD of mjqm exact) "
+    "where every service law is exponential and the arrivals Poisson."
 )
 
 

@@ -122,7 +122,7 @@ def _cases():
     add("exactly one of --lam", "mjqm", "exact", *S5)
     add("exactly one of --lam", "mjqm", "exact", *S5, "--lam", "1", "--load", "0.5")
     add("unknown scenario 'nosuch'", "mjqm", "exact", "--scenario", "nosuch", "--lam", "1")
-    runtime("exponential", "mjqm", "exact", "--scenario", "five-class-erlang3", "--lam", "1")
+    runtime("324,780 phases", "mjqm", "exact", "--scenario", "five-class-erlang3", "--lam", "1")
     runtime("phases", "mjqm", "exact", "--scenario", "borg-cell-b", "--lam", "1")
     add("the following arguments are required: --scenario", "mjqm", "exact", "--lam", "1")
     # --- workload files: the file and the field
@@ -565,7 +565,7 @@ def _api_cases():
         ("exact eager negative", ex(-1.0), "lam must be positive"),
         ("exact eager beyond", ex(5.0), "stability limit"),
         ("exact eager vector", ex(jnp.ones(2)), "lam must be a scalar"),
-        ("exact erlang", lambda: exact(erl, 0.5), "exponential"),
+        ("exact erlang", lambda: exact(erl, 0.5), "324,780 phases"),
         ("exact lambda_c erlang", lambda: exact_lambda_c(erl), "estimated by pile growth"),
         ("exact jit negative", ex_jit(-1.0), "lam must be positive"),
     ]

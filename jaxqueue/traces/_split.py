@@ -8,9 +8,10 @@ it. A column's starts in its own range are those of the whole replay when (by in
 the columns, in order, the first starting with the log):
 
 1. every job before the column's first has ended (in the replay) before the range's first
-   arrival, and the column's warm-up jobs start when they do in the replay: the jobs in the
-   system, and when each started, are then the same at that arrival, and a non-preemptive
-   policy without a state of its own decides from these alone;
+   arrival, and the warm-up jobs still in the system just before it are those of the replay,
+   started alike (those that have left may have started otherwise): the jobs in the system,
+   and when each started, are then the same at that arrival, and a non-preemptive policy
+   without a state of its own decides from these alone;
 2. every job of the range starts before the arrival of the first job past the column.
 
 A column that fails either check is replayed again with twice the margin ``w``, until all
@@ -84,12 +85,29 @@ def _exact(k, own, cols, start, submit, runtime, tol) -> bool:
     f, st = cols[k]
     past = f + st.shape[0]
     if f > 0:
-        ended = np.max(start[:f] + runtime[:f])
-        if not ended < submit[o] - tol:
+        a = submit[o]
+        if not np.max(start[:f] + runtime[:f]) < a - tol:
             return False
-        if not np.all(np.abs(st[: o - f] - start[f:o]) <= tol):
+        if not _same_at(st[: o - f], start[f:o], runtime[f:o], a, tol):
             return False
     return past >= n or bool(np.max(st[o - f : e - f]) < submit[past] - tol)
+
+
+def _same_at(mine, true, runtime, a, tol) -> bool:
+    """The warm-up jobs in the system just before time ``a`` (not yet ended), and which of
+    them have started and when, alike in a column (starts ``mine``) and in the replay
+    (``true``); a job starting or ending within ``tol`` of ``a`` must start alike in both."""
+    alike = np.abs(mine - true) <= tol
+    ends_m, ends_t = mine + runtime, true + runtime
+    edge = np.zeros(mine.shape, bool)
+    for t in (mine, true, ends_m, ends_t):
+        edge |= np.abs(t - a) <= tol
+    if np.any(edge & ~alike):
+        return False
+    here = ends_m >= a
+    if np.any(here != (ends_t >= a)) or np.any(here & ((mine < a) != (true < a))):
+        return False
+    return bool(np.all(alike[here & (mine < a)]))
 
 
 def timeline(submit, start, runtime, cores, servers):

@@ -65,7 +65,8 @@ def test_status_is_a_string_for_json_and_comparisons_internal():
 
 
 def test_forward_too_few_replications_throw_and_ok_does_not():
-    run = dict(key=jax.random.key(5), n_jobs=4000, dtype=jnp.float64)
+    # the sizes of tests/mjqm/test_forward.py's M/M/2 runs: compiled kernels shared in a run
+    run = dict(key=jax.random.key(5), n_jobs=2000, dtype=jnp.float32)
     few = simulate(MM2, 1.0, n_replications=MIN_REPLICATIONS // 2, **run)
     assert few.status is Status.unconverged
     with pytest.raises(EstimateError, match="status unconverged: 32 replications, fewer than"):

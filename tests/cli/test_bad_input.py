@@ -530,12 +530,16 @@ def test_bad_command_line(argv, fragment, status, folder, capsys):
 # ------------------------------------------------------------------------------ the API
 def _api_cases():
     from jaxqueue import scenarios
-    from jaxqueue.mjqm import exact, exact_lambda_c
+    from jaxqueue.dist import Erlang
+    from jaxqueue.mjqm import Workload, exact, exact_lambda_c
     from jaxqueue.pools import preset_pool, solve
 
     pool = preset_pool("m-model-sym")
     wl = scenarios.get("five-class-exp")
     erl = scenarios.get("five-class-erlang3")
+
+    def _scaled(w, x):  # the same workload with traced service means
+        return Workload(w.servers, w.cores, w.probs, [Erlang(3, v.mean_ * x) for v in w.services])
 
     def bf(lam):
         return lambda: solve(pool, jnp.asarray(lam)).T
@@ -566,7 +570,11 @@ def _api_cases():
         ("exact eager beyond", ex(5.0), "stability limit"),
         ("exact eager vector", ex(jnp.ones(2)), "lam must be a scalar"),
         ("exact erlang", lambda: exact(erl, 0.5), "324,780 phases"),
-        ("exact lambda_c erlang", lambda: exact_lambda_c(erl), "estimated by pile growth"),
+        (
+            "exact lambda_c erlang grad",
+            lambda: jax.grad(lambda x: exact_lambda_c(_scaled(erl, x)))(1.0),
+            "estimated by pile growth",
+        ),
         ("exact jit negative", ex_jit(-1.0), "lam must be positive"),
     ]
 

@@ -51,8 +51,10 @@ __all__ = ["ExactResult", "exact", "exact_lambda_c", "exact_lambda_c_or_none", "
 MAX_PHASES = 4000
 MAX_BYTES = 6 * 2**30
 # The saturated phase-type chain of exact_lambda_c: one sparse LU (its fill grows fast with the
-# cascades' reach, so the limit is on the phases).
+# cascades' reach, so the limit is on the phases); its gradient and `mjqm stability` stop here.
 MAX_PH_PHASES = 30000
+# exact_lambda_c without a gradient: aggregation-disaggregation (about 0.5 GB at this size).
+MAX_PH_IAD_PHASES = 400_000
 # stability_limit(method="auto") stops where the direct sparse LU does (seconds, not minutes).
 AUTO_PH_PHASES = 8000
 
@@ -102,7 +104,9 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
     dense QBD's saturated block; other phase-type laws (Erlang, hyperexponential, Coxian, any
     law with a ``phase_form``): the saturated chain over the jobs in service per (class,
     phase), one sparse LU on the host with an implicit adjoint (differentiable in the phase
-    forms and the class probabilities), up to :data:`MAX_PH_PHASES` phases.
+    forms and the class probabilities), up to :data:`MAX_PH_PHASES` phases; without a gradient
+    up to :data:`MAX_PH_IAD_PHASES` (beyond 30,000 by aggregation-disaggregation onto the
+    class-level phases).
 
     Raises:
         ValueError: a law without a phase form, resource vectors or specific servers, or a
@@ -114,7 +118,8 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
         1.795
     """
     if not all(isinstance(law, Exponential) for law in workload.services):
-        return _ph_lambda_c(workload)
+        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(workload))
+        return _ph_lambda_c(workload, MAX_PH_PHASES if traced else MAX_PH_IAD_PHASES)
     s, cores = _check_exponential(workload, arrivals=False)
     mu, p = _numbers(workload)
     return _lambda_c_jit(s, cores, mu, p)
@@ -127,8 +132,9 @@ def _ph_lambda_c(workload: Workload, max_phases: int = MAX_PH_PHASES) -> Array:
     if heads > max_phases:
         raise ValueError(
             f"exact: the saturated phase-type chain of this workload has {heads:,} phases "
-            f"({vectors:,} service vectors; limit {max_phases:,} phases for the sparse "
-            "solve): its lambda_c is estimated by pile growth (`mjqm stability`)"
+            f"({vectors:,} service vectors; limit {max_phases:,} phases for this solve, "
+            f"{MAX_PH_PHASES:,} under a gradient or in `mjqm stability`): its "
+            "lambda_c is estimated by pile growth (`mjqm stability`)"
         )
     st = ph_structure(key)
     out = lambda_c_sparse(st, ph_rates(st, workload))
@@ -145,8 +151,8 @@ def exact_lambda_c_or_none(workload, full: bool = False) -> float | None:
     phase-type services, within the size limits: :data:`AUTO_PH_PHASES` phases for a
     non-exponential law unless ``full``; any arrival law), else ``None``."""
     try:
-        if not full and not all(isinstance(x, Exponential) for x in workload.services):
-            return float(_ph_lambda_c(workload, AUTO_PH_PHASES))
+        if not all(isinstance(x, Exponential) for x in workload.services):
+            return float(_ph_lambda_c(workload, MAX_PH_PHASES if full else AUTO_PH_PHASES))
         return float(exact_lambda_c(workload))
     except ValueError:
         return None

@@ -2,7 +2,8 @@
 :mod:`._ph_structure` from the workload's parameters (JAX, differentiable), and the exact
 stability limit ``lambda_c = phi . d`` of the saturated chain by one sparse LU on the host
 (scipy), with an implicit adjoint: with ``Q h = -(d - lambda_c 1)`` (Poisson's equation),
-``d lambda_c / d v_e = phi_src (h_dst - h_src) + phi_src [e a completion]``.
+``d lambda_c / d v_e = phi_src (h_dst - h_src) + phi_src [e a completion]``. The largest
+chains (no gradient) by iterative aggregation-disaggregation onto the class-level phases.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from ._ph_structure import PHKey, PHStructure
 
 # Unknowns of the augmented system solved by a direct sparse LU; more go to GMRES + ILU.
 DIRECT_MAX = 12000
+# Head phases beyond which lambda_c (without its gradient) comes from aggregation (_iad): the
+# incomplete LU does not finish there.
+IAD_MIN = 30000
 
 
 def phase_forms(services) -> list[tuple[Array, Array]]:
@@ -101,7 +105,7 @@ def _rates(idx, coefs, type_class, p, forms, power):
     return vf, va, vc
 
 
-def _host_lambda_c(st: PHStructure, vf, va, vc):
+def _host_lambda_c(st: PHStructure, vf, va, vc, need_h: bool = True):
     """``(lambda_c, phi, h)`` of the saturated chain ``M = F + A C`` (numpy, scipy.sparse):
     ``phi Q = 0``, ``phi 1 = 1`` and ``Q h = -(d - lambda_c 1)``, ``h_0 = 0``, with
     ``Q = M - diag(M 1)`` and ``d`` the completion rate. Both from one sparse LU of the
@@ -117,6 +121,9 @@ def _host_lambda_c(st: PHStructure, vf, va, vc):
     ac = A @ np.asarray(C.sum(1)).ravel()
     d = np.bincount(st.f_src[st.f_down], weights=vf[st.f_down], minlength=nh) + ac
     q = np.asarray(F.sum(1)).ravel() + ac
+    if not need_h and nh > IAD_MIN:
+        phi = _iad(st, F, A, C, q)
+        return float(phi @ d), phi, np.zeros(nh)
     Z = sp.bmat([[F - sp.diags(q), A], [C, -sp.identity(nv)]], format="csc")
     solve_t, solve = _solvers(Z[1:, 1:].tocsc())
     u = np.concatenate([[1.0], solve_t(-Z[0, 1:].toarray().ravel())])
@@ -125,6 +132,41 @@ def _host_lambda_c(st: PHStructure, vf, va, vc):
     rhs = np.concatenate([-(d - lam_c)[1:], np.zeros(nv)])
     h = np.concatenate([[0.0], solve(rhs)[: nh - 1]])
     return lam_c, phi, h
+
+
+def _iad(st: PHStructure, F, A, C, q, tol=1e-12, max_it=400, smooth=4, omega=0.7):
+    """``phi`` with ``phi Q = 0`` by iterative aggregation-disaggregation (Takahashi; Koury,
+    McAllister and Stewart 1984): the phases of one aggregate share the jobs in service per
+    class and the head's class (the exponential chain's phases), so the coarse chain holds the
+    slow class-level dynamics and is solved densely; the phase mix within an aggregate comes
+    from ``smooth`` damped Jacobi steps. ``nan`` where the residual ``|phi Q|_1 / (phi . q)``
+    stays above ``tol``."""
+    import scipy.sparse as sp  # (as in _host_lambda_c)
+
+    nh = st.nh
+    K = len(st.key.cores)
+    per_class = st.nvec[st.head_n] @ np.eye(K, dtype=np.int64)[st.key.type_class]
+    keys = np.concatenate([per_class, st.head_h[:, None]], axis=1)
+    _, agg = np.unique(keys, axis=0, return_inverse=True)
+    agg = agg.ravel()
+    nc = int(agg.max()) + 1
+    P = sp.csr_matrix((np.ones(nh), (np.arange(nh), agg)), shape=(nh, nc))
+    B = (F @ P + A @ (C @ P)).tocsr()  # rates from each phase into each aggregate
+    FT, AT, CT = F.T.tocsr(), A.T.tocsr(), C.T.tocsr()
+    phi = np.full(nh, 1.0 / nh)
+    e0 = np.eye(nc)[0]
+    for _ in range(max_it):
+        w = phi / (P.T @ phi)[agg]
+        Qc = (P.T @ sp.diags(w) @ B).toarray() - np.diag(P.T @ (w * q))
+        Qc[:, 0] = 1.0
+        phi = np.maximum(np.linalg.solve(Qc.T, e0), 0.0)[agg] * w
+        for _ in range(smooth):
+            phi = (1.0 - omega) * phi + omega * (FT @ phi + CT @ (AT @ phi)) / q
+            phi /= phi.sum()
+        res = np.abs(FT @ phi + CT @ (AT @ phi) - q * phi).sum() / (q @ phi)
+        if res < tol:
+            return phi
+    return np.full(nh, np.nan)
 
 
 def _solvers(B):
@@ -149,7 +191,7 @@ def _solvers(B):
     return gmres(B.T.tocsr(), ilu.solve), gmres(B, lambda x: ilu.solve(x, trans="T"))
 
 
-def _callback(st, v):
+def _callback(st, v, need_h=True):
     nh = st.nh
     dt = v[0].dtype
     shapes = (
@@ -159,7 +201,7 @@ def _callback(st, v):
     )
 
     def host(vf, va, vc):
-        out = _host_lambda_c(st, np.asarray(vf), np.asarray(va), np.asarray(vc))
+        out = _host_lambda_c(st, np.asarray(vf), np.asarray(va), np.asarray(vc), need_h)
         return tuple(np.asarray(y, dtype=dt) for y in out)
 
     return jax.pure_callback(host, shapes, *v)
@@ -169,7 +211,7 @@ def _callback(st, v):
 def lambda_c_sparse(st: PHStructure, v: tuple[Array, Array, Array]) -> Array:
     """``lambda_c`` of the saturated chain with the rates ``v`` (:func:`ph_rates`): a host
     solve inside ``jax.pure_callback``, with the implicit adjoint of the module docstring."""
-    return _callback(st, v)[0]
+    return _callback(st, v, need_h=False)[0]
 
 
 def _fwd(st, v):

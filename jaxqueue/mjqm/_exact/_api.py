@@ -70,20 +70,30 @@ def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, 
                 f"exact: class {i} has service law {type(law).__name__}; the exact solver needs "
                 "exponential services (use `mjqm simulate` or `mjqm sample`)"
             )
-    if arrivals and not workload.is_poisson:
+    if arrivals:
+        _check_poisson(workload)
+    _check_size(exact_size(workload), "QBD")
+    return s_c
+
+
+def _check_poisson(workload: Workload) -> None:
+    if not workload.is_poisson:
         raise ValueError(
             f"exact: arrivals are {type(workload.arrival).__name__}, not Poisson; use "
             "`mjqm simulate` or `mjqm sample`"
         )
-    size = exact_size(workload)
+
+
+def _check_size(size: dict, what: str) -> None:
+    """Refuse, in one line, a ``what`` (the QBD, the phase-type QBD) beyond the limits on its
+    phases per level and its memory."""
     budget, label = memory_budget(MAX_BYTES)
     if size["phases"] > MAX_PHASES or size["bytes"] > budget:
         raise ValueError(
-            f"exact: the QBD of this workload has {size['phases']:,} phases per level and needs "
-            f"about {size['bytes'] / 1e9:.3g} GB (limits: {MAX_PHASES} phases, {label}); use "
-            "`mjqm simulate` or `mjqm sample`"
+            f"exact: the {what} of this workload has {size['phases']:,} phases per level and "
+            f"needs about {size['bytes'] / 1e9:.3g} GB (limits: {MAX_PHASES} phases, {label}); "
+            "use `mjqm simulate` or `mjqm sample`"
         )
-    return s_c
 
 
 def _numbers(workload: Workload, dtype=None):
@@ -253,19 +263,8 @@ def _ph_exact(workload: Workload, lam) -> ExactResult:
     """:func:`exact` for phase-type services (:mod:`._ph_solve`)."""
     s, cores = _shape(workload)
     key = ph_key(workload, s, cores)
-    if not workload.is_poisson:
-        raise ValueError(
-            f"exact: arrivals are {type(workload.arrival).__name__}, not Poisson; use "
-            "`mjqm simulate` or `mjqm sample`"
-        )
-    size = ph_exact_size(key)
-    budget, label = memory_budget(MAX_BYTES)
-    if size["phases"] > MAX_PHASES or size["bytes"] > budget:
-        raise ValueError(
-            f"exact: the phase-type QBD of this workload has {size['phases']:,} phases per "
-            f"level and needs about {size['bytes'] / 1e9:.3g} GB (limits: {MAX_PHASES} phases, "
-            f"{label}); use `mjqm simulate` or `mjqm sample`"
-        )
+    _check_poisson(workload)
+    _check_size(ph_exact_size(key), "phase-type QBD")
     forms, p = ph_forms(workload)
     lam = _checked_lam(lam, p.dtype)
     # one compiled call: it solves at a stable stand-in load when lam is not stable

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._ph_structure import PHKey, _pairs
-from ._structure import _indexer, _log_multinomial, _service_vectors
+from ._structure import _indexer, _log_multinomial, _Phases, _service_vectors
 
 _COLUMNS = ("src", "dst", "coef", "rate", "entry", "m", "stop")
 
@@ -70,7 +70,7 @@ class _Collect:
 
 
 @dataclass(frozen=True)
-class PHLevels:
+class PHLevels(_Phases):
     """Index maps of the phase-type QBD of one :class:`PHKey` (module docstring). Global
     phases: the heads ``0 .. nh - 1`` sorted by ``|n|``, the nones ``nh .. nh + nv - 1``, an
     inert padding phase ``nh + nv``; ``slots[N]`` lists level ``N``'s (padded)."""
@@ -85,14 +85,6 @@ class PHLevels:
     down: Rows
     local: Rows
     up: Rows
-
-    @property
-    def nh(self) -> int:
-        return len(self.head_n)
-
-    @property
-    def nv(self) -> int:
-        return len(self.nvec)
 
     @property
     def n_global(self) -> int:

@@ -289,17 +289,7 @@ def _read_swf(text: str) -> JobLog:
             except ValueError:
                 i, f = divmod(k, 18)
                 raise _bad(lines[i], _field(f), f"not a number: {tok!r}") from None
-    cols = _check_swf(values, line)
-    order = np.argsort(cols["submit"], kind="stable")
-    return JobLog(
-        path="",
-        format="swf",
-        servers=servers,
-        servers_from=source,
-        header=types.MappingProxyType(header),
-        line=_frozen(line[order]),
-        **{k: _frozen(v[order]) for k, v in cols.items()},
-    )
+    return _job_log("swf", (servers, source), header, line, _check_swf(values, line))
 
 
 def _field(f: int) -> str:
@@ -399,7 +389,6 @@ def _read_csv(text: str) -> JobLog:
         for c, k in index.items():
             out[c][r] = _csv_value(row[k].strip(), c, n)
     line = np.asarray(numbers[1:], dtype=np.int64)
-    order = np.argsort(out["submit"], kind="stable")
     count = len(rows) - 1
     cols = {
         "job": np.arange(1, count + 1, dtype=np.int64),
@@ -412,12 +401,19 @@ def _read_csv(text: str) -> JobLog:
         "status": np.ones(count, np.int64),
         "user": np.full(count, -1, np.int64),
     }
-    servers, source = _servers(header, where)
+    return _job_log("csv", _servers(header, where), header, line, cols)
+
+
+def _job_log(fmt: str, servers, header: dict, line, cols: dict) -> JobLog:
+    """The log of the jobs ``cols`` (one array per field, read from the lines ``line``) in
+    submission order (stable: file order on ties), with its header and ``servers``, the
+    machine size and where it came from."""
+    order = np.argsort(cols["submit"], kind="stable")
     return JobLog(
         path="",
-        format="csv",
-        servers=servers,
-        servers_from=source,
+        format=fmt,
+        servers=servers[0],
+        servers_from=servers[1],
         header=types.MappingProxyType(header),
         line=_frozen(line[order]),
         **{k: _frozen(v[order]) for k, v in cols.items()},

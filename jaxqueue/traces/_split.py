@@ -27,9 +27,11 @@ import numpy as np
 
 from ..mjqm.engines.events import replay as engine_replay
 
-__all__ = ["replay_in_sections", "timeline", "TOL"]
+__all__ = ["replay_in_sections", "timeline", "TOL", "WAVE"]
 
 TOL = 1e-10
+WAVE = 16  # columns per call: a round of 16 costs about one of 1 (64: 3x), and the calls
+# between them tell the progress
 
 
 def replay_in_sections(
@@ -51,10 +53,16 @@ def replay_in_sections(
         by_length: dict[int, list[int]] = {}
         for k in todo:
             by_length.setdefault(min(n, m + 2 * warm[k]), []).append(k)
-        for L, ks in sorted(by_length.items()):
+        wide = min(WAVE, len(own))
+        waves = [
+            (L, ks[i : i + wide])
+            for L, ks in sorted(by_length.items())
+            for i in range(0, len(ks), wide)
+        ]
+        for L, ks in waves:
             first = [min(max(own[k][0] - warm[k], 0), n - L) for k in ks]
-            # as many columns as the first call (repeats of the last): one compiled kernel
-            width = first + first[-1:] * (len(own) - len(first))
+            # as many columns in every call (repeats of the last): one compiled kernel
+            width = first + first[-1:] * (wide - len(first))
             idx = np.asarray(width)[None, :] + np.arange(L)[:, None]
             given = {"max_buffer": max_buffer, "sizes": None if sizes is None else sizes[idx]}
             run = engine_replay(workload, policy, submit[idx], cls[idx], runtime[idx], **given)

@@ -54,9 +54,15 @@ def _workloads():
     return {"five-class-exp": (exp5, 1.2), "rare-8": (rare, 1.8), "heavy-6": (heavy, 1.6)}
 
 
-def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=256):
+def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=None):
+    """Per-replication sums of the kernel. ``B`` (default: the front door's first buffer) and
+    ``reps`` are static: at 8 replications and the default ``B``, a policy's kernel on a
+    workload is the one ``simulate_policy(..., n_replications=8)`` compiles, shared by every
+    test of that policy (``n_jobs`` and the warm-up are not static)."""
+    pol = parse_policy(policy)
+    B = B or _layout.first_buffer(wl, _layout.layout_of(pol, wl.s, _layout.needs_of(wl)))
     st = _run(
-        parse_policy(policy),
+        pol,
         wl,
         jnp.asarray(lam, jnp.float64),
         key,
@@ -108,8 +114,8 @@ def test_policy_equals_heapq_simulator_job_by_job(name, policy):
     simulator written separately, to 1e-9."""
     wl, lam = _workloads()[name]
     key = jax.random.key(11)
-    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000)
-    for r in range(2):
+    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 8, 100, 1000)
+    for r in range(2):  # replications 0 and 1 of 8 (counter-based: as in a run of 2)
         ref = _reference_sums(wl, lam, policy, key, r, 100, 1000)
         np.testing.assert_array_equal(cnt[:, r], ref[2])
         np.testing.assert_allclose(resp[:, r], ref[0], rtol=1e-9)
@@ -136,7 +142,7 @@ def test_wait_p90_from_the_histogram_matches_the_heapq_quantile(policy):
     interpolated as the forward scan does) against the empirical 0.9 quantile of the same jobs
     through the heapq simulator: within 5% (a bin is 1/16 octave, 4.4% wide)."""
     wl, lam = _workloads()["five-class-exp"]
-    key, reps, warmup, n_jobs = jax.random.key(13), 4, 400, 3000
+    key, reps, warmup, n_jobs = jax.random.key(13), 8, 200, 1700
     res = simulate_policy(
         wl, lam, policy, key=key, n_jobs=n_jobs, warmup=warmup, n_replications=reps
     )
@@ -165,10 +171,10 @@ def test_wait_p90_from_the_histogram_matches_the_heapq_quantile(policy):
 def test_window_one_is_fcfs_and_a_wide_window_first_fit():
     wl, lam = _workloads()["five-class-exp"]
     key = jax.random.key(3)
-    fcfs = _engine_sums(wl, lam, "fcfs", key, 4, 100, 2000)
-    np.testing.assert_allclose(_engine_sums(wl, lam, "window:1", key, 4, 100, 2000), fcfs)
-    ff = _engine_sums(wl, lam, "first-fit", key, 4, 100, 2000)
-    np.testing.assert_allclose(_engine_sums(wl, lam, "window:64", key, 4, 100, 2000), ff)
+    fcfs = _engine_sums(wl, lam, "fcfs", key, 8, 100, 1000)
+    np.testing.assert_allclose(_engine_sums(wl, lam, "window:1", key, 8, 100, 1000), fcfs)
+    ff = _engine_sums(wl, lam, "first-fit", key, 8, 100, 1000)
+    np.testing.assert_allclose(_engine_sums(wl, lam, "window:64", key, 8, 100, 1000), ff)
     assert not np.allclose(fcfs[0], ff[0])
 
 
@@ -190,12 +196,12 @@ def test_the_last_replications_to_finish_alone_give_the_same_sums(policy, monkey
     sums of each replication are those of a batch where every one runs to the end."""
     wl, lam = _workloads()["five-class-exp"]
     key = jax.random.key(5)
-    full = _engine_sums(wl, lam, policy, key, 25, 100, 600)  # 25 < _TAIL_MIN: one batch
-    monkeypatch.setattr(_loop, "_TAIL_MIN", 24)
-    monkeypatch.setattr(_loop, "_TAIL", 4)  # (a new shape: compiled with these)
-    tail = _engine_sums(wl, lam, policy, key, 24, 100, 600)
+    full = _engine_sums(wl, lam, policy, key, 8, 100, 600)  # 8 < _TAIL_MIN: one batch
+    monkeypatch.setattr(_loop, "_TAIL_MIN", 6)
+    monkeypatch.setattr(_loop, "_TAIL", 3)  # (a shape of its own: compiled with these)
+    tail = _engine_sums(wl, lam, policy, key, 6, 100, 600)  # the last 2 alone
     for x, y in zip(full, tail, strict=True):
-        np.testing.assert_array_equal(x[:, :24], y)
+        np.testing.assert_array_equal(x[:, :6], y)
 
 
 def test_fcfs_event_engine_equals_the_mjsre_forward_scan():
@@ -514,7 +520,7 @@ def test_short_run_near_the_limit_is_not_ok():
         key=jax.random.key(0),
         n_jobs=200,
         warmup=0,
-        n_replications=16,
+        n_replications=8,
     )
     assert res.status == "nonstationary" and res.n_eff < 5
 

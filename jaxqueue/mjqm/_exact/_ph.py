@@ -58,7 +58,9 @@ def ph_key(workload: Workload, s: int, cores: tuple[int, ...]) -> PHKey:
     parameters, or of the law's form where they are traced)."""
     alpha, local, exits = [], [], []
     phase_forms(workload.services)  # the one-line refusal of a law without a phase form
-    for i, (a, T) in enumerate(phase_forms([_structural(x) for x in workload.services])):
+    with jax.ensure_compile_time_eval():  # under jit the placeholders' phase forms stay concrete
+        forms = phase_forms([_structural(x) for x in workload.services])
+    for i, (a, T) in enumerate(forms):
         a, T = np.asarray(a, dtype=float), np.asarray(T, dtype=float)
         t = -T.sum(1)
         if abs(a.sum() - 1.0) > 1e-9 or np.any(a < 0) or np.any(t < -1e-12 * np.abs(T).max()):

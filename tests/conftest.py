@@ -1,6 +1,4 @@
 import os
-import shutil
-import tempfile
 
 import jax
 import pytest
@@ -17,26 +15,10 @@ _FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
 
-# One persistent compilation cache per run, shared by the xdist workers and the commands the
-# tests start: a program compiled by one process is read back by the others. The controller
-# makes it; a worker finds it in the environment it inherits.
-_CACHE_ENV = "JAXQUEUE_CACHE_DIR"
-
-
-def pytest_configure(config):
-    if os.environ.get("JAXQUEUE_TEST_RUN_CACHE") is None:
-        path = tempfile.mkdtemp(prefix="jaxqueue-tests-xla-")
-        os.environ["JAXQUEUE_TEST_RUN_CACHE"] = path
-        os.environ[_CACHE_ENV] = path
-        config._jaxqueue_cache_owner = path
-    jax.config.update("jax_compilation_cache_dir", os.environ["JAXQUEUE_TEST_RUN_CACHE"])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-
-def pytest_unconfigure(config):
-    path = getattr(config, "_jaxqueue_cache_owner", None)
-    if path:
-        shutil.rmtree(path, ignore_errors=True)
+# No persistent compilation cache, in-process or in the commands the tests start: a worker
+# writing one crashed inside XLA's serialisation of an event-engine executable.
+# tests/pools/test_cli.py checks the command line's cache in a subprocess of its own.
+os.environ["JAXQUEUE_NO_CACHE"] = "1"
 
 
 @pytest.fixture

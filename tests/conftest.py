@@ -15,10 +15,36 @@ _FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
 
-# No persistent compilation cache, in-process or in the commands the tests start: a worker
-# writing one crashed inside XLA's serialisation of an event-engine executable.
-# tests/pools/test_cli.py checks the command line's cache in a subprocess of its own.
+# Tests that call the command line in-process leave the persistent compilation cache off
+# (tests/pools/test_cli.py checks the cache in a subprocess).
 os.environ["JAXQUEUE_NO_CACHE"] = "1"
+
+
+def _mapped_regions() -> int:
+    try:
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def _map_limit() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530
+
+
+_MAPS_BUDGET = _map_limit() // 2
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """Every compiled XLA:CPU executable (an eager op on a new shape included) keeps about 18
+    memory maps until JAX's caches drop it; a worker that runs half the suite would pass the
+    kernel's ``vm.max_map_count`` and crash inside the next compilation. Drop them in time."""
+    if _mapped_regions() > _MAPS_BUDGET:
+        jax.clear_caches()
 
 
 @pytest.fixture

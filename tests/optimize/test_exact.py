@@ -118,12 +118,16 @@ def test_mean_of_all_jobs_and_unstable_start_bisect():
     assert sol["binding_class"] is None
 
 
-def test_bad_target_and_non_exponential_workload_raise():
+def test_bad_target_and_non_exponential_workload_raise(monkeypatch):
+    from jaxqueue.optimize import _mjqm_cases
     from jaxqueue.scenarios import get
 
     with pytest.raises(ValueError, match="target"):
         exact_max_rate(small_exact_workload(), 0.0)
-    with pytest.raises(ValueError, match="phases|exponential"):  # too big, or not exponential
+    # the refusal comes from the exact solver under jit; the start's lambda_c (12 s of
+    # saturated-chain solve for Erlang-3 services; tests/mjqm check it) is given here
+    monkeypatch.setattr(_mjqm_cases, "exact_lambda_c", lambda wl: 1.8437)
+    with pytest.raises(ValueError, match="324,780 phases per level"):  # the size refusal
         exact_max_rate(get("five-class-erlang3"), 3.0)
 
 

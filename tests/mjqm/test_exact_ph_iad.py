@@ -45,7 +45,16 @@ def test_gradients_stop_at_the_sparse_limit():
 
 
 @pytest.mark.slow
-def test_five_class_erlang3_is_inside_the_pile_growth_interval():
-    lc = float(exact_lambda_c(scenarios.get("five-class-erlang3")))
-    assert 1.8398 <= lc <= 1.8561, lc
-    assert np.isfinite(lc)
+def test_five_class_erlang3_is_inside_the_pile_growth_interval(capsys):
+    """``mjqm stability`` gives the exact limit of ``five-class-erlang3`` (aggregation), inside
+    the pile-growth 99% interval; the fast guard is the aggregation test above."""
+    import json
+
+    from jaxqueue.cli import main
+
+    assert main(["mjqm", "stability", "--scenario", "five-class-erlang3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["method"] == "exact" and out["status"] == "ok"
+    lc = out["lambda_c"]
+    assert np.isfinite(lc) and 1.8398 <= lc <= 1.8561, lc
+    assert out["lambda_c_ci"] == [lc, lc]

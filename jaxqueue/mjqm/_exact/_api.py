@@ -51,9 +51,10 @@ __all__ = ["ExactResult", "exact", "exact_lambda_c", "exact_lambda_c_or_none", "
 MAX_PHASES = 4000
 MAX_BYTES = 6 * 2**30
 # The saturated phase-type chain of exact_lambda_c: one sparse LU (its fill grows fast with the
-# cascades' reach, so the limit is on the phases); its gradient and `mjqm stability` stop here.
+# cascades' reach, so the limit is on the phases); its gradient stops here.
 MAX_PH_PHASES = 30000
-# exact_lambda_c without a gradient: aggregation-disaggregation (about 0.5 GB at this size).
+# exact_lambda_c without a gradient, and `mjqm stability`: aggregation-disaggregation (about
+# 1 GB at this size).
 MAX_PH_IAD_PHASES = 400_000
 # stability_limit(method="auto") stops where the direct sparse LU does (seconds, not minutes).
 AUTO_PH_PHASES = 8000
@@ -143,7 +144,7 @@ def _ph_lambda_c(workload: Workload, max_phases: int = MAX_PH_PHASES) -> Array:
         raise ValueError(
             f"exact: the saturated phase-type chain of this workload has {heads:,} phases "
             f"({vectors:,} service vectors; limit {max_phases:,} phases for this solve, "
-            f"{MAX_PH_PHASES:,} under a gradient or in `mjqm stability`): its "
+            f"{MAX_PH_PHASES:,} under a gradient): its "
             "lambda_c is estimated by pile growth (`mjqm stability`)"
         )
     st = ph_structure(key)
@@ -159,10 +160,11 @@ def _ph_lambda_c(workload: Workload, max_phases: int = MAX_PH_PHASES) -> Array:
 def exact_lambda_c_or_none(workload, full: bool = False) -> float | None:
     """:func:`exact_lambda_c` as a float where it applies (one pool of identical servers,
     phase-type services, within the size limits: :data:`AUTO_PH_PHASES` phases for a
-    non-exponential law unless ``full``; any arrival law), else ``None``."""
+    non-exponential law, :data:`MAX_PH_IAD_PHASES` if ``full``; any arrival law), else
+    ``None``."""
     try:
         if not all(isinstance(x, Exponential) for x in workload.services):
-            return float(_ph_lambda_c(workload, MAX_PH_PHASES if full else AUTO_PH_PHASES))
+            return float(_ph_lambda_c(workload, MAX_PH_IAD_PHASES if full else AUTO_PH_PHASES))
         return float(exact_lambda_c(workload))
     except ValueError:
         return None

@@ -40,11 +40,11 @@ def test_replay_gives_back_the_samples_and_their_derivative():
     backward kernel) at lam +- h and at scaled service means, on the samples of the most
     common stopping horizon (piecewise linear: the differences are exact but at a kink)."""
     wl, lam = small(), _lam(0.8)
-    S = sample_backward(wl, lam, 32, key=jax.random.key(4), dtype=jnp.float64)
+    S = sample_backward(wl, lam, 16, key=jax.random.key(4), dtype=jnp.float64)
     theta = jnp.asarray([lam, 1.0, 1.0], jnp.float64)
     st = start_derivative(wl, S, theta)
     assert st.mismatch < 1e-12
-    assert st.counts.shape == (32, 2) and np.all(st.counts.sum(1) == st.jobs)
+    assert st.counts.shape == (16, 2) and np.all(st.counts.sum(1) == st.jobs)
     ell = np.asarray(S.ell)
     common = int(np.bincount(ell).argmax())
     ids = np.flatnonzero(ell == common)

@@ -169,7 +169,7 @@ def test_refuses_unstable_load_with_its_limit():
 def test_work_within_needed_near_saturation():
     # At 95% of lambda_c the host loop keeps only unconverged samples: work done <= 1.5x needed.
     wl = five_class_exp()
-    S = sample_backward(wl, 0.95 * 1.80, 512, key=jax.random.key(2), ell0=256, override=True)
+    S = sample_backward(wl, 0.95 * 1.80, 256, key=jax.random.key(2), ell0=256, override=True)
     assert S.status == "ok"
     assert S.work_ratio < 1.5, S.work_ratio
 

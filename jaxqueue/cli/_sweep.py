@@ -19,9 +19,9 @@ rerun skips them (``run`` tells which invocation computed a row; a row cut short
 repaired). ``DIR/sweep-manifest.json`` records what decides a row's numbers (seed, sizes, loads
 or lams, each workload file's content, the package version): a rerun that differs in any of
 them is refused (``--fresh`` starts over); an edited grid keeps the points still in the file
-and drops the others. The exact method solves all the loads of a scenario at once
-(``jax.vmap``). ``DIR/METRIC.png``: each metric of all jobs against the load, one line per
-scenario, method and policy of the file.
+and drops the others. The exact method (exponential or phase-type laws) solves all the
+loads of a scenario at once (``jax.vmap``). ``DIR/METRIC.png``: each metric of all jobs
+against the load, one line per scenario, method and policy of the file.
 """
 
 from __future__ import annotations
@@ -341,7 +341,7 @@ def _estimate(wl, lam: float, method: str, policy: str, spec: dict, key, limit) 
 def _workloads(spec: dict, path: str) -> dict:
     """The workloads of the sweep file (a name it gives that is unknown is the file's error;
     so is a workload the exact method cannot solve when the sweep asks for it)."""
-    from ..mjqm._exact import _check_exponential  # the models load when the command runs
+    from ..mjqm._exact import check_exact  # the models load when the command runs
 
     try:
         wls = {sc: workload(sc) for sc in spec["scenarios"]}
@@ -350,7 +350,7 @@ def _workloads(spec: dict, path: str) -> dict:
     for sc, wl in wls.items():
         if "exact" in spec["methods"]:
             try:
-                _check_exponential(wl)
+                check_exact(wl)
             except ValueError as err:
                 raise ValueError(f"{path}: scenario {sc}: {err}") from None
     return wls

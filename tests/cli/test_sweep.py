@@ -133,7 +133,8 @@ def test_interrupted_sweep_keeps_its_finished_points_internal(
         ('scenarios = ["five-class-exp"]\nloads = [0.5]\nmethods = ["guess"]\n', "methods"),
         ('scenarios = ["five-class-exp"]\nloads = [-1]\nmethods = ["exact"]\n', "numbers > 0"),
         ('scenarios = ["five-class-exp"]\nlams = [1]\nmethods = ["exact"]\nx = 1\n', "unknown"),
-        ('scenarios = ["five-class-erlang3"]\nlams = [1]\nmethods = ["exact"]\n', "Erlang"),
+        ('scenarios = ["five-class-bpareto"]\nlams = [1]\nmethods = ["exact"]\n', "not phase-type"),
+        ('scenarios = ["five-class-erlang3"]\nlams = [1]\nmethods = ["exact"]\n', "324,780 phases"),
     ],
 )
 def test_bad_sweep_files_are_runtime_errors(text, message, tmp_path, capsys):
@@ -229,3 +230,33 @@ def test_sweep_csv_has_the_cores_of_each_class(tmp_path, capsys):
     assert main(["sweep", str(path), "--out", str(out)]) == 0
     cores = {(r["class"], r["cores"]) for r in _rows(out)}
     assert cores == {("0", "1"), ("1", "2"), ("all", "")}
+
+
+def test_sweep_exact_solves_phase_type_workloads(tmp_path, capsys):
+    """The exact method of a sweep takes phase-type laws (here Erlang-2): each row is
+    :func:`jaxqueue.mjqm.exact` at its load, per class and overall (the solver itself is
+    checked against a brute-force chain in tests/mjqm/test_exact_ph*.py)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxqueue.dist import Erlang
+    from jaxqueue.mjqm import Workload, exact
+
+    a = tmp_path / "a.toml"
+    erlang = 'law = "erlang"\nmean = 1.0\nk = 2'
+    a.write_text(
+        WORKLOAD.format(name="a", s=3, c=2, p=0.7, q=0.3).replace(
+            'law = "exponential"\nmean = 1.0', erlang
+        )
+    )
+    path, out = tmp_path / "ph.toml", tmp_path / "out"
+    path.write_text(f'scenarios = ["{a}"]\nlams = [0.5, 1.0]\nmethods = ["exact"]\n')
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    wl = Workload(3, [1, 2], [0.7, 0.3], [Erlang(2, 1.0)] * 2)
+    rows = _rows(out)
+    assert len(rows) == 2 * 3
+    res = jax.vmap(lambda lam: exact(wl, lam))(jnp.asarray([0.5, 1.0]))  # the sweep's compile
+    for r in rows:
+        i = [0.5, 1.0].index(float(r["lam"]))
+        want = res.wait_mean[i] if r["class"] == "all" else res.wait_mean_class[i, int(r["class"])]
+        assert float(r["wait_mean"]) == pytest.approx(float(want), rel=1e-9), r

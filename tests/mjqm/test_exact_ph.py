@@ -118,6 +118,22 @@ def test_refusals_one_line():
     assert "\n" not in str(err.value)
 
 
+def test_float32_laws_are_solved_like_float64_ones():
+    """A hyperexponential law in float32 (its branch probabilities sum to 1 within float32
+    rounding, 2.2e-8 off for 0.1 + 0.9) is solved, not refused as a malformed phase form, and
+    gives the float64 law's answer to float32 accuracy; five-class-hyperexp is refused for its
+    size, not for its form."""
+
+    def wl(dtype):
+        law = HyperExponential(np.array([0.5, 2.0], dtype), np.array([0.1, 0.9], dtype))
+        return Workload(3, [1, 2], [0.7, 0.3], [Erlang(2, 1.0), law])
+
+    w32, w64 = (float(exact(wl(d), 0.4).wait_mean) for d in (np.float32, np.float64))
+    assert abs(w32 - w64) <= 1e-5 * w64
+    with pytest.raises(ValueError, match="25,263 phases"):
+        exact(scenarios.get("five-class-hyperexp"), 1.0)
+
+
 def test_stability_limit_is_exact_for_small_phase_type():
     w = Workload(4, [1, 2], [0.6, 0.4], [Erlang(3, 1.0), H2])
     res = stability_limit(w)

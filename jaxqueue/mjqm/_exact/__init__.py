@@ -5,7 +5,7 @@ refusals), ``_wait`` (the waiting-time distributions, :class:`WaitDistribution`)
 
 from ._api import MAX_BYTES as MAX_BYTES
 from ._api import MAX_PHASES as MAX_PHASES
-from ._api import _check_exponential as _check_exponential
+from ._api import check_exact as check_exact
 from ._api import exact as exact
 from ._api import exact_lambda_c as exact_lambda_c
 from ._api import exact_lambda_c_or_none as exact_lambda_c_or_none

@@ -44,7 +44,14 @@ from ._result import ExactResult
 from ._solve import _functionals, _global_down, _lambda_c, _solve
 from ._structure import _shape, _structure, exact_size
 
-__all__ = ["ExactResult", "exact", "exact_lambda_c", "exact_lambda_c_or_none", "exact_size"]
+__all__ = [
+    "ExactResult",
+    "check_exact",
+    "exact",
+    "exact_lambda_c",
+    "exact_lambda_c_or_none",
+    "exact_size",
+]
 
 # Refuse structures beyond these (the dense repeating block and the global matrices); the
 # memory limit is MAX_BYTES or half the machine's memory, whichever is less.
@@ -261,12 +268,27 @@ def ph_exact_size(key: PHKey) -> dict:
     }
 
 
-def _ph_exact(workload: Workload, lam) -> ExactResult:
-    """:func:`exact` for phase-type services (:mod:`._ph_solve`)."""
+def check_exact(workload: Workload) -> None:
+    """The one-line ``ValueError`` of :func:`exact` for a workload it does not take (its laws,
+    arrivals, servers or size), without solving."""
+    if all(isinstance(law, Exponential) for law in workload.services):
+        _check_exponential(workload)
+    else:
+        _ph_checked_key(workload)
+
+
+def _ph_checked_key(workload: Workload) -> PHKey:
+    """The structure key of a phase-type workload :func:`exact` takes, else its refusal."""
     s, cores = _shape(workload)
     key = ph_key(workload, s, cores)
     _check_poisson(workload)
     _check_size(ph_exact_size(key), "phase-type QBD")
+    return key
+
+
+def _ph_exact(workload: Workload, lam) -> ExactResult:
+    """:func:`exact` for phase-type services (:mod:`._ph_solve`)."""
+    key = _ph_checked_key(workload)
     forms, p = ph_forms(workload)
     lam = _checked_lam(lam, p.dtype)
     # one compiled call: it solves at a stable stand-in load when lam is not stable

@@ -61,9 +61,11 @@ def ph_key(workload: Workload, s: int, cores: tuple[int, ...]) -> PHKey:
     with jax.ensure_compile_time_eval():  # under jit the placeholders' phase forms stay concrete
         forms = phase_forms([_structural(x) for x in workload.services])
     for i, (a, T) in enumerate(forms):
+        dt = np.result_type(np.asarray(a).dtype, np.asarray(T).dtype, np.float32)
+        tol = max(1e-9, 64 * np.finfo(dt).eps)  # rounding in the law's own dtype
         a, T = np.asarray(a, dtype=float), np.asarray(T, dtype=float)
         t = -T.sum(1)
-        if abs(a.sum() - 1.0) > 1e-9 or np.any(a < 0) or np.any(t < -1e-12 * np.abs(T).max()):
+        if abs(a.sum() - 1.0) > tol or np.any(a < 0) or np.any(t < -tol * np.abs(T).max()):
             raise ValueError(
                 f"exact: class {i}: the phase form must have alpha >= 0 summing to 1 and a "
                 "sub-generator T with non-negative exit rates"

@@ -97,10 +97,11 @@ def test_psi_gradients_match_finite_differences():
     lam = at_load(pool, w, 0.8)
     mu = np.asarray(pool.mu)
 
+    @jax.jit  # one compile for the difference quotients
     def psi_of(mu_, lam_):
         return solve(pool, lam_, mu=mu_, class_idle=False).psi
 
-    g_mu, g_lam = jax.grad(psi_of, argnums=(0, 1))(jnp.asarray(mu), jnp.asarray(lam))
+    g_mu, g_lam = jax.jit(jax.grad(psi_of, argnums=(0, 1)))(jnp.asarray(mu), jnp.asarray(lam))
     h = 1e-6
     fd_mu = np.array(
         [(psi_of(mu + h * e, lam) - psi_of(mu - h * e, lam)) / (2 * h) for e in np.eye(len(mu))]
@@ -119,11 +120,12 @@ def test_gradient_of_response_time_in_mu():
     """Second-order route: d T_0 / d mu through the reverse pass, against central differences."""
     pool, lam = m_model_pool(), np.array([0.9, 1.2])
 
+    @jax.jit  # one compile for the difference quotients
     def t0(mu_):
         return solve(pool, lam, mu=mu_, class_idle=False).T[0]
 
     mu = np.ones(3)
-    g = jax.grad(t0)(jnp.asarray(mu))
+    g = jax.jit(jax.grad(t0))(jnp.asarray(mu))
     h = 1e-6
     fd = np.array([(t0(mu + h * e) - t0(mu - h * e)) / (2 * h) for e in np.eye(3)])
     assert_close(g, fd, rtol=1e-6, atol=1e-10)

@@ -173,8 +173,8 @@ def test_gradients_match_central_differences():
 
 
 def test_jit_vmap_and_traced_checks():
-    pool = parse_typed_spec("typed:counts=8+8+4+2,sets=0+1/1+2/2+3/0+3")
-    base = jnp.full(4, 22 / 4)
+    pool = parse_typed_spec("typed:counts=64+64+32+16,sets=0+1/1+2/2+3/0+3")
+    base = jnp.full(4, 176 / 4)
     loads = jnp.linspace(0.1, 0.9, 5)
     batched = jax.vmap(lambda r: solve(pool, r * base).T)(loads)
     direct = solve(pool, loads[:, None] * base).T

@@ -1,6 +1,6 @@
 """``jaxqueue mjqm sensitivity``: derivatives of a stationary metric with intervals
 (:func:`jaxqueue.mjqm.sensitivity`), with the exact derivatives beside them where the exact
-solver reaches (exponential FCFS)."""
+solver reaches (FCFS, phase-type laws)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
     if isinstance(pol, FCFS) and args.metric in ("wait_mean", "response_mean"):
         try:
             exact = exact_sensitivity(wl, args.lam, args.metric)
-        except ValueError as e:  # not exponential or beyond the solver's size: no exact column
+        except ValueError as e:  # no phase form or beyond the solver's size: no exact column
             log(f"[sensitivity] no exact derivatives: {e}")
     out = {"scenario": args.scenario, **sensitivity_dict(wl, res, exact)}
     out["seed"] = args.seed

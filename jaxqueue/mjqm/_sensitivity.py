@@ -38,7 +38,7 @@ from jax import lax
 from .._random import job_uniforms
 from ..stats import Estimate, Result, Status, drift, effective_samples, judge, mean_ci
 from ._estimators import RULES
-from ._exact._api import _check_exponential, _exact_jit
+from ._exact import scaled_wait_mean
 from ._inputs import jobs_from_uniforms, n_uniforms
 from ._sensitivity_start import start_derivative
 from ._stability import check_load
@@ -466,9 +466,10 @@ def _squeeze(e: Estimate) -> Estimate:
 
 
 def exact_sensitivity(workload: Workload, lam: float, metric: str = "wait_mean") -> dict:
-    """The exact derivatives (``jax.grad`` of the QBD, :func:`~jaxqueue.mjqm.exact`) of
-    ``wait_mean`` or ``response_mean`` with respect to ``lam``, the service scales (at 1) and
-    the class logits (at ``log p``): ``{"value", "lam", "scale" (C,), "logits" (C,)}``.
+    """The exact derivatives (``jax.grad`` of the QBD, :func:`~jaxqueue.mjqm.exact`:
+    exponential or phase-type laws) of ``wait_mean`` or ``response_mean`` with respect to
+    ``lam``, the service scales (at 1) and the class logits (at ``log p``):
+    ``{"value", "lam", "scale" (C,), "logits" (C,)}``.
 
     Raises:
         ValueError: a workload the exact solver does not take, or another metric.
@@ -476,15 +477,14 @@ def exact_sensitivity(workload: Workload, lam: float, metric: str = "wait_mean")
     kind, _ = parse_metric(metric)
     if kind == "quantile":
         raise ValueError(f"metric: exact derivatives of {metric} are not available")
-    s, cores = _check_exponential(workload)
+    wait = scaled_wait_mean(workload)
     mean = jnp.asarray(workload.mean_service(), jnp.float64)
     lam = float(check_load(workload, lam))
 
     def f(lam_, scale, logits):
         p = jax.nn.softmax(logits)
-        m = mean * scale
-        w = _exact_jit(s, cores, 1.0 / m, p, lam_).wait_mean
-        return w + p @ m if kind == "response" else w
+        w = wait(lam_, scale, p)
+        return w + p @ (mean * scale) if kind == "response" else w
 
     args = (
         jnp.asarray(lam, jnp.float64),
@@ -492,6 +492,10 @@ def exact_sensitivity(workload: Workload, lam: float, metric: str = "wait_mean")
         jnp.log(jnp.asarray(workload.probs, jnp.float64)),
     )
     v, g = jax.value_and_grad(f, argnums=(0, 1, 2))(*args)
+    if not math.isfinite(float(v)):
+        raise ValueError(
+            f"exact: lam = {lam:.6g} is at or beyond the stability limit of this workload"
+        )
     return {
         "value": float(v),
         "lam": float(g[0]),

@@ -204,3 +204,49 @@ def test_cli_stability_exact_for_phase_type_file(tmp_path, capsys):
     assert out["method"] == "exact" and out["status"] == "ok"
     assert out["lambda_c"] == pytest.approx(float(exact_lambda_c(w)), rel=1e-12)
     assert out["lambda_c_ci"] == [out["lambda_c"], out["lambda_c"]]
+
+
+SENS_PROBS = np.array([0.6, 0.4])
+
+
+def _sens_workload(scale=(1.0, 1.0), p=SENS_PROBS):
+    laws = [
+        Erlang(2, 1.0 * scale[0]),
+        HyperExponential(np.array([0.4, 3.0]) * scale[1], np.array([0.7, 0.3])),
+    ]
+    return Workload(3, [1, 2], list(p), laws)
+
+
+def test_scaled_phase_type_laws_equal_laws_built_with_scaled_means():
+    """The service scales of ``exact_sensitivity`` divide each sub-generator: the mean wait
+    equals that of the laws built again with scaled means (fast guard of the slow test below)."""
+    from jaxqueue.mjqm._exact import scaled_wait_mean
+
+    f = scaled_wait_mean(_sens_workload())
+    got = f(jnp.asarray(0.45), jnp.asarray([0.9, 1.1]), jnp.asarray(SENS_PROBS))
+    want = exact(_sens_workload(scale=(0.9, 1.1)), 0.45).wait_mean
+    assert float(got) == pytest.approx(float(want), rel=1e-12)
+
+
+@pytest.mark.slow
+def test_exact_sensitivity_of_phase_type_laws_matches_central_differences():
+    """``exact_sensitivity`` on Erlang and hyperexponential laws (sub-generators divided by the
+    scales) against central differences of :func:`exact` on workloads whose laws are built
+    again with scaled means and whose class probabilities are moved along a logit."""
+    from jaxqueue.mjqm import exact_sensitivity
+
+    probs, lam, h, wl = SENS_PROBS, 0.45, 1e-5, _sens_workload
+
+    def f(lam_=lam, **kw):
+        return float(exact(wl(**kw), lam_).response_mean)
+
+    ex = exact_sensitivity(wl(), lam, "response_mean")
+    assert ex["value"] == pytest.approx(f(), rel=1e-12)
+    assert ex["lam"] == pytest.approx((f(lam + h) - f(lam - h)) / (2 * h), rel=1e-5)
+    e = np.array([0.0, 1.0])  # the hyperexponential class (two phases)
+    fd = (f(scale=1 + h * e) - f(scale=1 - h * e)) / (2 * h)
+    assert ex["scale"][1] == pytest.approx(fd, rel=1e-5)
+    up, dn = probs * np.exp(h * e), probs * np.exp(-h * e)
+    fd = (f(p=up / up.sum()) - f(p=dn / dn.sum())) / (2 * h)
+    assert ex["logits"][1] == pytest.approx(fd, rel=1e-5)
+    assert np.sum(ex["logits"]) == pytest.approx(0.0, abs=1e-8)  # softmax: shifts cancel

@@ -51,6 +51,7 @@ __all__ = [
     "exact_lambda_c",
     "exact_lambda_c_or_none",
     "exact_size",
+    "scaled_wait_mean",
 ]
 
 # Refuse structures beyond these (the dense repeating block and the global matrices); the
@@ -275,6 +276,26 @@ def check_exact(workload: Workload) -> None:
         _check_exponential(workload)
     else:
         _ph_checked_key(workload)
+
+
+def scaled_wait_mean(workload: Workload):
+    """``f(lam, scale, p)``: the exact mean wait of ``workload`` with class ``i``'s service
+    time scaled by ``scale[i]`` and class probabilities ``p`` (for ``jax.grad``: exponential
+    laws on the QBD, other phase-type laws with their sub-generators ``T_i / scale_i``), after
+    :func:`check_exact`."""
+    check_exact(workload)
+    if all(isinstance(law, Exponential) for law in workload.services):
+        s, cores = _shape(workload)
+        mean = workload.mean_service()
+        return lambda lam, scale, p: _exact_jit(s, cores, 1.0 / (mean * scale), p, lam).wait_mean
+    key = _ph_checked_key(workload)
+    forms, _ = ph_forms(workload)
+
+    def f(lam, scale, p):
+        scaled = [(a, T / scale[i]) for i, (a, T) in enumerate(forms)]
+        return _ph_exact_jit(key, scaled, p, lam).wait_mean
+
+    return f
 
 
 def _ph_checked_key(workload: Workload) -> PHKey:

@@ -330,12 +330,15 @@ def _lambda_c_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array) -> Array:
     return _lambda_c(st, _global_down(st, mu, p))
 
 
-def _result(m: Array, p: Array, busy: Array, lam, lam_c, stable, phases: int, levels: int):
+def _result(
+    m: Array, p: Array, busy: Array, lam, lam_c, stable, phases: int, levels: int, lam_safe=None
+):
     """:class:`ExactResult` from the stationary functionals ``m`` (the columns of
     :func:`._solve._functionals`); ``busy`` the mean jobs in service per class,
     ``lam p_i m_i``, reported when ``lam`` is unstable."""
     K = p.shape[0]
-    lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
+    if lam_safe is None:
+        lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
     inf = jnp.asarray(jnp.inf, p.dtype)
 
     def cap(x):
@@ -382,4 +385,5 @@ def _exact_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array) 
     stable = lam < lam_c * (1.0 - _gap(p.dtype))
     lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
     m = _solve(st, Dg, p, *_functionals(st, p), lam_safe)
-    return _result(m, p, lam * p / mu, lam, lam_c, stable, st.nh, st.n_star)
+    # the solve's lam_safe itself: a second where would split lam's cotangent in two
+    return _result(m, p, lam * p / mu, lam, lam_c, stable, st.nh, st.n_star, lam_safe)

@@ -68,6 +68,10 @@ MAX_PH_IAD_PHASES = 400_000
 AUTO_PH_PHASES = 8000
 
 
+def _all_exponential(workload: Workload) -> bool:
+    return all(isinstance(law, Exponential) for law in workload.services)
+
+
 def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, tuple[int, ...]]:
     """``(s, cores)`` of a workload the QBD solves, else a one-line ``ValueError``. The stability
     limit does not depend on the arrival law (``mjsre`` Remark 4): ``arrivals=False`` skips
@@ -136,7 +140,7 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
         >>> round(float(exact_lambda_c(scenarios.get("five-class-exp"))), 3)  # doctest: +SKIP
         1.795
     """
-    if not all(isinstance(law, Exponential) for law in workload.services):
+    if not _all_exponential(workload):
         traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(workload))
         return _ph_lambda_c(workload, MAX_PH_PHASES if traced else MAX_PH_IAD_PHASES)
     s, cores = _check_exponential(workload, arrivals=False)
@@ -171,7 +175,7 @@ def exact_lambda_c_or_none(workload, full: bool = False) -> float | None:
     non-exponential law, :data:`MAX_PH_IAD_PHASES` if ``full``; any arrival law), else
     ``None``."""
     try:
-        if not all(isinstance(x, Exponential) for x in workload.services):
+        if not _all_exponential(workload):
             return float(_ph_lambda_c(workload, MAX_PH_IAD_PHASES if full else AUTO_PH_PHASES))
         return float(exact_lambda_c(workload))
     except ValueError:
@@ -212,7 +216,7 @@ def exact(workload: Workload, lam) -> ExactResult:
         >>> str(res.status), res.phases
         ('ok', 842)
     """
-    if not all(isinstance(law, Exponential) for law in workload.services):
+    if not _all_exponential(workload):
         return _ph_exact(workload, lam)
     s, cores = _check_exponential(workload)
     mu, p = _numbers(workload)
@@ -272,7 +276,7 @@ def ph_exact_size(key: PHKey) -> dict:
 def check_exact(workload: Workload) -> None:
     """The one-line ``ValueError`` of :func:`exact` for a workload it does not take (its laws,
     arrivals, servers or size), without solving."""
-    if all(isinstance(law, Exponential) for law in workload.services):
+    if _all_exponential(workload):
         _check_exponential(workload)
     else:
         _ph_checked_key(workload)
@@ -281,11 +285,10 @@ def check_exact(workload: Workload) -> None:
 def scaled_wait_mean(workload: Workload):
     """``f(lam, scale, p)``: the exact mean wait of ``workload`` with class ``i``'s service
     time scaled by ``scale[i]`` and class probabilities ``p`` (for ``jax.grad``: exponential
-    laws on the QBD, other phase-type laws with their sub-generators ``T_i / scale_i``), after
-    :func:`check_exact`."""
-    check_exact(workload)
-    if all(isinstance(law, Exponential) for law in workload.services):
-        s, cores = _shape(workload)
+    laws on the QBD, other phase-type laws with their sub-generators ``T_i / scale_i``), or
+    exact's one-line refusal for a workload it does not take."""
+    if _all_exponential(workload):
+        s, cores = _check_exponential(workload)
         mean = workload.mean_service()
         return lambda lam, scale, p: _exact_jit(s, cores, 1.0 / (mean * scale), p, lam).wait_mean
     key = _ph_checked_key(workload)
@@ -331,14 +334,13 @@ def _lambda_c_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array) -> Array:
 
 
 def _result(
-    m: Array, p: Array, busy: Array, lam, lam_c, stable, phases: int, levels: int, lam_safe=None
+    m: Array, p: Array, busy: Array, lam, lam_safe, lam_c, stable, phases: int, levels: int
 ):
     """:class:`ExactResult` from the stationary functionals ``m`` (the columns of
-    :func:`._solve._functionals`); ``busy`` the mean jobs in service per class,
-    ``lam p_i m_i``, reported when ``lam`` is unstable."""
+    :func:`._solve._functionals`) solved at ``lam_safe`` (``lam`` where stable, else a
+    stand-in: the solve's own, so that ``lam``'s cotangent takes one path); ``busy`` the mean
+    jobs in service per class, ``lam p_i m_i``, reported when ``lam`` is unstable."""
     K = p.shape[0]
-    if lam_safe is None:
-        lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
     inf = jnp.asarray(jnp.inf, p.dtype)
 
     def cap(x):
@@ -370,10 +372,11 @@ def _ph_exact_jit(key: PHKey, forms, p: Array, lam: Array) -> ExactResult:
     num = ph_numbers(st, forms, p)
     lam_c = ph_lambda_c_dense(st, num)
     stable = lam < lam_c * (1.0 - _gap(p.dtype))
-    m = ph_metrics(st, num, p, jnp.where(stable, lam, 0.5 * lam_c))
+    lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
+    m = ph_metrics(st, num, p, lam_safe)
     # mean service alpha (-T)^-1 1 per class
     mean = jnp.stack([a @ jnp.linalg.solve(-T, jnp.ones_like(a)) for a, T in forms])
-    return _result(m, p, lam * p * mean, lam, lam_c, stable, st.nh, st.n_star)
+    return _result(m, p, lam * p * mean, lam, lam_safe, lam_c, stable, st.nh, st.n_star)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -385,5 +388,4 @@ def _exact_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array) 
     stable = lam < lam_c * (1.0 - _gap(p.dtype))
     lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
     m = _solve(st, Dg, p, *_functionals(st, p), lam_safe)
-    # the solve's lam_safe itself: a second where would split lam's cotangent in two
-    return _result(m, p, lam * p / mu, lam, lam_c, stable, st.nh, st.n_star, lam_safe)
+    return _result(m, p, lam * p / mu, lam, lam_safe, lam_c, stable, st.nh, st.n_star)

@@ -166,8 +166,9 @@ def test_refuses_unstable_load_with_its_limit():
         sample_backward(wl, 2.2, 10, key=jax.random.key(0))  # beyond lambda_ideal
 
 
+@pytest.mark.slow
 def test_work_within_needed_near_saturation():
-    # At 95% of lambda_c the host loop keeps only unconverged samples: work done <= 1.5x needed.
+    # (Slow: its horizons reach 2^16 jobs.) At 95% of lambda_c the host loop keeps only unconverged samples: work done <= 1.5x needed.
     wl = five_class_exp()
     S = sample_backward(wl, 0.95 * 1.80, 256, key=jax.random.key(2), ell0=256, override=True)
     assert S.status == "ok"
@@ -462,12 +463,13 @@ def test_cli_sample_biased_status_warns(capsys):
 
 def test_work_budget_stops_algorithm1_unconverged():
     """``max_work`` bounds Algorithm 1 too: no doubling starts that would pass it (here none
-    after the first two horizons), and the samples still doubling are unconverged, not ok."""
+    after the first two horizons), and the samples still doubling are unconverged, not ok.
+    At 0.89 lambda_c the free run ends by 2^13 jobs (at 0.97 it went to 2^16)."""
     wl = five_class_exp()
-    free = sample_backward(wl, 1.75, 64, key=jax.random.key(1), ell0=256, override=True)
+    free = sample_backward(wl, 1.6, 64, key=jax.random.key(1), ell0=256, override=True)
     assert free.n_unconverged == 0 and free.work_done > 64 * 512
     S = sample_backward(
-        wl, 1.75, 64, key=jax.random.key(1), ell0=256, override=True, budget=Budget(max_work=1)
+        wl, 1.6, 64, key=jax.random.key(1), ell0=256, override=True, budget=Budget(max_work=1)
     )
     assert S.status == Status.unconverged and S.n_unconverged > 0
     assert S.work_done < free.work_done and int(S.ell.max()) == 512

@@ -168,7 +168,8 @@ def test_refuses_unstable_load_with_its_limit():
 
 @pytest.mark.slow
 def test_work_within_needed_near_saturation():
-    # (Slow: its horizons reach 2^16 jobs.) At 95% of lambda_c the host loop keeps only unconverged samples: work done <= 1.5x needed.
+    # (Slow: its horizons reach 2^16 jobs.) At 95% of lambda_c the host loop keeps only
+    # unconverged samples: work done <= 1.5x needed.
     wl = five_class_exp()
     S = sample_backward(wl, 0.95 * 1.80, 256, key=jax.random.key(2), ell0=256, override=True)
     assert S.status == "ok"

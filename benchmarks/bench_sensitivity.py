@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 from jaxqueue.mjqm import exact_lambda_c, exact_sensitivity, sensitivity
+from jaxqueue.mjqm.options import Differences, Start
 from jaxqueue.scenarios import get
 
 CASES = (
@@ -34,9 +35,9 @@ CASES = (
 )
 
 VARIANTS = {
-    "backward": dict(start="backward"),
-    "empty": dict(start="empty"),
-    "crn": dict(start="backward", differences=True),
+    "backward": dict(start=Start("backward")),
+    "empty": dict(start=Start("empty")),
+    "crn": dict(start=Start("backward"), differences=Differences(everywhere=True)),
 }
 
 

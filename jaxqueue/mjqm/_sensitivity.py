@@ -45,6 +45,7 @@ from ._stability import check_load
 from ._workload import Workload
 from .engines.events._simulate import _float, _runs
 from .engines.recurrence import run_jobs, sample_backward
+from .options import Differences, Start
 from .policies import FCFS, parse_policy
 
 __all__ = ["Sensitivity", "sensitivity", "exact_sensitivity", "parse_metric"]
@@ -316,10 +317,8 @@ def sensitivity(
     key,
     n_jobs: int = 4000,
     n_replications: int = 64,
-    n_warmup: int | None = None,
-    start: str = "backward",
-    h: float | None = None,
-    differences: bool = False,
+    start: Start = Start(),
+    differences: Differences = Differences(),
     rel_precision: float | None = None,
     level: float = 0.95,
     limit=None,
@@ -338,12 +337,12 @@ def sensitivity(
         wrt: a subset of ``("lam", "scale", "logits")``.
         metric: ``wait_mean``, ``response_mean``, ``wait_pNN`` or ``wait_quantile(q)``.
         key: PRNG key (the backward start uses a half, the jobs the other).
-        n_jobs: jobs per replication, ``n_warmup`` (default 0 from a backward start,
-            ``n_jobs // 5`` from empty) left out of the statistics.
+        n_jobs: jobs per replication.
         n_replications: independent replications (a static shape).
-        start: ``"backward"`` (FCFS) or ``"empty"``.
-        h: central-difference step (relative for ``lam``; default 0.02, logits 0.05).
-        differences: CRN central differences for every parameter (a check of the others).
+        start: a :class:`~jaxqueue.mjqm.options.Start`: backward (FCFS) or empty, and the
+            warm-up left out of the statistics.
+        differences: a :class:`~jaxqueue.mjqm.options.Differences`: the central-difference
+            step, and whether every parameter is differenced (a check of the others).
         rel_precision: if given, ``ok`` needs every half-width within this fraction of its
             value.
         level: confidence level. limit: see :func:`~jaxqueue.mjqm.simulate`.
@@ -364,8 +363,10 @@ def sensitivity(
         raise ValueError("workload: one resource type without specific servers is supported")
     if n_replications < 2:
         raise ValueError(f"n_replications: need at least 2, got {n_replications}")
-    if start not in ("backward", "empty"):
-        raise ValueError(f"start: expected backward or empty, got {start!r}")
+    start = Start.check("sensitivity", "start", start)
+    differences = Differences.check("sensitivity", "differences", differences)
+    n_warmup, h, everywhere = start.n_warmup, differences.h, differences.everywhere
+    start = start.kind
     pol = FCFS() if policy is None else parse_policy(policy)
     fcfs = isinstance(pol, FCFS)
     warm = int(n_warmup) if n_warmup is not None else (0 if start == "backward" else n_jobs // 5)
@@ -403,7 +404,7 @@ def sensitivity(
         else:
             W0 = jnp.zeros((R, workload.s), dtype)
         out, methods, (y, yc, halves) = _fcfs(
-            workload, lam, wrt, kind, q, kf, n_jobs, R, warm, (W0, dW0, past), dtype, h, differences
+            workload, lam, wrt, kind, q, kf, n_jobs, R, warm, (W0, dW0, past), dtype, h, everywhere
         )
         cut = []
     else:

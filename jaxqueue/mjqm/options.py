@@ -7,7 +7,9 @@ diffrax's ``SaveAt`` / ``StepSizeController``), each with its defaults and its c
 * :func:`~jaxqueue.mjqm.simulate` on the recurrence engine (the forward scan, Section 7.4):
   ``init=`` :class:`InitialState`, ``histogram=`` :class:`Histogram`;
 * :func:`~jaxqueue.mjqm.simulate` on either engine: ``execution=`` :class:`Execution` (how
-  the work is laid out; no field of it changes a number).
+  the work is laid out; no field of it changes a number);
+* :func:`~jaxqueue.mjqm.sensitivity`: ``start=`` :class:`Start` (where the replications start,
+  the warm-up left out), ``differences=`` :class:`Differences` (the central-difference steps).
 
 The options every entry point shares stay plain keywords (``key``, ``n_jobs`` /
 ``n_samples``, ``dtype``, ``level``, ``limit``, ``override``, ``progress``, ``throw``).
@@ -21,7 +23,16 @@ from typing import Any
 
 import equinox as eqx
 
-__all__ = ["BiasControl", "Budget", "Batching", "InitialState", "Histogram", "Execution"]
+__all__ = [
+    "BiasControl",
+    "Budget",
+    "Batching",
+    "InitialState",
+    "Histogram",
+    "Execution",
+    "Start",
+    "Differences",
+]
 
 
 def _positive_int(owner: str, name: str, value, *, allow_none: bool = False) -> None:
@@ -188,3 +199,34 @@ class Execution(_Option):
             if name not in fields and getattr(self, name) is not None:
                 raise ValueError(f"Execution.{name} does not apply to the {engine} engine")
         return self
+
+
+class Start(_Option):
+    """Where the replications of :func:`~jaxqueue.mjqm.sensitivity` start.
+
+    Attributes:
+        kind: ``"backward"`` (a sub-perfect backward sample, Algorithm 1 of ``mjsre``; FCFS)
+            or ``"empty"``.
+        n_warmup: jobs of each replication left out of the statistics; ``None``: 0 from a
+            backward start, ``n_jobs // 5`` from empty.
+    """
+
+    kind: str = "backward"
+    n_warmup: int | None = None
+
+    def __check_init__(self):
+        if self.kind not in ("backward", "empty"):
+            raise ValueError(f"Start.kind: expected backward or empty, got {self.kind!r}")
+
+
+class Differences(_Option):
+    """The central differences (common random numbers) of :func:`~jaxqueue.mjqm.sensitivity`.
+
+    Attributes:
+        h: the step (relative for ``lam``); ``None``: 0.02, 0.05 for the logits.
+        everywhere: central differences for every parameter, also where a pathwise or
+            score estimate applies (a check of those).
+    """
+
+    h: float | None = None
+    everywhere: bool = False

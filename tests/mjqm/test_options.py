@@ -7,13 +7,14 @@ import jax
 import pytest
 
 from jaxqueue import optimize, scenarios
-from jaxqueue.mjqm import sample_backward, simulate
+from jaxqueue.mjqm import sample_backward, sensitivity, simulate
 from jaxqueue.mjqm.options import (
     Batching,
     BiasControl,
     Budget,
     Execution,
     InitialState,
+    Start,
 )
 
 WL = scenarios.get("five-class-exp")
@@ -30,6 +31,7 @@ WL = scenarios.get("five-class-exp")
         (lambda: Batching(min_batch=0), "Batching.min_batch must be a positive integer"),
         (lambda: InitialState([0.0] * 10, job_offset=-1), "job_offset must be an integer >= 0"),
         (lambda: Execution(chunk=True), "Execution.chunk must be a positive integer"),
+        (lambda: Start("warm"), "Start.kind: expected backward or empty"),
         (lambda: optimize.Penalty(growth=0.0), "Penalty.growth must be > 0"),
     ],
 )
@@ -65,6 +67,14 @@ def test_options_are_immutable_with_defaults():
         (
             lambda k: simulate(WL, 1.0, "msf", key=k, execution=jax.devices()),
             "execution must be a jaxqueue.mjqm.options.Execution, got list",
+        ),
+        (
+            lambda k: sensitivity(WL, 1.0, key=k, start="empty"),
+            "start must be a jaxqueue.mjqm.options.Start, got str",
+        ),
+        (
+            lambda k: sensitivity(WL, 1.0, key=k, differences=True),
+            "differences must be a jaxqueue.mjqm.options.Differences, got bool",
         ),
     ],
 )

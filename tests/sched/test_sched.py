@@ -14,6 +14,8 @@ suite runs small sizes; ``@pytest.mark.slow`` repeats the acceptance checks at l
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -159,23 +161,34 @@ def test_random_8_server_graph_matches_bf():
     check_points(res, exact, "random graph")
 
 
+_SIZES_FULL = dict(replications=12, jumps=20_000, warmup=5_000)
+_SIZES_FAST = dict(replications=8, jumps=5_000, warmup=1_000)
+
+
 @pytest.mark.parametrize(
-    "S,dtype", [(10, None), (40, None), (40, np.float32)], ids=["S10", "S40", "S40-f32"]
+    "S,dtype,ms,sizes",
+    [
+        (10, None, [0.0, 1.0], _SIZES_FULL),
+        # S = 40 in float64 at small size: test_random_assignment_row_overflow_grows_the_buffer
+        pytest.param(40, None, [0.0, 1.0], _SIZES_FULL, marks=pytest.mark.slow),
+        (40, np.float32, [1.0], _SIZES_FAST),
+        pytest.param(40, np.float32, [0.0, 1.0], _SIZES_FULL, marks=pytest.mark.slow),
+    ],
+    ids=["S10", "S40", "S40-f32-fast", "S40-f32"],
 )
-def test_random_assignment_matches_bf_curve(S, dtype):
+def test_random_assignment_matches_bf_curve(S, dtype, ms, sizes):
     """S = 40 > 32: the per-server layout draws a block of servers, then a server in it."""
     from jaxqueue.pools.structured import random_assignment_bf_curve
 
     d, rho = 2, 0.7
     delay, _ = random_assignment_bf_curve(S, d, np.array([rho]))
-    lams = np.full((2, 1), rho * S)
+    lams = np.full((len(ms), 1), rho * S)
     res = simulate_sweep(
-        RandomAssignment(S, d), lams, get_law("exp"), np.array([0.0, 1.0]),
-        key=jax.random.key(5), replications=12, jumps=20_000, warmup=5_000,
-        queue_size=32 if S == 10 else 64, level=LEVEL, dtype=dtype,
+        RandomAssignment(S, d), lams, get_law("exp"), np.array(ms), key=jax.random.key(5),
+        queue_size=32 if S == 10 else 64, level=LEVEL, dtype=dtype, **sizes,
     )  # fmt: skip
     assert res.status == "ok"
-    for p in range(2):
+    for p in range(len(ms)):
         assert_within_ci(
             res.delay_all[p],
             res.delay_all_low[p],
@@ -259,18 +272,25 @@ def test_buffer_grows_and_result_independent_of_buffer():
 def test_random_assignment_row_overflow_grows_the_buffer():
     """A full server row (C = 8 entries at a 16-job buffer) drops the arrival and counts it;
     the rerun with a larger buffer (and rows) gives the numbers of a large buffer from the
-    start: without overflow the jumps do not depend on the sizes."""
+    start: without overflow the jumps do not depend on the sizes. The run covers the
+    balanced-fairness curve of random assignment at S = 40 (the per-server layout's blocks)."""
+    from jaxqueue.pools.structured import random_assignment_bf_curve
     from jaxqueue.sched._kernel import KernelSpec
 
     assert KernelSpec(16, 40, 2, 1, 2, True, 100).row_size == 8
     pool, law = RandomAssignment(40, 2), get_law("exp")
-    kw = dict(m=1.0, key=jax.random.key(4), replications=8, jumps=5_000, warmup=1_000)
+    kw = dict(m=1.0, key=jax.random.key(4), level=LEVEL, **_SIZES_FAST)
     stuck = simulate(pool, 32.0, law, queue_size=16, max_queue_size=16, **kw)
     assert stuck.status == "overflow" and stuck.overflow > 0
     small = simulate(pool, 32.0, law, queue_size=16, **kw)
     big = simulate(pool, 32.0, law, queue_size=256, **kw)
     assert small.queue_size > 16 and small.overflow == 0
     np.testing.assert_array_equal(small.L_reps, big.L_reps)
+    delay, _ = random_assignment_bf_curve(40, 2, np.array([0.8]))
+    assert big.status == "ok"
+    assert_within_ci(
+        big.delay_all, big.delay_all_low, big.delay_all_high, float(delay[0]), what="S = 40"
+    )
 
 
 def test_pick_two_levels_lands_in_the_right_interval():
@@ -615,32 +635,41 @@ _SPEC_FIELDS = (
 )
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _run_chains(spec, params, keys):
+    """One warm-up chunk and five measured chunks per key; one compile per spec and shapes
+    (the specs' classes differ, so the two layouts never share one), m is a traced parameter."""
+    from jaxqueue.sched import _kernel
+
+    return jax.vmap(lambda k: _kernel.run_chain(spec, params, k, 1, 5))(keys)
+
+
 @pytest.mark.parametrize("law", ["exp", "hyperexp", "zipf"])
-@pytest.mark.parametrize("m", [0.0, 1.0])
-def test_class_queues_and_server_queues_make_the_same_jumps(law, m):
+def test_class_queues_and_server_queues_make_the_same_jumps(law):
     """The class-queue layout (O(N S) per jump) and the per-server layout (O(S + D C), which
     stores each job's servers; the layout of random assignment) are two data structures for
     the same chain: from the same uniforms they make the same jumps, so every measured total is
     bit-identical, overflows included (a 4-class graph with unequal capacities, a 16-job
-    buffer at 0.85 load)."""
+    buffer at 0.85 load), with and without interruptions (m = 0, 1: one compile each)."""
     from jaxqueue.sched import _kernel, _simulate
 
     pool = ClassAssignment([[0, 1], [1, 2, 3], [3], [0, 2]], [1.0, 2.0, 0.5, 1.0])
     lam = np.full((1, 4), 0.85 * pool.mu.sum() / 4)
     mix, sigma = _simulate._law_arrays(get_law(law))
-    params, shape = _simulate._kernel_params(pool, lam, np.full(1, m / sigma), mix, np.float64)
-    one = jax.tree.map(lambda x: x[0], params)
     keys = jax.vmap(lambda r: jax.random.fold_in(jax.random.key(3), r))(np.arange(16))
+    for m in (0.0, 1.0):
+        params, shape = _simulate._kernel_params(pool, lam, np.full(1, m / sigma), mix, np.float64)
+        one = jax.tree.map(lambda x: x[0], params)
 
-    def run(spec):
-        assert spec.class_queues == (spec.__class__ is _kernel.KernelSpec)
-        return jax.jit(jax.vmap(lambda k: _kernel.run_chain(spec, one, k, 1, 5)))(keys)
+        def run(spec, one=one):
+            assert spec.class_queues == (spec.__class__ is _kernel.KernelSpec)
+            return _run_chains(spec, one, keys)
 
-    fifo = run(_kernel.KernelSpec(16, *shape, 200))
-    slots = run(_ServerSpec(16, *shape, 200))
-    assert int(fifo.overflow.sum()) > 0 and int(fifo.departures.sum()) > 2_000
-    for a, b in zip(jax.tree.leaves(fifo), jax.tree.leaves(slots), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        fifo = run(_kernel.KernelSpec(16, *shape, 200))
+        slots = run(_ServerSpec(16, *shape, 200))
+        assert int(fifo.overflow.sum()) > 0 and int(fifo.departures.sum()) > 2_000, m
+        for a, b in zip(jax.tree.leaves(fifo), jax.tree.leaves(slots), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"m={m}")
 
 
 def test_class_queue_slots_fit_the_code():

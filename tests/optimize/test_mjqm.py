@@ -98,13 +98,16 @@ def _bisect_lam(target, key, sampler_sizes, warmup, lo=0.4, hi=1.2, iters=11):
     return lo
 
 
-@pytest.fixture(scope="module")
-def max_rate_fast():
-    return C.CASES["mjqm-max-rate"](fast=True)[1]
+def test_mjqm_max_rate_fast_vs_bisection_and_exact_waits_internal():
+    """One run of the fast case (one test: under ``-n 2`` a module fixture shared by two tests
+    would run on both workers), checked two ways. Bisection on the forward simulator with the
+    optimiser's sample sizes lands within 2% of its rate. Against the exact solver (exponential
+    services): at the returned rate, the simulated 95% interval of every class's mean wait covers
+    the exact mean wait (``tests/optimize/test_exact.py`` compares the two answers in rate
+    units)."""
+    from jaxqueue.mjqm import exact
 
-
-def test_mjqm_max_rate_fast_vs_bisection_internal(max_rate_fast):
-    out = max_rate_fast
+    out = C.CASES["mjqm-max-rate"](fast=True)[1]
     assert out["targets_met"] and np.all(np.asarray(out["slack"]) >= 0)
     sz = _sizes(True)["sampler"]
     k_opt, _ = _keys(0)
@@ -116,14 +119,6 @@ def test_mjqm_max_rate_fast_vs_bisection_internal(max_rate_fast):
     )
     assert abs(out["lam_gradient"] - lam_bis) <= 0.02 * lam_bis, (out["lam_gradient"], lam_bis)
 
-
-def test_mjqm_max_rate_fast_covers_the_exact_waits(max_rate_fast):
-    """The simulation-based answer against the exact solver (exponential services): at the
-    returned rate, the simulated 95% interval of every class's mean wait covers the exact mean
-    wait (``tests/optimize/test_exact.py`` compares the two answers in rate units)."""
-    from jaxqueue.mjqm import exact
-
-    out = max_rate_fast
     w = np.asarray(jax.jit(lambda lam: exact(WL, lam).wait_mean_class)(out["lam"]))
     ci = np.asarray(out["metrics"]["W_ci"])
     assert np.all((ci[:, 0] <= w) & (w <= ci[:, 1])), (ci, w)

@@ -94,16 +94,20 @@ def test_idle_control_variate_keeps_coverage_and_narrows_the_interval():
     = 0.44 of the plain interval's."""
     rng = np.random.default_rng(0)
     R, trials, rho = 32, 2000, -0.9
-    hits, widths = 0, []
+    hits, widths, nums, dens = 0, [], [], []
     for _ in range(trials):
         c = rng.standard_normal(R)
         e = rho * c + np.sqrt(1 - rho**2) * rng.standard_normal(R)
         den = rng.uniform(90, 110, R)
         num = den * (5.0 + 0.5 * e)  # ratio 5 in expectation, given den
         m, ci = stats.ratio_ci(num, den, 0.95, c)
-        _, plain = stats.ratio_ci(num, den, 0.95)
         hits += ci[0] <= 5.0 <= ci[1]
-        widths.append((ci[1] - ci[0]) / (plain[1] - plain[0]))
+        widths.append(ci[1] - ci[0])
+        nums.append(num)
+        dens.append(den)
+    # the plain intervals of every trial in one call (a column per trial)
+    _, plain = stats.ratio_ci(np.stack(nums, axis=1), np.stack(dens, axis=1), 0.95)
+    widths = np.asarray(widths) / (plain[:, 1] - plain[:, 0])
     assert 0.93 <= hits / trials <= 0.97, hits / trials
     assert 0.38 < np.median(widths) < 0.50, np.median(widths)
 

@@ -149,8 +149,8 @@ def test_demo_json_is_one_object_internal(monkeypatch, capsys):
     import jaxqueue.cli._demo as demo
     import jaxqueue.studies.bf_recursive as structured
 
-    command = "mjqm exact --scenario five-class-exp --lam 1.0"
-    monkeypatch.setattr(demo, "_COMMANDS", [("exact", command)])
+    command = "mjqm stability --scenario five-class-exp"  # the tour's first step
+    monkeypatch.setattr(demo, "_COMMANDS", [("stability", command)])
     monkeypatch.setattr(demo, "_network_demo", lambda: "network")
     monkeypatch.setattr(bf, "demo_text", lambda: "bf")
     monkeypatch.setattr(structured, "demo_text", lambda: "structured")
@@ -160,7 +160,7 @@ def test_demo_json_is_one_object_internal(monkeypatch, capsys):
         "bf", "structured", "network"
     ]  # fmt: skip
     last = out["sections"][-1]
-    assert last["command"] == f"jaxqueue {command}" and last["result"]["wait_mean"] > 0
+    assert last["command"] == f"jaxqueue {command}" and last["result"]["lambda_c"] > 0
 
 
 def test_sched_json_reports_its_elapsed_time_as_the_other_commands(capsys):

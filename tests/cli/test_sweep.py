@@ -42,7 +42,8 @@ replications = 4
 def sweep_file(tmp_path):
     a, b = tmp_path / "a.toml", tmp_path / "b.toml"
     a.write_text(WORKLOAD.format(name="a", s=4, c=2, p=0.7, q=0.3))
-    b.write_text(WORKLOAD.format(name="b", s=4, c=2, p=0.5, q=0.5))
+    # one name for both: Workload.name is static, a second name would compile everything again
+    b.write_text(WORKLOAD.format(name="a", s=4, c=2, p=0.5, q=0.5))
     path = tmp_path / "sweep.toml"
     path.write_text(SWEEP.format(a=a, b=b))
     return path

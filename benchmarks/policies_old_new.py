@@ -61,8 +61,10 @@ def _compiled(package: str, policy, wl) -> str:
         bins = loop._wait_bins(wl)
     f64, i32 = jnp.float64, jnp.int32
     args = (jnp.asarray(0.9, f64), jax.random.key(0), jnp.arange(16, dtype=i32), i32(60))
-    args = (*args, i32(300), i32(2000), 64, False, jnp.dtype(f64), None)
-    compiled = loop._kernel.lower(policy, wl, *args, bins=bins[:3]).compile().compiled
+    args = (*args, i32(300), i32(2000), 64, False, jnp.dtype(f64))
+    if hasattr(loop, "Run"):  # the kernel takes its run's arguments as one ``Run``
+        args = (loop.Run(*args),)
+    compiled = loop._kernel.lower(policy, wl, *args, None, bins=bins[:3]).compile().compiled
     text = compiled.as_text()
     text = text[text.index("\n%") :]  # the computations, after the file and frame tables
     text = re.sub(r", metadata=\{[^}]*\}", "", text)

@@ -13,7 +13,7 @@ from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Deterministic, Erlang, Exponential, HyperExponential
 from jaxqueue.mjqm import Workload
 from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the engine draws
-from jaxqueue.mjqm.engines.events._loop import _run
+from jaxqueue.mjqm.engines.events._loop import Run, _run
 from jaxqueue.mjqm.policies import Jobs, MaxWeight, parse_policy
 from jaxqueue.mjqm.policies._gittins import rank, rank_table
 from tests.references import mjqm_events
@@ -261,15 +261,17 @@ def _sums(wl, lam, pol, key, B):
     st = _run(
         pol,
         wl,
-        jnp.asarray(lam, jnp.float64),
-        key,
-        jnp.arange(2, dtype=jnp.int32),
-        jnp.int32(100),
-        jnp.int32(800),
-        jnp.int32(80_000),
-        B,
-        False,
-        jnp.dtype(jnp.float64),
+        Run(
+            jnp.asarray(lam, jnp.float64),
+            key,
+            jnp.arange(2, dtype=jnp.int32),
+            jnp.int32(100),
+            jnp.int32(800),
+            jnp.int32(80_000),
+            B,
+            False,
+            jnp.dtype(jnp.float64),
+        ),
     )
     assert not np.any(np.asarray(st.overflow))
     return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)
@@ -305,15 +307,17 @@ def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=128):
     st = _run(
         parse_policy(policy),
         wl,
-        jnp.asarray(lam, jnp.float64),
-        key,
-        jnp.arange(reps, dtype=jnp.int32),
-        jnp.int32(warmup),
-        jnp.int32(n_jobs),
-        jnp.int32(100 * n_jobs),
-        B,
-        False,
-        jnp.dtype(jnp.float64),
+        Run(
+            jnp.asarray(lam, jnp.float64),
+            key,
+            jnp.arange(reps, dtype=jnp.int32),
+            jnp.int32(warmup),
+            jnp.int32(n_jobs),
+            jnp.int32(100 * n_jobs),
+            B,
+            False,
+            jnp.dtype(jnp.float64),
+        ),
     )
     assert not np.any(np.asarray(st.overflow))
     return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)

@@ -13,7 +13,7 @@ from jaxqueue.dist import BoundedPareto, Exponential, HyperExponential
 from jaxqueue.mjqm import Workload, exact, simulate, simulate_policy, stability_limit
 from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the engine draws
 from jaxqueue.mjqm.engines.events import _layout, _loop
-from jaxqueue.mjqm.engines.events._loop import _run
+from jaxqueue.mjqm.engines.events._loop import Run, _run
 from jaxqueue.mjqm.options import Execution
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
 from tests.references import mjqm_ctmc, mjqm_events
@@ -64,15 +64,17 @@ def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=None):
     st = _run(
         pol,
         wl,
-        jnp.asarray(lam, jnp.float64),
-        key,
-        jnp.arange(reps, dtype=jnp.int32),
-        jnp.int32(warmup),
-        jnp.int32(n_jobs),
-        jnp.int32(100 * n_jobs),
-        B,
-        False,
-        jnp.dtype(jnp.float64),
+        Run(
+            jnp.asarray(lam, jnp.float64),
+            key,
+            jnp.arange(reps, dtype=jnp.int32),
+            jnp.int32(warmup),
+            jnp.int32(n_jobs),
+            jnp.int32(100 * n_jobs),
+            B,
+            False,
+            jnp.dtype(jnp.float64),
+        ),
     )
     assert not np.any(np.asarray(st.overflow))
     return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)

@@ -19,6 +19,8 @@ the clock every ``_REBASE`` chunks, so they do not lose digits as the clock grow
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -86,78 +88,60 @@ def _job_at(block, k):
     return tuple(x.reshape(-1).at[idx].get(mode="promise_in_bounds") for x in block)
 
 
-def _run(
-    policy,
-    workload,
-    lam,
-    key,
-    reps,
-    warmup,
-    n_jobs,
-    max_events,
-    B,
-    saturated,
-    dtype,
-    init=None,
-    jobs=None,
-):
+class Run(NamedTuple):
+    """What a run of :func:`_kernel` is given besides the policy and the workload: the arrival
+    rate, the key, the replication indices, the warm-up and total jobs and the event cap
+    (traced), the deque entries ``B``, ``saturated`` and the float dtype (static)."""
+
+    lam: Any
+    key: Any
+    reps: Any
+    warmup: Any
+    n_jobs: Any
+    max_events: Any
+    B: int
+    saturated: bool
+    dtype: Any
+
+
+def _run(policy, workload, run: Run, init=None, jobs=None):
     """:func:`_kernel` with the waiting-time histogram layout of ``workload`` (computed outside
-    the trace, where the workload's arrays are concrete). ``reps`` split over several devices
-    (``_sharding.shard_batch``): each device runs the kernel on its own replications
+    the trace, where the workload's arrays are concrete). ``run.reps`` split over several
+    devices (``_sharding.shard_batch``): each device runs the kernel on its own replications
     (:func:`_sharded`), with ``init`` if given (split likewise). ``jobs``: a replay's given
     jobs instead of drawn ones (:func:`_given`; one device)."""
     bins = _wait_bins(workload)[:3]
     policy = policy.bind(workload)  # what it reads from the workload (Gittins ranks)
-    sharding = getattr(reps, "sharding", None)
+    sharding = getattr(run.reps, "sharding", None)
     mesh = getattr(sharding, "mesh", None)
-    args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype)
     if jobs is not None:
-        return _kernel(policy, workload, *args, init, bins=bins, jobs=jobs)
+        return _kernel(policy, workload, run, init, bins=bins, jobs=jobs)
     if mesh is not None and mesh.size > 1:
-        return _sharded(policy, workload, *args, bins, mesh, init)
-    return _kernel(policy, workload, *args, init, bins=bins)
+        return _sharded(policy, workload, run, bins, mesh, init)
+    return _kernel(policy, workload, run, init, bins=bins)
 
 
 @eqx.filter_jit
-def _sharded(
-    policy,
-    workload,
-    lam,
-    key,
-    reps,
-    warmup,
-    n_jobs,
-    max_events,
-    B,
-    saturated,
-    dtype,
-    bins,
-    mesh,
-    init=None,
-):
-    """:func:`_kernel` on each device's share of ``reps`` (and of ``init``, a state of those
+def _sharded(policy, workload, run: Run, bins, mesh, init=None):
+    """:func:`_kernel` on each device's share of ``run.reps`` (and of ``init``, a state of those
     replications), independently (``shard_map``): under automatic partitioning the kernel's
     loops would synchronise the devices at every loop of :func:`._queues.settle`. The
     deque bodies pass split on their replication axis (``(D Q, R, 3)``) and come back flat,
     as from one device."""
     n = mesh.shape[BATCH]
-    R = reps.shape[0]
+    R = run.reps.shape[0]
     by_rep = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1, R // n, 3)))  # noqa: E731
     flat = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))  # noqa: E731
 
-    def local(lam, key, reps, warmup, n_jobs, max_events, *init):
-        init = flat(init[0]) if init else None
-        args = (lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, init)
-        return by_rep(_kernel(policy, workload, *args, bins=bins))
+    def local(*traced):  # the traced fields of ``run`` (this device's share), then ``init``
+        init = flat(traced[6]) if len(traced) > 6 else None
+        return by_rep(_kernel(policy, workload, Run(*traced[:6], *run[6:]), init, bins=bins))
 
-    scalars = (lam, key, reps[: R // n], warmup, n_jobs, max_events)
-    shapes = jax.eval_shape(local, *scalars)
+    lam, key, reps, warmup, n_jobs, max_events = run[:6]
+    shapes = jax.eval_shape(local, lam, key, reps[: R // n], warmup, n_jobs, max_events)
     specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), shapes)
     specs = specs._replace(q=specs.q._replace(body=P(None, BATCH, None)))
-    args, in_specs = (
-        (lam, key, reps, warmup, n_jobs, max_events),
-        (P(), P(), P(BATCH), P(), P(), P()),
-    )
+    args, in_specs = run[:6], (P(), P(), P(BATCH), P(), P(), P())
     if init is not None:  # the local state's shapes are those of the output
         body = init.q.body.reshape(-1, R, 3)
         args, in_specs = (*args, init._replace(q=init.q._replace(body=body))), (*in_specs, specs)
@@ -166,28 +150,14 @@ def _sharded(
 
 
 @eqx.filter_jit
-def _kernel(
-    policy,
-    workload,
-    lam,
-    key,
-    reps,
-    warmup,
-    n_jobs,
-    max_events,
-    B,
-    saturated,
-    dtype,
-    init,
-    bins,
-    jobs=None,
-):
+def _kernel(policy, workload, run: Run, init, bins, jobs=None):
     """Every replication of ``reps`` until its measured jobs have left (or an arrival or a pick
     finds its deque full, or ``max_events``), all replications side by side (the last axis of
     every array), from ``init`` (default: empty), with deques of ``B`` entries.
     ``saturated``: the queue is topped up to ``B`` jobs at once (no arrival process), for the
     throughput of the saturated system. ``jobs``: the given jobs of a replay (:func:`_given`;
     its first starts logged: ``_accumulate._record_start``)."""
+    lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype = run
     s, K = workload.s, workload.n_classes
     needs = needs_of(workload)
     layout = layout_of(policy, s, needs)

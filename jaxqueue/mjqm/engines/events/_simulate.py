@@ -27,7 +27,7 @@ from ...options import Execution
 from ...policies import Policy, parse_policy
 from ._accumulate import _wait_bins
 from ._layout import first_buffer, layout_of, needs_of
-from ._loop import _run
+from ._loop import Run, _run
 from ._result import PolicyResult, _summarise
 from ._round import _State
 
@@ -156,20 +156,8 @@ def _runs(
         if progress is not None:
             progress(f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots")
         max_events = 4 * n_jobs + 64 * B
-        out = _run(
-            pol,
-            workload,
-            *args,
-            reps,
-            jnp.int32(warmup),
-            jnp.int32(n_jobs),
-            jnp.int32(max_events),
-            B,
-            False,
-            dt,
-            init,
-            jobs,
-        )
+        counts = (jnp.int32(warmup), jnp.int32(n_jobs), jnp.int32(max_events))
+        out = _run(pol, workload, Run(*args, reps, *counts, B, False, dt), init, jobs)
         st = jax.tree.map(to_host, out)
         part = st.acc
         acc = part if acc is None else jax.tree.map(functools.partial(_merge, rows=todo), acc, part)
@@ -249,7 +237,7 @@ def saturated_throughput(
     warmup = n_jobs // 5
     reps = jnp.arange(n_replications, dtype=jnp.int32)
     args = (jnp.asarray(1.0, dt), key, reps, jnp.int32(warmup), jnp.int32(n_jobs))
-    st = _run(pol, workload, *args, jnp.int32(4 * n_jobs + 64 * B), B, True, dt)
+    st = _run(pol, workload, Run(*args, jnp.int32(4 * n_jobs + 64 * B), B, True, dt))
     done = np.full(n_replications, float(n_jobs - warmup))
     m, ci = _ratio_ci(done, np.asarray(st.acc.time), level)
     return float(m), (float(ci[0]), float(ci[1]))

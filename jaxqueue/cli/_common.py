@@ -145,6 +145,32 @@ def add_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", type=fraction, default=0.95, help="confidence level")
 
 
+def add_size(parser: argparse.ArgumentParser, *, jobs: int, replications: int, least: int = 1):
+    """``--jobs`` (per replication, at least ``least``) and ``--replications`` (at least 2)."""
+    parser.add_argument(
+        "--jobs",
+        type=count(least),
+        default=jobs,
+        help="jobs per replication (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--replications",
+        type=count(2),
+        default=replications,
+        help="independent replications (default: %(default)s)",
+    )
+
+
+def add_policy(parser: argparse.ArgumentParser, names: str = "") -> None:
+    """``--policy NAME[:PARAM]`` (default fcfs); ``names``: the policies the help lists."""
+    parser.add_argument(
+        "--policy",
+        default="fcfs",
+        metavar="NAME[:PARAM]",
+        help=f"scheduling policy{names} (default: %(default)s)",
+    )
+
+
 def writable_file(path: str, option: str) -> str:
     """``path`` if a file can be written there (its folder exists, it is not a folder), else a
     one-line ``ValueError`` naming ``option``: checked before the work, not after it."""

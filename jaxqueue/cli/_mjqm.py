@@ -9,6 +9,8 @@ from ._common import (
     UsageError,
     add_common,
     add_level,
+    add_policy,
+    add_size,
     count,
     emit,
     interval,
@@ -165,8 +167,7 @@ def register(top, group) -> None:
         if action.dest == "scenario":
             action.required = False
     p.add_argument("--lam", type=positive, default=None, help="arrival rate (required)")
-    p.add_argument("--jobs", type=count(1), default=20_000, help="jobs per replication")
-    p.add_argument("--replications", type=count(2), default=256, help="independent replications")
+    add_size(p, jobs=20_000, replications=256)
     p.add_argument(
         "--start",
         choices=("backward", "empty"),
@@ -182,13 +183,10 @@ def register(top, group) -> None:
         help="time budget: a run failing its stationarity checks is continued with twice the "
         "jobs while the budget allows (fcfs only; default: 120)",
     )
-    p.add_argument(
-        "--policy",
-        default="fcfs",
-        metavar="NAME[:PARAM]",
-        help="scheduling policy: fcfs (the MJSRE scan), first-fit, window:W, "
-        "preemptive-first-fit, msf, server-filling, easy-backfilling (the event engine; "
-        "starts empty, warm-up jobs // 5) (default: %(default)s)",
+    add_policy(
+        p,
+        ": fcfs (the MJSRE scan), first-fit, window:W, preemptive-first-fit, msf, "
+        "server-filling, easy-backfilling (the event engine; starts empty, warm-up jobs // 5)",
     )
     p.add_argument(
         "--tail",

@@ -10,7 +10,7 @@ import time
 from ._common import (
     UsageError,
     add_common,
-    count,
+    add_size,
     emit,
     format_table,
     interval,
@@ -430,8 +430,7 @@ def register(top, group) -> None:
         default="0.5,0.7,0.9",
         help="comma-separated fractions of lambda_c of fcfs (default: %(default)s)",
     )
-    p.add_argument("--jobs", type=count(10), default=20_000, help="jobs per replication")
-    p.add_argument("--replications", type=count(2), default=64, help="independent replications")
+    add_size(p, jobs=20_000, replications=64, least=10)
     p.add_argument("--plot", metavar="FILE.png", help="write a figure of the table")
     p.add_argument(
         "--quantiles",

@@ -10,7 +10,8 @@ import time
 from ._common import (
     add_common,
     add_level,
-    count,
+    add_policy,
+    add_size,
     emit,
     interval,
     log,
@@ -158,12 +159,7 @@ def register(top, group) -> None:
     """Add ``jaxqueue mjqm sensitivity``."""
     p = mjqm_command(group, "sensitivity", help=_HELP, description=_DESCRIPTION)
     p.add_argument("--lam", type=positive, required=True, help="arrival rate")
-    p.add_argument(
-        "--policy",
-        default="fcfs",
-        metavar="NAME[:PARAM]",
-        help="scheduling policy (default: %(default)s)",
-    )
+    add_policy(p)
     p.add_argument(
         "--wrt",
         type=_wrt,
@@ -178,15 +174,7 @@ def register(top, group) -> None:
         help="wait_mean, response_mean, wait_pNN (e.g. wait_p99) or wait_quantile(q) "
         "(default: %(default)s)",
     )
-    p.add_argument(
-        "--jobs", type=count(8), default=4000, help="jobs per replication (default: %(default)s)"
-    )
-    p.add_argument(
-        "--replications",
-        type=count(2),
-        default=64,
-        help="independent replications (default: %(default)s)",
-    )
+    add_size(p, jobs=4000, replications=64, least=8)
     p.add_argument(
         "--rel-precision",
         type=positive,

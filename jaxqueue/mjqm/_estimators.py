@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..stats import Estimate, StatusRules, log_histogram, quantile_ci, tail_ci
+from ..stats import (
+    Estimate,
+    StatusRules,
+    log_histogram,
+    quantile_ci,
+    quantile_from_hist,
+    tail_ci,
+)
 
 __all__ = [
     "RULES",
@@ -128,6 +135,15 @@ class Tails:
     def tail_hists(self) -> tuple:
         """``(wait_hists, response_hists)``; ``response_hists`` ``None`` where unknown."""
         return self.wait_hists, self.response_hists
+
+    def wait_quantile(self, q: float, cls: int | None = None) -> float:
+        """Quantile ``q`` of the wait until (first) service of class ``cls`` (all jobs if
+        ``None``) from the pooled histogram ``hist``, interpolated within a bin (accurate to a
+        fraction of a bin)."""
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"q must lie in (0, 1), got {q}")
+        counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
+        return quantile_from_hist(counts, self.edges, q)
 
     def _one(self, fn, kind, x, cls) -> Estimate:
         h = self.tail_hists()[kind == "response"]

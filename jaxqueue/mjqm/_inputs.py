@@ -165,7 +165,7 @@ def draw_jobs(
     workload: Workload,
     lam: Float[ArrayLike, ""],
     key: PRNGKeyArray,
-    rep: Int[ArrayLike, ""],
+    rep: Int[ArrayLike, "..."],
     jobs: Int[ArrayLike, "..."],
     *,
     dtype=jnp.float32,
@@ -180,7 +180,8 @@ def draw_jobs(
         workload: the model.
         lam: arrival rate (traced scalar).
         key: PRNG key shared by all replications.
-        rep: replication / sample index.
+        rep: replication / sample index, or a vector of them (then every field gets a
+            trailing replication axis, replications minor).
         jobs: job indices (any shape).
         dtype: float dtype of ``sigma`` and ``tau``.
         n_extra: number of extra uniforms per job to return in ``extra``.
@@ -196,25 +197,17 @@ def draw_jobs_block(
     workload: Workload,
     lam: Float[ArrayLike, ""],
     key: PRNGKeyArray,
-    rep: Int[ArrayLike, ""],
+    rep: Int[ArrayLike, "..."],
     start: Int[ArrayLike, ""],
     length: int,
     *,
     dtype=jnp.float32,
     n_extra: int = 0,
 ) -> JobInputs:
-    """:func:`draw_jobs` for the jobs ``start .. start + length - 1`` (``length`` static)."""
+    """:func:`draw_jobs` for the jobs ``start .. start + length - 1`` (``length`` static; a
+    vector ``rep``: fields ``(length, R, ...)``, the layout the batched forward scan reads)."""
     jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
-    rows = uniform_rows(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
-    return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
-
-
-def draw_jobs_block_reps(workload, lam, key, reps, start, length, *, dtype, n_extra=0):
-    """:func:`draw_jobs_block` for a vector of replications at once, replications minor:
-    fields of shape ``(length, R, ...)`` (the layout the batched forward scan reads)."""
-    jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
-    rows = uniform_rows(key, reps, jobs, n_uniforms(workload, n_extra), dtype)
-    return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
+    return draw_jobs(workload, lam, key, rep, jobs, dtype=dtype, n_extra=n_extra)
 
 
 def draw_jobs_each(workload: Workload, lam, keypairs, jobs, *, dtype) -> JobInputs:

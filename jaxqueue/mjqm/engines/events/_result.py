@@ -9,7 +9,6 @@ import numpy as np
 
 from ....stats import Estimate, Result, Status, drift, judge
 from ....stats import effective_samples as _effective_jobs
-from ....stats import quantile_from_hist as _quantile_from_hist
 from ....stats import ratio_ci as _ratio_ci
 from ..._estimators import (
     MIN_EFFECTIVE,
@@ -88,15 +87,6 @@ class PolicyResult(Tails, Result):
     def level(self) -> float:
         """The confidence level of the intervals."""
         return self.response_mean.level
-
-    def wait_quantile(self, q: float, cls: int | None = None) -> float:
-        """Quantile ``q`` of the wait until first service of class ``cls`` (all jobs if
-        ``None``), interpolated within a histogram bin as the forward scan does (accurate to
-        a fraction of a bin, ``1/16`` octave)."""
-        if not 0.0 < q < 1.0:
-            raise ValueError(f"q must lie in (0, 1), got {q}")
-        counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
-        return _quantile_from_hist(counts, self.edges, q)
 
     def status_reason(self) -> str:
         """Why the status is not ``ok``, in one line."""

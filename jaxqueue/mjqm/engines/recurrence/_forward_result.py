@@ -24,7 +24,6 @@ from ....stats import (
     effective_samples,
     identity_z,
     judge,
-    quantile_from_hist,
     ratio_ci,
     stationarity,
     t_quantile,
@@ -122,13 +121,6 @@ class ForwardResult(Tails, Result):
         """``(wait_hists, response_hists)``: the response time's (fractional) histograms are
         the waits' convolved with the service laws (class docstring), computed here."""
         return self.wait_hists, response_hists(self.wait_hists, self.edges, self.workload.services)
-
-    def wait_quantile(self, q: float, cls: int | None = None) -> float:
-        """Quantile ``q`` of the waiting time of class ``cls`` (all jobs if ``None``)."""
-        if not 0.0 < q < 1.0:
-            raise ValueError(f"q must lie in (0, 1), got {q}")
-        counts = self.hist.sum(axis=0) if cls is None else self.hist[cls]
-        return quantile_from_hist(counts, self.edges, q)
 
     def wait_density(self, cls: int | None = None) -> tuple[np.ndarray, np.ndarray, float]:
         """``(bin_centres, density, p0)``: the waiting-time density on the positive bins

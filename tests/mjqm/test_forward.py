@@ -227,11 +227,11 @@ def _same_any_chunking(ref, chunks):
 def test_chunking_float32_and_continuation(five_f32):
     """Same key, any chunking: bitwise the same trajectories, waits and histograms; the
     float64 statistics differ only by the float32 rounding of within-chunk HOL sums. Odd
-    blocks (chunk 75) run their last job apart from the loop over pairs of jobs, blocks of
-    2 jobs one job per step (chunks 70 and 3: the slow test below)."""
+    blocks (chunk 75) run their last job apart from the loop over pairs of jobs (chunks 70,
+    3 and 2: the slow test below)."""
     wl = scenarios.get("five-class-exp")
     a = five_f32
-    _same_any_chunking(a, (75, 2))
+    _same_any_chunking(a, (75,))
     assert a.final_state.dtype == np.float32
     # warm start: 1500 + 1500 jobs reproduce the 3000-job trajectory
     half = dict(n_jobs=1500, warmup=0, **CHUNK_KW)
@@ -242,9 +242,10 @@ def test_chunking_float32_and_continuation(five_f32):
 
 @pytest.mark.slow
 def test_chunking_even_blocks_with_a_remainder_and_three_job_blocks(five_f32):
-    """Chunks 70 (even blocks, a shorter last one) and 3 (an odd block, one job per step);
-    the default suite's test_chunking_float32_and_continuation checks chunks 75 and 2."""
-    _same_any_chunking(five_f32, (70, 3))
+    """Chunks 70 (even blocks, a shorter last one), 3 (an odd block, one job per step) and 2
+    (blocks of 2 jobs, one job per step); the default suite's
+    test_chunking_float32_and_continuation checks chunk 75."""
+    _same_any_chunking(five_f32, (70, 3, 2))
 
 
 def test_same_numbers_on_four_host_devices(five_f32, tmp_path):

@@ -10,7 +10,7 @@ half-widths. Methods for the bias table: pathwise from backward samples with the
 derivative carried (the default), pathwise from an empty start, CRN central differences, the
 score function (logits).
 
-    python -m benchmarks.bench_sensitivity --runs 20 --jobs 4000 --replications 64 --log runs.jsonl
+    python -m benchmarks.bench_sensitivity --runs 200 --jobs 16000 --replications 64 --log runs.jsonl
     python -m benchmarks.bench_sensitivity --summarise runs.jsonl
 """
 
@@ -50,7 +50,7 @@ def _flat(d: dict) -> dict:
     }
 
 
-def one_run(wl, lam, key, *, variant="backward", n_jobs=4000, n_replications=64) -> dict:
+def one_run(wl, lam, key, *, variant="backward", n_jobs=16_000, n_replications=64) -> dict:
     """One independent run: every derivative's estimate and interval, the status, seconds."""
     t0 = time.perf_counter()
     res = sensitivity(
@@ -103,7 +103,7 @@ def summarise(case, variant, runs: list[dict], ex: dict, sizes: dict) -> dict:
 
 
 def coverage(
-    name, load, runs, *, variant="backward", n_jobs=4000, n_replications=64, first=1000, log=None
+    name, load, runs, *, variant="backward", n_jobs=16_000, n_replications=64, first=1000, log=None
 ):
     """``runs`` independent runs (keys ``first ..``) of one case and variant, summarised by
     :func:`summarise`; each run is also written to ``log`` (a JSON line) as it finishes."""
@@ -141,7 +141,7 @@ def main(argv=None):
     jax.config.update("jax_enable_x64", True)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--jobs", type=int, default=4000)
+    ap.add_argument("--jobs", type=int, default=16_000)
     ap.add_argument("--replications", type=int, default=64)
     ap.add_argument("--cases", default=",".join(f"{n}@{l}" for n, l in CASES))
     ap.add_argument("--variants", default="backward")

@@ -174,7 +174,7 @@ def register(top, group) -> None:
         help="wait_mean, response_mean, wait_pNN (e.g. wait_p99) or wait_quantile(q) "
         "(default: %(default)s)",
     )
-    add_size(p, jobs=4000, replications=64, least=8)
+    add_size(p, jobs=16_000, replications=64, least=8)
     p.add_argument(
         "--rel-precision",
         type=positive,

@@ -315,7 +315,7 @@ def sensitivity(
     wrt=PARAMS,
     metric: str = "wait_mean",
     key,
-    n_jobs: int = 4000,
+    n_jobs: int = 16_000,
     n_replications: int = 64,
     start: Start = Start(),
     differences: Differences = Differences(),
@@ -337,7 +337,8 @@ def sensitivity(
         wrt: a subset of ``("lam", "scale", "logits")``.
         metric: ``wait_mean``, ``response_mean``, ``wait_pNN`` or ``wait_quantile(q)``.
         key: PRNG key (the backward start uses a half, the jobs the other).
-        n_jobs: jobs per replication.
+        n_jobs: jobs per replication. A derivative remembers a congested period longer than
+            the wait does: nearer ``lambda_c`` its interval needs longer replications.
         n_replications: independent replications (a static shape).
         start: a :class:`~jaxqueue.mjqm.options.Start`: backward (FCFS) or empty, and the
             warm-up left out of the statistics.

@@ -10,7 +10,7 @@ half-widths. Methods for the bias table: pathwise from backward samples with the
 derivative carried (the default), pathwise from an empty start, CRN central differences, the
 score function (logits).
 
-    python -m benchmarks.bench_sensitivity --runs 200 --jobs 16000 --replications 64 --log runs.jsonl
+    python -m benchmarks.bench_sensitivity --runs 20 --jobs 16000 --replications 64 --log runs.jsonl
     python -m benchmarks.bench_sensitivity --summarise runs.jsonl
 """
 

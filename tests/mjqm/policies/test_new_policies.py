@@ -16,6 +16,7 @@ from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the engine draws
 from jaxqueue.mjqm.engines.events._loop import Run, _run
 from jaxqueue.mjqm.policies import Jobs, MaxWeight, parse_policy
 from jaxqueue.mjqm.policies._gittins import rank, rank_table
+from tests.mjqm.policies.test_policies import _engine_sums
 from tests.references import mjqm_events
 
 NEW = (
@@ -303,26 +304,6 @@ def test_maxweight_picks_equal_its_select_on_every_job():
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
-def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=128):
-    st = _run(
-        parse_policy(policy),
-        wl,
-        Run(
-            jnp.asarray(lam, jnp.float64),
-            key,
-            jnp.arange(reps, dtype=jnp.int32),
-            jnp.int32(warmup),
-            jnp.int32(n_jobs),
-            jnp.int32(100 * n_jobs),
-            B,
-            False,
-            jnp.dtype(jnp.float64),
-        ),
-    )
-    assert not np.any(np.asarray(st.overflow))
-    return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)
-
-
 def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
     """The same jobs through the heapq simulator (sizes known at arrival, class laws for the
     Gittins index): enough extra arrivals that every measured job has left before the trace
@@ -386,7 +367,7 @@ def test_new_policy_equals_heapq_simulator_job_by_job(name, policy):
     elif policy == "balanced-splitting":
         policy, lam = _SPLIT[name]
     key = jax.random.key(11)
-    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000)
+    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000, B=128)
     for r in range(2):
         ref = _reference_sums(wl, lam, policy, key, r, 100, 1000)
         np.testing.assert_array_equal(cnt[:, r], ref[2])

@@ -166,6 +166,16 @@ def test_refuses_unstable_load_with_its_limit():
         sample_backward(wl, 2.2, 10, key=jax.random.key(0))  # beyond lambda_ideal
 
 
+def test_work_within_needed_fast():
+    # The fast version of the check below: at 0.8 lambda_c one of 256 samples needs 8192 jobs
+    # and the others 2048, so running every sample to the longest horizon would do 3.95x the
+    # work needed; the host loop, keeping only the unconverged samples, stays under 2x.
+    S = sample_backward(five_class_exp(), 0.8 * 1.80, 256, key=jax.random.key(2), ell0=256)
+    assert S.status == "ok"
+    np.testing.assert_array_equal(np.unique(np.asarray(S.ell)), [2048, 8192])
+    assert S.work_ratio < 2.0, S.work_ratio
+
+
 @pytest.mark.slow
 def test_work_within_needed_near_saturation():
     # (Slow: its horizons reach 2^16 jobs.) At 95% of lambda_c the host loop keeps only

@@ -82,9 +82,10 @@ def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=None):
     return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)
 
 
-def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
-    """The same jobs through the heapq simulator: enough extra arrivals that every measured job
-    has left before the trace ends (a policy that starves a class needs more)."""
+def _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs):
+    """Class, start and departure minus arrival of the measured jobs, the same jobs through the
+    heapq simulator: enough extra arrivals that every measured job has left before the trace
+    ends (a policy that starves a class needs more)."""
     m = slice(warmup, n_jobs)
     total = n_jobs + 400
     while True:
@@ -99,11 +100,19 @@ def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
         if dep[m].max() < arrivals[-1]:  # the measured jobs never saw the end of the trace
             break
         total *= 2
-    cls = np.asarray(jobs.cls)[m]
+    a = arrivals[m]
+    return np.asarray(jobs.cls)[m], start[m] - a, dep[m] - a
+
+
+def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
+    """Per-class sums of response and wait, and counts, of :func:`_reference_jobs`."""
+    cls, wait, resp = _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs)
     K = wl.n_classes
-    resp = np.bincount(cls, dep[m] - arrivals[m], minlength=K)
-    wait = np.bincount(cls, start[m] - arrivals[m], minlength=K)
-    return resp, wait, np.bincount(cls, minlength=K)
+    return (
+        np.bincount(cls, resp, minlength=K),
+        np.bincount(cls, wait, minlength=K),
+        np.bincount(cls, minlength=K),
+    )
 
 
 @pytest.mark.parametrize("policy", ALL)

@@ -5,30 +5,13 @@ against the empirical quantiles of the same jobs through the plain-Python heapq 
 import math
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxqueue import scenarios
 from jaxqueue.dist import Exponential
 from jaxqueue.mjqm import Workload, simulate_policy
-from jaxqueue.mjqm._inputs import draw_jobs  # the same jobs as the engine draws
-from tests.references import mjqm_events
-
-
-def _reference(wl, lam, policy, key, rep, warmup, n_jobs):
-    """Class, wait and response of the measured jobs through the heapq simulator."""
-    total = n_jobs + 400
-    jobs = draw_jobs(wl, lam, key, rep, jnp.arange(total), dtype=jnp.float64)
-    tau = np.asarray(jobs.tau)
-    arrivals = np.concatenate([[0.0], np.cumsum(tau[:-1])])
-    needs = np.asarray(jobs.alpha)[:, 0].tolist()
-    start, dep = mjqm_events.run_trace(
-        policy, wl.s, needs, arrivals.tolist(), np.asarray(jobs.sigma).tolist()
-    )
-    m = slice(warmup, n_jobs)
-    a = arrivals[m]
-    return np.asarray(jobs.cls)[m], np.asarray(start)[m] - a, np.asarray(dep)[m] - a
+from tests.mjqm.policies.test_policies import _reference_jobs as _reference
 
 
 @pytest.mark.parametrize("policy", ["msf", "server-filling-srpt"])

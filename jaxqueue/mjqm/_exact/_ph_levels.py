@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._ph_structure import PHKey, _pairs
-from ._structure import _indexer, _log_multinomial, _Phases, _service_vectors
+from ._structure import _level_slots, _log_multinomial, _Phases, _Space
 
 _COLUMNS = ("src", "dst", "coef", "rate", "entry", "m", "stop")
 
@@ -76,9 +76,6 @@ class PHLevels(_Phases):
     inert padding phase ``nh + nv``; ``slots[N]`` lists level ``N``'s (padded)."""
 
     key: PHKey
-    nvec: np.ndarray
-    head_n: np.ndarray
-    head_h: np.ndarray
     n_star: int
     slots: np.ndarray  # (n_star + 1, P)
     n_pairs: int
@@ -146,18 +143,12 @@ def ph_levels(key: PHKey) -> PHLevels:
     a_c = np.asarray(key.cores, dtype=np.int64)
     K, nt = len(a_c), len(a_t)
     eye = np.eye(nt, dtype=np.int64)
-    nvec = _service_vectors(s, a_t)
-    size, used = nvec.sum(1), nvec @ a_t
-    index_of = _indexer(s, a_t, nvec)
-    hn, hh = np.nonzero(used[:, None] + a_c[None, :] > s)
-    perm = np.lexsort((hh, hn, size[hn]))
-    head_n, head_h = hn[perm], hh[perm]
-    nh, nv = len(head_n), len(nvec)
+    sp = _Space(s, a_t, a_c)
+    nvec, used, index_of, head_index = sp.nvec, sp.used, sp.index_of, sp.head_index
+    head_h = sp.head_h
+    nh = len(sp.head_n)
     none0 = nh
-    head_index = -np.ones((nv, K), dtype=np.int64)
-    head_index[head_n, head_h] = np.arange(nh)
-    alpha = np.concatenate([np.asarray(x, bool) for x in key.alpha])
-    exits = np.concatenate([np.asarray(e, bool) for e in key.exits])
+    alpha, exits = key.entry_types, key.exit_types
     pairs = _pairs(key)
     cls = key.type_class
     reveal = np.nonzero((nvec[:, ~alpha] == 0).all(1))[0]
@@ -165,7 +156,7 @@ def ph_levels(key: PHKey) -> PHLevels:
     one = nt + len(pairs)
     defaults = {"coef": 1.0, "rate": one, "entry": nt, "m": 0, "stop": K}
     down, local, up = (_Collect(defaults) for _ in range(3))
-    hv = nvec[head_n]
+    hv = nvec[sp.head_n]
     for t in np.nonzero(exits)[0]:
         rows = np.nonzero(nvec[:, t] > 0)[0]
         dst = none0 + index_of(nvec[rows] - eye[t])
@@ -197,21 +188,10 @@ def ph_levels(key: PHKey) -> PHLevels:
             up.add(src=none0 + rows, dst=none0 + index_of(nvec[rows] + eye[u]), entry=u, stop=k)
         rows = np.nonzero(~fit)[0]
         up.add(src=none0 + rows, dst=head_index[rows, k], stop=k)
-    n_star = int(size.max()) + 1
-    pad = nh + nv
-    head_size = size[head_n]
-    levels = [
-        np.concatenate([np.nonzero(head_size <= N - 1)[0], none0 + np.nonzero(size == N)[0]])
-        for N in range(n_star + 1)
-    ]
-    slots = np.full((n_star + 1, max(len(x) for x in levels)), pad, dtype=np.int64)
-    for N, x in enumerate(levels):
-        slots[N, : len(x)] = x
+    n_star, _, slots = _level_slots(sp.size, sp.head_n, 0)
     out = PHLevels(
         key=key,
-        nvec=nvec,
-        head_n=head_n,
-        head_h=head_h,
+        **sp.phases(),
         n_star=n_star,
         slots=slots,
         n_pairs=len(pairs),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._structure import _count_by_used, _indexer, _log_multinomial, _Phases, _service_vectors
+from ._structure import _count_by_used, _log_multinomial, _Phases, _Space
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,16 @@ class PHKey:
     def type_cores(self) -> np.ndarray:
         return np.asarray(self.cores, dtype=np.int64)[self.type_class]
 
+    @property
+    def entry_types(self) -> np.ndarray:
+        """Per type, whether a job may start in it (``alpha_t > 0``)."""
+        return np.concatenate([np.asarray(x, bool) for x in self.alpha])
+
+    @property
+    def exit_types(self) -> np.ndarray:
+        """Per type, whether a job may complete from it (``t_t > 0``)."""
+        return np.concatenate([np.asarray(e, bool) for e in self.exits])
+
 
 def ph_counts(key: PHKey) -> tuple[int, int]:
     """``(head phases, service vectors)`` of ``key`` without building anything."""
@@ -62,9 +72,6 @@ class PHStructure(_Phases):
     """
 
     key: PHKey
-    nvec: np.ndarray
-    head_n: np.ndarray
-    head_h: np.ndarray
     pairs: np.ndarray  # (n_local, 2) types (t, u) with T[t, u] > 0 structurally
     f_src: np.ndarray
     f_dst: np.ndarray
@@ -135,22 +142,15 @@ def ph_structure(key: PHKey) -> PHStructure:
     stationary departure rate is ``lambda_c``). Memoised by ``key`` (the 8 most recent)."""
     a_t = key.type_cores
     a_c = np.asarray(key.cores, dtype=np.int64)
-    K, nt = len(a_c), len(a_t)
+    nt = len(a_t)
     eye = np.eye(nt, dtype=np.int64)
-    nvec = _service_vectors(key.s, a_t)
-    size, used = nvec.sum(1), nvec @ a_t
-    index_of = _indexer(key.s, a_t, nvec)
-    hn, hh = np.nonzero(used[:, None] + a_c[None, :] > key.s)
-    perm = np.lexsort((hh, hn, size[hn]))
-    head_n, head_h = hn[perm], hh[perm]
-    head_index = -np.ones((len(nvec), K), dtype=np.int64)
-    head_index[head_n, head_h] = np.arange(len(head_n))
-    alpha = np.concatenate([np.asarray(x, bool) for x in key.alpha])
-    exits = np.concatenate([np.asarray(e, bool) for e in key.exits])
+    sp = _Space(key.s, a_t, a_c)
+    nvec, head_h, head_index, index_of = sp.nvec, sp.head_h, sp.head_index, sp.index_of
+    alpha, exits = key.entry_types, key.exit_types
     reveal = np.nonzero((nvec[:, ~alpha] == 0).all(1))[0]
     pairs = _pairs(key)
     cls = key.type_class
-    hv = nvec[head_n]
+    hv = nvec[sp.head_n]
     F = {"src": [], "dst": [], "lc": [], "rate": [], "down": []}
     A = {"src": [], "y": [], "lc": [], "rate": [], "entry": []}
 
@@ -177,12 +177,10 @@ def ph_structure(key: PHKey) -> PHStructure:
         dst = head_index[index_of(hv[xs] - eye[t] + eye[u]), head_h[xs]]
         add(F, src=xs, dst=dst, lc=np.log(hv[xs, t].astype(float)), rate=nt + r, down=False)
     ys = np.unique(np.concatenate(A["y"])) if A["y"] else np.zeros(0, dtype=np.int64)
-    C = _cascade_rows(key, nvec, used, index_of, head_index, reveal, ys)
+    C = _cascade_rows(key, nvec, sp.used, index_of, head_index, reveal, ys)
     out = PHStructure(
         key=key,
-        nvec=nvec,
-        head_n=head_n,
-        head_h=head_h,
+        **sp.phases(),
         pairs=pairs,
         f_src=_cat(F["src"], np.int32),
         f_dst=_cat(F["dst"], np.int32),

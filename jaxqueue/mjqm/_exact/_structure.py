@@ -65,11 +65,14 @@ def _shape(workload: Workload) -> tuple[int, tuple[int, ...]]:
     return workload.servers[0], tuple(int(r[0]) for r in workload.cores)
 
 
+@dataclass(frozen=True)
 class _Phases:
-    """The phase counts of a QBD structure: ``nh`` head phases, ``nv`` service vectors."""
+    """The phases of a QBD structure: the ``nv`` service vectors ``nvec`` (jobs in service per
+    class or type) and the ``nh`` head phases ``(nvec[head_n], head_h)``, sorted by ``|n|``."""
 
-    head_n: np.ndarray
-    nvec: np.ndarray
+    nvec: np.ndarray  # (nv, K)
+    head_n: np.ndarray  # (nh,) index into nvec
+    head_h: np.ndarray  # (nh,) class of the head
 
     @property
     def nh(self) -> int:
@@ -90,9 +93,6 @@ class _Structure(_Phases):
 
     s: int
     cores: np.ndarray  # (K,)
-    nvec: np.ndarray  # (nv, K) service vectors
-    head_n: np.ndarray  # (nh,) index into nvec
-    head_h: np.ndarray  # (nh,) class of the head
     n_star: int  # first level holding exactly the head phases
     n_global: int  # nh + nv + 1
     # down transitions: src, dst (global), departing class j, coef (multinomial * n_j), expo (T, K)
@@ -136,6 +136,28 @@ def _indexer(s: int, a: np.ndarray, nvec: np.ndarray):
     order = np.argsort(keys)
     sorted_keys = keys[order]
     return lambda vecs: order[np.searchsorted(sorted_keys, vecs @ stride)]
+
+
+class _Space:
+    """What a structure is built from: the service vectors of ``s`` servers for jobs of
+    ``type_cores`` servers (``size`` jobs and ``used`` servers each, ``index_of`` their rows)
+    and the head phases ``(n, h)``, a class-``h`` job (``cores[h]`` servers) that does not fit
+    beside ``n``, sorted by ``|n|`` so that a level's heads are a prefix (``head_index[n, h]``
+    their index, -1 where ``(n, h)`` is no head)."""
+
+    def __init__(self, s: int, type_cores: np.ndarray, cores: np.ndarray):
+        self.nvec = _service_vectors(s, type_cores)
+        self.size, self.used = self.nvec.sum(1), self.nvec @ type_cores
+        self.index_of = _indexer(s, type_cores, self.nvec)
+        hn, hh = np.nonzero(self.used[:, None] + cores[None, :] > s)
+        perm = np.lexsort((hh, hn, self.size[hn]))
+        self.head_n, self.head_h = hn[perm], hh[perm]
+        self.head_index = -np.ones((len(self.nvec), len(cores)), dtype=np.int64)
+        self.head_index[self.head_n, self.head_h] = np.arange(len(self.head_n))
+
+    def phases(self) -> dict:
+        """The fields of :class:`_Phases`."""
+        return {"nvec": self.nvec, "head_n": self.head_n, "head_h": self.head_h}
 
 
 class _Transitions:
@@ -220,17 +242,19 @@ def _down(s, a, nvec, head_n, head_h, head_index, none0, index_of) -> _Transitio
     return tr
 
 
-def _level_slots(size, head_n, none0, n_global):
-    """Levels ``0 .. N* + 2``: their global phases (heads with ``|n| <= N - 1``, then nones
-    with ``|n| = N``), and the ``(levels, P)`` slot table padded with the inert phase."""
+def _level_slots(size, head_n, extra: int):
+    """Levels ``0 .. N* + extra``: their global phases (heads with ``|n| <= N - 1``, then nones
+    with ``|n| = N``; the nones start at ``nh``), and the ``(levels, P)`` slot table padded
+    with the inert phase ``nh + nv``."""
     n_star = int(size.max()) + 1
     head_size = size[head_n]
+    none0 = len(head_n)
     levels = [
         np.concatenate([np.nonzero(head_size <= N - 1)[0], none0 + np.nonzero(size == N)[0]])
-        for N in range(n_star + 3)
+        for N in range(n_star + 1 + extra)
     ]
     P = max(len(x) for x in levels)
-    slots = np.full((len(levels), P), n_global - 1, dtype=np.int64)
+    slots = np.full((len(levels), P), none0 + len(size), dtype=np.int64)
     for N, x in enumerate(levels):
         slots[N, : len(x)] = x
     return n_star, levels, slots
@@ -271,33 +295,21 @@ def _structure(s: int, cores: tuple[int, ...]) -> _Structure:
     """The index tables of the QBD for ``s`` servers and class sizes ``cores``: a pure function
     of its arguments, memoised by them (the 32 most recent; rates are not part of it)."""
     a = np.asarray(cores, dtype=np.int64)
-    K = len(a)
-    nvec = _service_vectors(s, a)
-    nv = len(nvec)
-    size = nvec.sum(1)
-    index_of = _indexer(s, a, nvec)
-    # head phases (n, h): n + e_h does not fit; sorted by |n| so a level's heads are a prefix
-    hn, hh = np.nonzero((nvec @ a)[:, None] + a[None, :] > s)
-    perm = np.lexsort((hh, hn, size[hn]))
-    head_n, head_h = hn[perm], hh[perm]
-    nh = len(head_n)
-    head_index = -np.ones((nv, K), dtype=np.int64)
-    head_index[head_n, head_h] = np.arange(nh)
-    n_global = nh + nv + 1
+    sp = _Space(s, a, a)
+    nh = len(sp.head_n)
+    n_global = nh + len(sp.nvec) + 1
     d_src, d_dst, d_cls, lcoef, d_expo = _down(
-        s, a, nvec, head_n, head_h, head_index, nh, index_of
+        s, a, sp.nvec, sp.head_n, sp.head_h, sp.head_index, nh, sp.index_of
     ).arrays()
     assert np.all(d_dst >= 0)
-    n_star, levels, slots = _level_slots(size, head_n, nh, n_global)
+    n_star, levels, slots = _level_slots(sp.size, sp.head_n, 2)
     up_slot, up_cls = _arrivals(
-        s, a, nvec, head_index, nh, levels, n_star, slots.shape[1], index_of
+        s, a, sp.nvec, sp.head_index, nh, levels, n_star, slots.shape[1], sp.index_of
     )
     return _Structure(
         s=s,
         cores=a,
-        nvec=nvec,
-        head_n=head_n,
-        head_h=head_h,
+        **sp.phases(),
         n_star=n_star,
         n_global=n_global,
         d_src=d_src.astype(np.int32),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import contextvars
+import inspect
 import json
 import logging
 import math
@@ -145,6 +146,21 @@ def add_level(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--level", type=fraction, default=0.95, help="confidence level")
 
 
+def add_lam_or_load(parser: argparse.ArgumentParser) -> None:
+    """``--lam X`` or ``--load F`` (a fraction of lambda_c): exactly one of them, which
+    :func:`check_lam_or_load` checks once the arguments are parsed."""
+    parser.add_argument("--lam", type=positive, default=None, help="arrival rate")
+    parser.add_argument(
+        "--load", type=positive, default=None, help="arrival rate as a fraction of lambda_c"
+    )
+
+
+def check_lam_or_load(args: argparse.Namespace) -> None:
+    """A usage error unless exactly one of ``--lam`` and ``--load`` is given."""
+    if (args.lam is None) == (args.load is None):
+        raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+
+
 def add_size(parser: argparse.ArgumentParser, *, jobs: int, replications: int, least: int = 1):
     """``--jobs`` (per replication, at least ``least``) and ``--replications`` (at least 2)."""
     parser.add_argument(
@@ -198,16 +214,23 @@ def writable_folder(path: str, option: str) -> str:
     return path
 
 
-def mjqm_command(group, name: str, **kwargs) -> argparse.ArgumentParser:
-    """The parser of ``jaxqueue mjqm NAME`` (``kwargs``: its ``help`` and ``description``) with
-    the option every MJQM command takes, ``--scenario NAME|FILE``."""
-    p = group("mjqm", "multiserver-job queue (mjsre)").add_parser(name, **kwargs)
+def mjqm_command(group, name: str, run) -> argparse.ArgumentParser:
+    """The parser of ``jaxqueue mjqm NAME``, which calls ``run(args)``: its help is the first
+    paragraph of ``run``'s docstring (lower-cased first letter, no final period) and its
+    description the rest, so that a command's text stands with its code; with the option
+    every MJQM command takes, ``--scenario NAME|FILE``."""
+    head, _, description = inspect.cleandoc(run.__doc__ or "").partition("\n\n")
+    head = " ".join(head.split()).rstrip(".")
+    p = group("mjqm", "multiserver-job queue (mjsre)").add_parser(
+        name, help=head[:1].lower() + head[1:], description=description
+    )
     p.add_argument(
         "--scenario",
         required=True,
         metavar="NAME|FILE",
         help=f"a scenario ({', '.join(scenario_names())}) or a TOML/JSON workload file",
     )
+    p.set_defaults(func=run)
     return p
 
 

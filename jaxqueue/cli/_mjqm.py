@@ -70,6 +70,15 @@ def _add_response(out: dict) -> None:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    """Forward MJSRE simulation with per-class waiting times and waste.
+
+    Forward simulation of the FCFS multiserver-job queue (F-MJSRE) over independent
+    replications: per-class waiting-time mean (with CI), variance and quantiles, idle and
+    HOL-idle servers. Each replication starts from a backward sample; a run that fails its
+    stationarity checks (drift of the mean wait, the idle-server identity, enough effective
+    waits per replication when the start is not known to be stationary) is continued with twice
+    the jobs within --max-seconds, else its status is nonstationary.
+    """
     # jax and the models load when the command runs, not at start-up
     import jax
     import jax.numpy as jnp
@@ -147,22 +156,9 @@ def _simulate(args: argparse.Namespace) -> int:
     return emit(args, out, _table, frame=res.to_frame)
 
 
-_HELP = "forward MJSRE simulation with per-class waiting times and waste"
-_DESCRIPTION = (
-    "Forward simulation of the FCFS multiserver-job queue (F-MJSRE) over independent "
-    "replications: per-class waiting-time mean (with CI), variance and quantiles, idle "
-    "and HOL-idle servers. Each replication starts from a backward sample; a run that "
-    "fails its stationarity checks (drift of the mean wait, the idle-server identity, "
-    "enough effective waits per replication when the start is not known to be "
-    "stationary) is "
-    "continued with twice the jobs within --max-seconds, else its status is "
-    "nonstationary."
-)
-
-
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm simulate``."""
-    p = mjqm_command(group, "simulate", help=_HELP, description=_DESCRIPTION)
+    p = mjqm_command(group, "simulate", _simulate)
     for action in p._actions:  # a --trace replay takes neither (checked in _simulate)
         if action.dest == "scenario":
             action.required = False
@@ -214,4 +210,3 @@ def register(top, group) -> None:
     )
     add_common(p, strict=True, csv=True)
     add_trace_options(p)  # after every option whose default it marks (--seed)
-    p.set_defaults(func=_simulate)

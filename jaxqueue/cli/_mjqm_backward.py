@@ -9,8 +9,10 @@ from ._common import (
     LOGGER,
     UsageError,
     add_common,
+    add_lam_or_load,
     add_level,
     budget,
+    check_lam_or_load,
     count,
     emit,
     format_table,
@@ -60,6 +62,12 @@ def _exact_table(o: dict) -> str:
 
 
 def _run_stability(args: argparse.Namespace) -> int:
+    """Stability limit lambda_c: exact for exponential services, else pile growth.
+
+    The stability limit lambda_c: exact (the saturated departure rate of the QBD) when every
+    service law is exponential and the arrivals Poisson, else estimated as 1 / gamma by the pile
+    growth rate (Theorem 5.1, Algorithm 2) with a confidence interval.
+    """
     # jax and the models load when the command runs, not at start-up
     import jax
     import jax.numpy as jnp
@@ -151,6 +159,16 @@ def _status_reason(o: dict) -> str:
 
 
 def _run_sample(args: argparse.Namespace) -> int:
+    """Steady-state metrics from backward sub-perfect samples (Algorithm 1).
+
+    Independent sub-perfect samples of the stationary workload and the Palm metrics of Section 6
+    with confidence intervals. The batch horizon doubles until the bound of the downward bias of
+    the mean wait (from paired differences between horizons ell and 2 ell) is below --bias-tol
+    of the half-width; it is added to the upper ends of the mean intervals. status: ok,
+    unconverged (samples capped by --max-ell or --max-work: lower bounds, intervals open above),
+    biased (bias not controlled at --max-ell or --max-work); a non-ok status prints a warning
+    (--strict: exit 3).
+    """
     # jax and the models load when the command runs, not at start-up
     import jax
     import jax.numpy as jnp
@@ -159,8 +177,7 @@ def _run_sample(args: argparse.Namespace) -> int:
     from ..mjqm.engines.recurrence import horizon_floor  # (as jax)
     from ..mjqm.options import BiasControl, Budget  # (as jax)
 
-    if (args.lam is None) == (args.load is None):
-        raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+    check_lam_or_load(args)
     if args.ell0 is not None and args.ell0 > args.max_ell:
         raise UsageError(
             f"need 1 <= ell0 <= max_ell, got --ell0 {args.ell0} > --max-ell {args.max_ell}"
@@ -228,14 +245,7 @@ def _run_sample(args: argparse.Namespace) -> int:
 
 def register(top, group) -> None:
     """Add ``mjqm sample`` and ``mjqm stability``."""
-    p = mjqm_command(
-        group,
-        "stability",
-        help="stability limit lambda_c: exact for exponential services, else pile growth",
-        description="The stability limit lambda_c: exact (the saturated departure rate of the "
-        "QBD) when every service law is exponential and the arrivals Poisson, else estimated as "
-        "1 / gamma by the pile growth rate (Theorem 5.1, Algorithm 2) with a confidence interval.",
-    )
+    p = mjqm_command(group, "stability", _run_stability)
     p.add_argument("--rel-tol", type=fraction, default=0.01, help="relative half-width target")
     p.add_argument("--replications", type=count(2), default=32, help="independent piles")
     add_level(p)
@@ -255,24 +265,9 @@ def register(top, group) -> None:
         help="pile dtype (renormalised: float32 is safe)",
     )
     add_common(p, strict=True)
-    p.set_defaults(func=_run_stability)
 
-    p = mjqm_command(
-        group,
-        "sample",
-        help="steady-state metrics from backward sub-perfect samples (Algorithm 1)",
-        description="Independent sub-perfect samples of the stationary workload and the Palm "
-        "metrics of Section 6 with confidence intervals. The batch horizon doubles until the "
-        "bound of the downward bias of the mean wait (from paired differences between "
-        "horizons ell and 2 ell) is below --bias-tol of the half-width; it is added to the upper "
-        "ends of the mean intervals. status: ok, unconverged (samples capped by --max-ell or "
-        "--max-work: lower bounds, intervals open above), biased (bias not controlled at "
-        "--max-ell or --max-work); a non-ok status prints a warning (--strict: exit 3).",
-    )
-    p.add_argument("--lam", type=positive, default=None, help="arrival rate")
-    p.add_argument(
-        "--load", type=positive, default=None, help="arrival rate as a fraction of lambda_c"
-    )
+    p = mjqm_command(group, "sample", _run_sample)
+    add_lam_or_load(p)
     p.add_argument(
         "--samples",
         type=count(2),
@@ -334,4 +329,3 @@ def register(top, group) -> None:
     )
     p.add_argument("--override", action="store_true", help="skip the stability check")
     add_common(p, strict=True, csv=True)
-    p.set_defaults(func=_run_sample)

@@ -9,14 +9,14 @@ import time
 import numpy as np
 
 from ._common import (
-    UsageError,
     add_common,
+    add_lam_or_load,
+    check_lam_or_load,
     emit,
     format_table,
     log,
     mjqm_command,
     number_list,
-    positive,
     workload,
 )
 
@@ -113,10 +113,16 @@ def _table(o: dict) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Exact waits for exponential and phase-type services (level-dependent QBD).
+
+    Exact stationary metrics of the FCFS multiserver-job queue with Poisson arrivals and
+    exponential or phase-type (Erlang, hyperexponential, Coxian) service times, any number of
+    classes: per-class mean waits, P(wait > 0), idle and HOL-idle servers, and the exact
+    stability limit lambda_c.
+    """
     from ..mjqm import exact, exact_lambda_c, exact_size  # the models load when the command runs
 
-    if (args.lam is None) == (args.load is None):
-        raise UsageError("give exactly one of --lam X or --load F (a fraction of lambda_c)")
+    check_lam_or_load(args)
     wl = workload(args.scenario)
     t0 = time.perf_counter()
     lam = args.lam if args.lam is not None else args.load * float(exact_lambda_c(wl))
@@ -133,22 +139,10 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-_HELP = "exact waits for exponential and phase-type services (level-dependent QBD)"
-_DESCRIPTION = (
-    "Exact stationary metrics of the FCFS multiserver-job queue with Poisson arrivals "
-    "and exponential or phase-type (Erlang, hyperexponential, Coxian) service times, any "
-    "number of classes: per-class mean waits, "
-    "P(wait > 0), idle and HOL-idle servers, and the exact stability limit lambda_c."
-)
-
-
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm exact``."""
-    p = mjqm_command(group, "exact", help=_HELP, description=_DESCRIPTION)
-    p.add_argument("--lam", type=positive, default=None, help="arrival rate")
-    p.add_argument(
-        "--load", type=positive, default=None, help="arrival rate as a fraction of lambda_c"
-    )
+    p = mjqm_command(group, "exact", _run)
+    add_lam_or_load(p)
     p.add_argument(
         "--quantiles",
         type=quantile_list,
@@ -164,4 +158,3 @@ def register(top, group) -> None:
         help="times t for P(wait > t), e.g. 1,10,100",
     )
     add_common(p, seed=False, csv=True)
-    p.set_defaults(func=_run)

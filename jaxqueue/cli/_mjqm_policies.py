@@ -129,6 +129,14 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    """Mean response time of several scheduling policies at several loads.
+
+    Event simulation of the multiserver-job queue under each policy at each load (a fraction of
+    the FCFS stability limit lambda_c): one table of mean response times with intervals and
+    statuses, each policy's stability limit (where a method is known), and optionally a figure.
+    fcfs is solved exactly instead (the QBD of mjqm exact) where every service law is
+    exponential and the arrivals Poisson.
+    """
     # jax and the models load when the command runs, not at start-up
     import jax
 
@@ -407,19 +415,9 @@ def _plot(out: dict, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-_HELP = "mean response time of several scheduling policies at several loads"
-_DESCRIPTION = (
-    "Event simulation of the multiserver-job queue under each policy at each load (a "
-    "fraction of the FCFS stability limit lambda_c): one table of mean response times "
-    "with intervals and statuses, each policy's stability limit (where a method is "
-    "known), and optionally a figure. fcfs is solved exactly instead (the QBD of mjqm exact) "
-    "where every service law is exponential and the arrivals Poisson."
-)
-
-
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm compare``."""
-    p = mjqm_command(group, "compare", help=_HELP, description=_DESCRIPTION)
+    p = mjqm_command(group, "compare", _compare)
     p.add_argument(
         "--policies",
         default="fcfs,first-fit,msf,server-filling",
@@ -439,4 +437,3 @@ def register(top, group) -> None:
         "(the JSON always carries response_quantiles and wait_quantiles with intervals)",
     )
     add_common(p, strict=True, csv=True)
-    p.set_defaults(func=_compare)

@@ -108,6 +108,14 @@ def _table(o: dict) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Derivatives of a stationary metric with intervals (lam, service scales, class mix).
+
+    Steady-state derivatives of the mean wait, the mean response or a wait quantile with respect
+    to the arrival rate, each class's service-time scale (at 1) and the class logits (p =
+    softmax(logits)), with confidence intervals: pathwise (IPA) on the FCFS recurrence from
+    backward samples, the score function for the logits, common-random-number central
+    differences otherwise. Exponential FCFS workloads also get the exact derivatives ("exact").
+    """
     import jax  # jax only once a command runs: the CLI starts without it
 
     # the models load when the command runs
@@ -144,20 +152,9 @@ def _run(args: argparse.Namespace) -> int:
     return emit(args, out, _table)
 
 
-_HELP = "derivatives of a stationary metric with intervals (lam, service scales, class mix)"
-_DESCRIPTION = (
-    "Steady-state derivatives of the mean wait, the mean response or a wait quantile with "
-    "respect to the arrival rate, each class's service-time scale (at 1) and the class "
-    "logits (p = softmax(logits)), with confidence intervals: pathwise (IPA) on the FCFS "
-    "recurrence from backward samples, the score function for the logits, common-random-"
-    "number central differences otherwise. Exponential FCFS workloads also get the exact "
-    'derivatives ("exact").'
-)
-
-
 def register(top, group) -> None:
     """Add ``jaxqueue mjqm sensitivity``."""
-    p = mjqm_command(group, "sensitivity", help=_HELP, description=_DESCRIPTION)
+    p = mjqm_command(group, "sensitivity", _run)
     p.add_argument("--lam", type=positive, required=True, help="arrival rate")
     add_policy(p)
     p.add_argument(
@@ -183,4 +180,3 @@ def register(top, group) -> None:
     )
     add_level(p)
     add_common(p, strict=True)
-    p.set_defaults(func=_run)

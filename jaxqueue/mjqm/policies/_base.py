@@ -191,6 +191,25 @@ class Policy(eqx.Module):
         return self
 
 
+class IntegerParameter(Policy):
+    """A policy with one integer parameter, its field named ``parameter`` (at least
+    ``least``), written ``NAME:VALUE`` on the command line (``window:W``, ``msfq:L``)."""
+
+    parameter: ClassVar[str] = ""
+    least: ClassVar[int] = 0
+
+    def __check_init__(self):
+        p, value = self.parameter, getattr(self, self.parameter)
+        if not (isinstance(value, int) and value >= self.least):
+            raise ValueError(
+                f"policy {self.name}:{p} needs an integer {p} >= {self.least}, got {value!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{getattr(self, self.parameter)}"
+
+
 class PreemptiveByOrder(Policy):
     """Preemptive first fit in the class's :class:`Order`: at every event all jobs in the
     system are scanned in that order and every one that fits is served (preempt-resume).

@@ -7,10 +7,10 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._base import Jobs, Order, Policy, first_fit
+from ._base import IntegerParameter, Jobs, Order, first_fit
 
 
-class MSFQ(Policy):
+class MSFQ(IntegerParameter):
     """Non-preemptive MSF with a swap flag (its state, off at the start); ``K`` the largest
     need of the workload. At every event: (a) if the flag is on and ``K`` servers are free,
     it goes off; (b) unless it is on, waiting jobs start first fit, largest need first
@@ -22,17 +22,10 @@ class MSFQ(Policy):
 
     L: int = eqx.field(static=True)
     name = "msfq"
+    parameter = "L"
     backfills = True
     memory = True
     order = Order.MOST_SERVERS
-
-    def __check_init__(self):
-        if not (isinstance(self.L, int) and self.L >= 0):
-            raise ValueError(f"policy msfq:L needs an integer L >= 0, got {self.L!r}")
-
-    @property
-    def label(self) -> str:
-        return f"msfq:{self.L}"
 
     def bind(self, workload) -> MSFQ:
         if self.L >= workload.s:

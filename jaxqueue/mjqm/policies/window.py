@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import equinox as eqx
 
-from ._base import Jobs, Policy, first_fit
+from ._base import IntegerParameter, Jobs, first_fit
 
 
-class Window(Policy):
+class Window(IntegerParameter):
     """Non-preemptive: as first-fit, but only the first ``W`` waiting jobs (arrival order) may
     start; the window slides as they start, so ``W = 1`` is FCFS and ``W = infinity``
     first-fit. Stability limit: the throughput of the saturated system (queue never empty)."""
 
     W: int = eqx.field(static=True)
     name = "window"
+    parameter = "W"
+    least = 1
     backfills = True
     saturation_limit = True
-
-    def __check_init__(self):
-        if not (isinstance(self.W, int) and self.W >= 1):
-            raise ValueError(f"policy window:W needs an integer W >= 1, got {self.W!r}")
-
-    @property
-    def label(self) -> str:
-        return f"window:{self.W}"
 
     @property
     def lookahead(self) -> int:

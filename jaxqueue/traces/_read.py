@@ -252,26 +252,27 @@ def _comment(body: str, line: int, header: dict, where: dict) -> None:
         where[key] = line
 
 
-def _body(text: str, comment: str, header: dict, where: dict):
-    """``(line number, stripped line, line)`` of every line of ``text`` that is neither blank
-    nor a comment; a comment (a line starting with ``comment``) goes to ``header`` and
-    ``where`` (:func:`_comment`)."""
+def _body(text: str, comment: str) -> tuple[dict, dict, list]:
+    """``(header, where, rows)`` of ``text``: its ``KEY: value`` comments (lines starting with
+    ``comment``, :func:`_comment`) and their line numbers, and ``(line number, stripped line,
+    line)`` of every other line that is not blank."""
+    header: dict[str, str] = {}
+    where: dict[str, int] = {}
+    rows = []
     for n, raw in enumerate(text.splitlines(), 1):
         s = raw.strip()
-        if not s:
-            continue
-        if s[0] == comment:
+        if s and s[0] == comment:
             _comment(s[1:], n, header, where)
-            continue
-        yield n, s, raw
+        elif s:
+            rows.append((n, s, raw))
+    return header, where, rows
 
 
 def _read_swf(text: str) -> JobLog:
-    header: dict[str, str] = {}
-    where: dict[str, int] = {}
+    header, where, rows = _body(text, ";")
     tokens: list[str] = []
     lines: list[int] = []
-    for n, s, _ in _body(text, ";", header, where):
+    for n, s, _ in rows:
         fields = s.split()
         if len(fields) != 18:
             raise _bad(n, "line", f"{len(fields)} fields; an SWF line has 18 (-1 where missing)")
@@ -356,16 +357,11 @@ def _check_swf(v: np.ndarray, line: np.ndarray) -> dict:
 
 
 def _read_csv(text: str) -> JobLog:
-    header: dict[str, str] = {}
-    where: dict[str, int] = {}
-    body_lines: list[str] = []
-    numbers: list[int] = []
-    for n, _, raw in _body(text, "#", header, where):
-        body_lines.append(raw)
-        numbers.append(n)
-    if not body_lines:
+    header, where, body = _body(text, "#")
+    if not body:
         raise ValueError("no header row (a CSV log names its columns: submit, cores, runtime)")
-    rows = list(csv.reader(io.StringIO("\n".join(body_lines))))
+    numbers = [n for n, _, _ in body]
+    rows = list(csv.reader(io.StringIO("\n".join(raw for _, _, raw in body))))
     names = [c.strip() for c in rows[0]]
     dup = sorted({c for c in names if names.count(c) > 1 and c})
     if dup:

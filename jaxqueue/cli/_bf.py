@@ -13,6 +13,7 @@ from .._tables import bf_frame
 from ._common import (
     UsageError,
     add_common,
+    command,
     emit,
     format_table,
     log,
@@ -25,19 +26,7 @@ from ._common import (
 def register(top, group) -> None:
     """Add ``jaxqueue bf solve``."""
     sub = group("bf", "balanced fairness on a compatibility graph between classes and servers")
-    p = sub.add_parser(
-        "solve",
-        help="exact BF metrics: psi, L, T per class, idle probability per server",
-        description=(
-            "Exact balanced-fairness metrics of a pool. --pool takes a JSON/TOML file with "
-            "server_sets (0-based server indices per class) and mu, a preset (m-model-sym, "
-            "m-model-asym), or a structure such as random:K=100,d=10, "
-            "random:K=100,d=6+12,p=0.5+0.5, line:K=100,d=10, ring:K=100,d=10, or a typed pool "
-            "(many servers of few types) typed:counts=64+64+32+16,sets=0+1/1+2/2+3/0+3[,mu=...] "
-            "or a file with counts, type_sets, mu. Rates: --rho R "
-            "(total arrival rate over total capacity, split equally among classes) or --lam."
-        ),
-    )
+    p = command(sub, "solve", run_solve)
     p.add_argument("--pool", default=None, help="file, preset or structure spec")
     p.add_argument("--server-sets", default=None, help="inline JSON list of server lists")
     p.add_argument("--mu", default=None, help="JSON list of capacities (overrides the pool's)")
@@ -48,7 +37,6 @@ def register(top, group) -> None:
         "--class-idle", action="store_true", help="also compute class idle probabilities"
     )
     add_common(p, seed=False, csv=True)
-    p.set_defaults(func=run_solve)
 
 
 def _parse_list(text: str, what: str) -> list:
@@ -286,7 +274,16 @@ def _frame(out: dict):
 
 
 def run_solve(args: argparse.Namespace) -> int:
-    """Entry point of ``jaxqueue bf solve``."""
+    """Exact BF metrics: psi, L, T per class, idle probability per server.
+
+    Exact balanced-fairness metrics of a pool. --pool takes a JSON/TOML file with server_sets
+    (0-based server indices per class) and mu, a preset (m-model-sym, m-model-asym), or a
+    structure such as random:K=100,d=10, random:K=100,d=6+12,p=0.5+0.5, line:K=100,d=10,
+    ring:K=100,d=10, or a typed pool (many servers of few types)
+    typed:counts=64+64+32+16,sets=0+1/1+2/2+3/0+3[,mu=...] or a file with counts, type_sets, mu.
+    Rates: --rho R (total arrival rate over total capacity, split equally among classes) or
+    --lam.
+    """
     if args.pool is None and args.server_sets is None:
         raise UsageError("give a pool: --pool FILE|PRESET|STRUCTURE or --server-sets/--mu")
     spec = args.pool

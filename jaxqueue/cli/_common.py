@@ -214,23 +214,28 @@ def writable_folder(path: str, option: str) -> str:
     return path
 
 
-def mjqm_command(group, name: str, run) -> argparse.ArgumentParser:
-    """The parser of ``jaxqueue mjqm NAME``, which calls ``run(args)``: its help is the first
-    paragraph of ``run``'s docstring (lower-cased first letter, no final period) and its
-    description the rest, so that a command's text stands with its code; with the option
-    every MJQM command takes, ``--scenario NAME|FILE``."""
+def command(family, name: str, run) -> argparse.ArgumentParser:
+    """The parser of the command ``name`` of ``family`` (the subcommands of ``jaxqueue mjqm``,
+    ``bf``, ...), which calls ``run(args)``: its help is the first paragraph of ``run``'s
+    docstring (lower-cased first letter, no final period) and its description the rest, so
+    that a command's text stands with its code."""
     head, _, description = inspect.cleandoc(run.__doc__ or "").partition("\n\n")
     head = " ".join(head.split()).rstrip(".")
-    p = group("mjqm", "multiserver-job queue (mjsre)").add_parser(
-        name, help=head[:1].lower() + head[1:], description=description
-    )
+    p = family.add_parser(name, help=head[:1].lower() + head[1:], description=description)
+    p.set_defaults(func=run)
+    return p
+
+
+def mjqm_command(group, name: str, run) -> argparse.ArgumentParser:
+    """The :func:`command` ``jaxqueue mjqm NAME`` with the option every MJQM command takes,
+    ``--scenario NAME|FILE``."""
+    p = command(group("mjqm", "multiserver-job queue (mjsre)"), name, run)
     p.add_argument(
         "--scenario",
         required=True,
         metavar="NAME|FILE",
         help=f"a scenario ({', '.join(scenario_names())}) or a TOML/JSON workload file",
     )
-    p.set_defaults(func=run)
     return p
 
 

@@ -6,10 +6,17 @@ import time
 
 import numpy as np
 
-from ._common import add_common, count, emit, format_table, log
+from ._common import add_common, command, count, emit, format_table, log
 
 
 def _run_solve(args) -> int:
+    """Exact product-form metrics of a network of pools.
+
+    Solve a network given as JSON or TOML: queues (pools, each a list of class server sets,
+    global server indices), mu (server rates), routing (class x class), nu (external rates)
+    and/or population (closed chain). Prints per-class L, throughput, lam (actual arrival
+    rates), T (sojourn per visit), per-pool and per-server idle probabilities.
+    """
     # jax and the model load when the command runs, not at start-up
     import jax
 
@@ -73,17 +80,7 @@ def _run_solve(args) -> int:
 def register(top, group) -> None:
     """Add ``jaxqueue network solve``."""
     sub = group("network", "open, closed and mixed networks of multi-server pools")
-    p = sub.add_parser(
-        "solve",
-        help="exact product-form metrics of a network of pools",
-        description=(
-            "Solve a network given as JSON or TOML: queues (pools, each a list of class server "
-            "sets, global server indices), mu (server rates), routing (class x class), nu "
-            "(external rates) and/or population (closed chain). Prints per-class L, "
-            "throughput, lam (actual arrival rates), T (sojourn per visit), per-pool and "
-            "per-server idle probabilities."
-        ),
-    )
+    p = command(sub, "solve", _run_solve)
     p.add_argument("--spec", required=True, help="network file (JSON or TOML)")
     p.add_argument(
         "--truncate",
@@ -93,4 +90,3 @@ def register(top, group) -> None:
         help="open networks: block external arrivals while N jobs are present (exact)",
     )
     add_common(p, seed=False, csv=True)
-    p.set_defaults(func=_run_solve)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._common import add_common, emit, format_table, log
+from ._common import add_common, command, emit, format_table, log
 
 CASE_NAMES = (
     "capacity-m-model",
@@ -27,6 +27,11 @@ def _table(out: dict) -> str:
 
 
 def _run(args) -> int:
+    """Gradient-based dimensioning case studies.
+
+    Run a dimensioning case study (optax on differentiable queue metrics); the answer is
+    re-evaluated by an exact engine or an independent simulation.
+    """
     from jaxqueue.optimize.cases import run_case  # the models load jax: not at parser build
 
     def progress(r, info):
@@ -43,13 +48,7 @@ def _run(args) -> int:
 
 def register(top, group) -> None:
     """Add ``jaxqueue optimize``."""
-    p = top.add_parser(
-        "optimize",
-        help="gradient-based dimensioning case studies",
-        description="Run a dimensioning case study (optax on differentiable queue metrics); "
-        "the answer is re-evaluated by an exact engine or an independent simulation.",
-    )
+    p = command(top, "optimize", _run)
     p.add_argument("--case", required=True, choices=CASE_NAMES, help="case study")
     p.add_argument("--fast", action="store_true", help="reduced sizes (seconds)")
     add_common(p, seed_default=0)
-    p.set_defaults(func=_run)

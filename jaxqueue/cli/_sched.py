@@ -16,6 +16,7 @@ from ._common import (
     UsageError,
     add_common,
     add_level,
+    command,
     count,
     emit,
     format_table,
@@ -76,14 +77,7 @@ def loads(pool, rho: float) -> np.ndarray:
 
 def register(top, group) -> None:
     sched = group("sched", "the interruption scheduler (FCFS .. balanced fairness), simulated")
-    p = sched.add_parser(
-        "simulate",
-        help="simulate Algorithm 1 of bf-clusters (random interruptions on FCFS servers)",
-        description="Simulate FCFS servers pooling on the oldest compatible job, each busy "
-        "server interrupting its job at rate C_s/theta (m = sigma/theta interruptions per job; "
-        "m = 0 is FCFS). Per-class mean delay and service rate (bf-clusters eq. (9)) with "
-        "confidence intervals across replications. Job sizes have mean 1.",
-    )
+    p = command(sched, "simulate", _run)
     p.add_argument(
         "--pool",
         required=True,
@@ -119,10 +113,16 @@ def register(top, group) -> None:
     )
     add_level(p)
     add_common(p, strict=True, csv=True)
-    p.set_defaults(func=_run)
 
 
 def _run(args) -> int:
+    """Simulate Algorithm 1 of bf-clusters (random interruptions on FCFS servers).
+
+    Simulate FCFS servers pooling on the oldest compatible job, each busy server interrupting
+    its job at rate C_s/theta (m = sigma/theta interruptions per job; m = 0 is FCFS). Per-class
+    mean delay and service rate (bf-clusters eq. (9)) with confidence intervals across
+    replications. Job sizes have mean 1.
+    """
     # jax and the models load when the command runs, not at start-up
     import jax
 

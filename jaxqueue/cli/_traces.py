@@ -10,6 +10,7 @@ import time
 from ._common import (
     UsageError,
     add_common,
+    command,
     count,
     emit,
     format_table,
@@ -48,6 +49,17 @@ def _fit_table(out: dict) -> str:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    """Fit a workload file to a job log (SWF or CSV).
+
+    Fit a multiserver-job workload to a job log (the Standard Workload Format, .swf, or a CSV
+    with submit, cores, runtime columns): classes by core count (a count held by fewer than
+    --min-share of the jobs merged into the next larger one, at most --max-classes), a
+    phase-type service law per class by its mean and scv (exponential, Erlang, two-phase
+    hyperexponential: the exact solver applies), the arrival rate (Poisson), and a report: per
+    class the log's and the fitted mean, scv and p99, the share of the work and the
+    Kolmogorov-Smirnov distance. Writes an ordinary workload file (--scenario FILE of every
+    command).
+    """
     from .. import traces  # the models load when the command runs (jax)
 
     writable_file(args.out, "--out")
@@ -81,18 +93,7 @@ def _share(text: str) -> float:
 
 def register(top, group) -> None:
     """Add ``jaxqueue workload fit``."""
-    p = group("workload", "workloads from cluster job logs").add_parser(
-        "fit",
-        help="fit a workload file to a job log (SWF or CSV)",
-        description="Fit a multiserver-job workload to a job log (the Standard Workload Format, "
-        ".swf, or a CSV with submit, cores, runtime columns): classes by core count (a count "
-        "held by fewer than --min-share of the jobs merged into the next larger one, at most "
-        "--max-classes), a phase-type service law per class by its mean and scv "
-        "(exponential, Erlang, two-phase hyperexponential: the exact solver applies), the "
-        "arrival rate (Poisson), and a report: per class the log's and the fitted mean, scv "
-        "and p99, the share of the work and the Kolmogorov-Smirnov distance. Writes an "
-        "ordinary workload file (--scenario FILE of every command).",
-    )
+    p = command(group("workload", "workloads from cluster job logs"), "fit", _fit)
     p.add_argument("log", metavar="LOG", help="the job log (.swf or .csv, optionally .gz)")
     p.add_argument("--out", required=True, metavar="FILE.toml", help="the workload file")
     p.add_argument(
@@ -115,7 +116,6 @@ def register(top, group) -> None:
         help="ph (exponential, Erlang or hyperexponential by the scv; default) or exponential",
     )
     add_common(p, seed=False)
-    p.set_defaults(func=_fit)
 
 
 def _replay_table(out: dict) -> str:

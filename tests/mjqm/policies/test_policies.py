@@ -82,10 +82,12 @@ def _engine_sums(wl, lam, policy, key, reps, warmup, n_jobs, B=None):
     return np.asarray(st.acc.resp), np.asarray(st.acc.wait), np.asarray(st.acc.cnt)
 
 
-def _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs):
+def _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs, laws=None):
     """Class, start and departure minus arrival of the measured jobs, the same jobs through the
     heapq simulator: enough extra arrivals that every measured job has left before the trace
-    ends (a policy that starves a class needs more)."""
+    ends (a policy that starves a class needs more). ``laws``: the classes' duration laws in
+    the reference's form (server-filling-gittins reads them); msfq's K is the workload's
+    largest need."""
     m = slice(warmup, n_jobs)
     total = n_jobs + 400
     while True:
@@ -94,7 +96,14 @@ def _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs):
         arrivals = np.concatenate([[0.0], np.cumsum(tau[:-1])])
         needs = np.asarray(jobs.alpha)[:, 0].tolist()
         start, dep = mjqm_events.run_trace(
-            policy, wl.s, needs, arrivals.tolist(), np.asarray(jobs.sigma).tolist()
+            policy,
+            wl.s,
+            needs,
+            arrivals.tolist(),
+            np.asarray(jobs.sigma).tolist(),
+            classes=np.asarray(jobs.cls).tolist(),
+            laws=laws,
+            max_need=int(np.max(wl.cores_array[:, 0])),
         )
         start, dep = np.asarray(start), np.asarray(dep)
         if dep[m].max() < arrivals[-1]:  # the measured jobs never saw the end of the trace
@@ -104,9 +113,9 @@ def _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs):
     return np.asarray(jobs.cls)[m], start[m] - a, dep[m] - a
 
 
-def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs):
+def _reference_sums(wl, lam, policy, key, rep, warmup, n_jobs, laws=None):
     """Per-class sums of response and wait, and counts, of :func:`_reference_jobs`."""
-    cls, wait, resp = _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs)
+    cls, wait, resp = _reference_jobs(wl, lam, policy, key, rep, warmup, n_jobs, laws)
     K = wl.n_classes
     return (
         np.bincount(cls, resp, minlength=K),

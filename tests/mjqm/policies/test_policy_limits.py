@@ -151,10 +151,18 @@ def test_balanced_splitting_below_and_above_its_limit():
     assert _left_at_end("balanced-splitting:2/2+0", SPLIT, 1.25 * lam_c, 5000, 2) > 250
 
 
+# Jobs left after 20,000 arrivals at 1.07 lambda_ideal on K8 (every class's work need x
+# duration is exponential of mean 1). The work in excess, 0.07 x 8 per unit time over
+# 20,000 / 8.56 = 2,336, is about 1,310: as many jobs where the order does not look at sizes.
+# Under SRPT order the work left sits in the largest jobs: only those above x* go unserved,
+# 1.07 (1 - e^-x* (1 + x*)) = 1, x* = 4.42, about 20,000 e^-4.42 = 241 jobs. Half of each.
+_ABOVE = {"server-filling-srpt": 120}
+
+
 @pytest.mark.slow  # 20,000 jobs per run near the limit, heapq (minutes)
 @pytest.mark.parametrize("policy", [*CHAIN, "balanced-splitting:2/2+0"])
 def test_limits_hold_closer_to_the_edge(policy):
     wl = SPLIT if policy.startswith("balanced") else K8
     lam_c = stability_limit(wl, policy).lambda_c
     assert _left_at_end(policy, wl, 0.93 * lam_c, 20_000, 3) < 200
-    assert _left_at_end(policy, wl, 1.07 * lam_c, 20_000, 3) > 600
+    assert _left_at_end(policy, wl, 1.07 * lam_c, 20_000, 3) > _ABOVE.get(policy, 600)

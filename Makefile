@@ -27,7 +27,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n 2 -q --durations=15
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -n 2 -q -m slow --durations=20
 
 # The dependency floors: a fresh venv with the minimum versions, then the fast subset.
 test-min:

@@ -30,6 +30,8 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
+from ..._jit import settle
+
 __all__ = [
     "Jobs",
     "Order",
@@ -319,14 +321,77 @@ def weight_rank(live, need, s: int, needs: tuple[int, ...]):
 
 
 def in_key_order(key, live, need, rule):
-    """``rule(live, need)`` (a mask, slots in its order) applied to the live jobs sorted by
-    ``key`` (ties in arrival order, the jobs not live last), the mask given back in arrival
-    order: one sort of the slots and one back."""
+    """``rule(live, need, before)`` (a mask) applied to the live jobs in increasing ``key``
+    (ties in arrival order), the mask given in arrival order. Up to ``_PAIRWISE`` slots the
+    order is a pairwise comparison of the slots (no sort): ``before(x)`` is the sum of ``x``
+    (zero off the live jobs) over the jobs ahead of each in that order. Beyond, the live jobs
+    are sorted by ``key`` (the jobs not live last), ``before`` is ``None`` (the slots are in
+    that order) and the mask is sorted back."""
+    B = need.shape[0]
+    if B <= _PAIRWISE:
+        j = positions(need)
+
+        def before(x):
+            total = jnp.zeros_like(x)
+            for i in range(B):  # unrolled: one fused pass over the slots per term
+                ahead = live[i] & ((key[i] < key) | ((key[i] == key) & (i < j)))
+                total = total + jnp.where(ahead, x[i], jnp.zeros((), x.dtype))
+            return settle(total)[0]  # its consumers would each recompute the B terms
+
+        return rule(live, need, before)
     pos = jnp.broadcast_to(positions(need).astype(jnp.int32), need.shape)
     k = jnp.where(live, key, jnp.inf)
     _, p, n, alive = lax.sort((k, pos, need, live.astype(jnp.int32)), dimension=0, num_keys=2)
-    take = rule(alive > 0, n).astype(jnp.int32)
+    take = rule(alive > 0, n, None).astype(jnp.int32)
     return lax.sort((p, take), dimension=0, num_keys=1)[1] > 0
+
+
+_PAIRWISE = 128  # slots up to which in_key_order compares pairs (B^2 work) rather than sorts
+
+
+def counts_ahead(before, live, need, needs):
+    """Per need ``v`` of ``needs`` (every need of the live jobs), the live jobs of need ``v``
+    ahead of each job (``before`` of :func:`in_key_order`). At most ``B - 1`` each: packed
+    ``31 // bits`` needs to an int32, one ``before`` per pack."""
+    bits = max(1, (need.shape[0] - 1).bit_length())
+    per, out = 31 // bits, []
+    for g in range(0, len(needs), per):
+        group = needs[g : g + per]
+        packed = before(
+            sum(jnp.where(live & (need == v), 1 << (bits * i), 0) for i, v in enumerate(group))
+        )
+        out += [(packed >> (bits * i)) & ((1 << bits) - 1) for i in range(len(group))]
+    return out
+
+
+def first_fit_counted(candidates, need, free, needs, counts):
+    """:func:`first_fit` in a key order given by ``counts`` (:func:`counts_ahead` of the
+    candidates, per need of ``needs``), the same rounds: the jobs a round takes come before
+    every job left, so the need of the jobs left ahead of a job is that of the candidates
+    ahead of it that still fit, less the chosen ones that do."""
+
+    def run(c):
+        chosen, left, free, taken = c
+        left = left & (need <= free)
+        ahead = sum(
+            jnp.where(v <= free, v * (n - t), 0)
+            for v, n, t in zip(needs, counts, taken, strict=True)
+        )
+        take = left & (ahead + need <= free)
+        taken = tuple(
+            t + jnp.sum(take & (need == v), axis=0, dtype=t.dtype)
+            for v, t in zip(needs, taken, strict=True)
+        )
+        free = free - jnp.sum(jnp.where(take, need, 0), axis=0).astype(free.dtype)
+        return chosen | take, left & ~take, free, taken
+
+    def more(c):
+        _, left, free, _ = c
+        return jnp.any(left & (need <= free))
+
+    free = jnp.broadcast_to(jnp.asarray(free, need.dtype), need.shape[1:])
+    taken = tuple(jnp.zeros_like(free) for _ in needs)
+    return lax.while_loop(more, run, (jnp.zeros_like(candidates), candidates, free, taken))[0]
 
 
 class ByRemainingWork(Policy):
@@ -341,12 +406,13 @@ class ByRemainingWork(Policy):
     size_aware = True
     order = Order.REMAINING_WORK
 
-    def fit(self, live, need, s: int, needs):
-        """The mask of the jobs served, given the live jobs and their needs in that order."""
+    def fit(self, live, need, s: int, needs, before):
+        """The mask of the jobs served, given the live jobs, their needs and ``before``
+        (:func:`in_key_order`: their order)."""
         raise NotImplementedError
 
     def select(self, jobs: Jobs, s: int, needs):
-        rule = lambda live, need: self.fit(live, need, s, needs)  # noqa: E731
+        rule = lambda live, need, before: self.fit(live, need, s, needs, before)  # noqa: E731
         return in_key_order(jobs.rem * jobs.need, jobs.live, jobs.need, rule)
 
 

@@ -3,7 +3,7 @@ POMACS 2022; the msj-simulator's ``FirstFitSRPT``)."""
 
 from __future__ import annotations
 
-from ._base import ByRemainingWork, first_fit
+from ._base import ByRemainingWork, counts_ahead, first_fit, first_fit_counted
 
 
 class FirstFitSRPT(ByRemainingWork):
@@ -13,5 +13,7 @@ class FirstFitSRPT(ByRemainingWork):
 
     name = "first-fit-srpt"
 
-    def fit(self, live, need, s: int, needs):
-        return first_fit(live, need, s)
+    def fit(self, live, need, s: int, needs, before):
+        if before is None:  # the slots in key order
+            return first_fit(live, need, s)
+        return first_fit_counted(live, need, s, needs, counts_ahead(before, live, need, needs))

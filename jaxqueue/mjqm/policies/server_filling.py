@@ -5,16 +5,32 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._base import Jobs, Order, Policy, cumsum, first_fit
+from ._base import Jobs, Order, Policy, counts_ahead, cumsum, first_fit
 
 
-def fill_prefix(live, need, s: int, needs):
-    """ServerFilling on the ``live`` jobs in slot order: the shortest prefix whose needs reach
-    ``s``, served largest need first (slot order within a need), first fit; ``needs``: the
-    distinct needs, largest first."""
-    x = jnp.where(live, need, 0)
-    prefix = live & (cumsum(x) - x < s)
-    return first_fit(prefix, need, s, by_need=Order.MOST_SERVERS.needs(needs))
+def fill_prefix(live, need, s: int, needs, before=None):
+    """ServerFilling on the ``live`` jobs in slot order (with ``before``, in the order of
+    :func:`~._base.in_key_order`): the shortest prefix whose needs reach ``s``, served largest
+    need first (that order within a need), first fit; ``needs``: the distinct needs, largest
+    first (every need of the live jobs)."""
+    if before is None:
+        x = jnp.where(live, need, 0)
+        prefix = live & (cumsum(x) - x < s)
+        return first_fit(prefix, need, s, by_need=Order.MOST_SERVERS.needs(needs))
+    order = Order.MOST_SERVERS.needs(needs)
+    counts = counts_ahead(before, live, need, order)
+    prefix = live & (sum(v * c for v, c in zip(order, counts, strict=True)) < s)
+    rank = jnp.zeros_like(need)  # the live jobs of its need ahead of it
+    for v, c in zip(order, counts, strict=True):
+        rank = jnp.where(need == v, c, rank)
+    # a first fit within one need takes its first min(count, free // need) jobs
+    free = jnp.full(need.shape[1:], s, jnp.int32)
+    k = jnp.zeros_like(need)
+    for v in order:
+        take = jnp.minimum(jnp.sum(prefix & (need == v), axis=0, dtype=jnp.int32), free // v)
+        k = jnp.where(need == v, take, k)
+        free = free - take * v
+    return prefix & (rank < k)
 
 
 class ServerFilling(Policy):

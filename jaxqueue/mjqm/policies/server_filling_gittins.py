@@ -44,7 +44,7 @@ class ServerFillingGittins(Policy):
         key = jnp.zeros_like(jobs.rem)
         for k, (law, grid) in enumerate(zip(self.laws, self.grids, strict=True)):
             key = jnp.where(jobs.cls == k, _gittins.rank(law, grid, attained), key)
-        fill = lambda live, need: fill_prefix(live, need, s, needs)  # noqa: E731
+        fill = lambda live, need, before: fill_prefix(live, need, s, needs, before)  # noqa: E731
         return in_key_order(jobs.need * key, jobs.live, jobs.need, fill)
 
     def closed_form_limit(self, workload) -> float | None:

@@ -18,8 +18,8 @@ class ServerFillingSRPT(ByRemainingWork):
 
     name = "server-filling-srpt"
 
-    def fit(self, live, need, s: int, needs):
-        return fill_prefix(live, need, s, needs)
+    def fit(self, live, need, s: int, needs, before):
+        return fill_prefix(live, need, s, needs, before)
 
     def closed_form_limit(self, workload) -> float | None:
         return ServerFilling().closed_form_limit(workload)

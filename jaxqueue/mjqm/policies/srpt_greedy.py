@@ -21,7 +21,8 @@ class SRPTGreedy(Policy):
     order = Order.REMAINING_WORK
 
     def select(self, jobs: Jobs, s: int, needs):
-        def prefix(live, need):
-            return live & (cumsum(jnp.where(live, need, 0)) <= s)
+        def prefix(live, need, before):
+            x = jnp.where(live, need, 0)
+            return live & ((cumsum(x) if before is None else before(x) + x) <= s)
 
         return in_key_order(jobs.rem * jobs.need, jobs.live, jobs.need, prefix)

@@ -20,19 +20,19 @@ and a policy would scan it at every event). Per replication it keeps
 All arrays carry the replications on their last axis. Times are relative to an epoch that the
 engine moves to the clock every few rounds (float32 runs keep their digits); ``f_rem`` and the
 deques hold remaining work. This module also holds the reductions over the slots (trees of
-elementwise operations) and :func:`settle`, which materialises a round's decisions once.
+elementwise operations); ``settle`` (``jaxqueue._jit``) materialises a round's decisions once.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float, Int
+
+from ...._jit import settle as settle
+from ...._jit import settling as settling
 
 __all__ = [
     "Queues",
@@ -100,51 +100,6 @@ def mark_of(info):
 
 def with_mark(info, mark):
     return (info & ~(1 << _MARK_SHIFT)) | (mark.astype(jnp.int32) << _MARK_SHIFT)
-
-
-# the traced 1 of the engine run being traced (settle), scoped to the trace by `settling`
-_UNIT: contextvars.ContextVar = contextvars.ContextVar("settle_unit", default=None)
-
-
-@contextlib.contextmanager
-def settling(one):
-    """Within it, :func:`settle` materialises its values, with ``one``: an int32 scalar that
-    is 1 at run time but not a constant to XLA (the engine passes ``min(n_jobs, 1)``)."""
-    token = _UNIT.set(one)
-    try:
-        yield
-    finally:
-        _UNIT.reset(token)
-
-
-def settle(*xs):
-    """``xs`` computed once, before their consumers. XLA fuses a round's per-replication
-    decisions (``(R,)`` masks, indices, values: tens of operations each) into every
-    ``(slots, R)`` update that uses them and recomputes them for each element. An optimisation
-    barrier is removed before fusion and a reduce of two copies is simplified away; a
-    ``while_loop`` that runs once (its trip count ``one`` unknown to XLA) hands on materialised
-    buffers for the price of one loop. Exact: the loop multiplies by 1. Outside
-    :func:`settling`, the identity."""
-    one = _UNIT.get()
-    if one is None:
-        return xs
-
-    def once(c):
-        k, xs = c
-        return k + 1, jax.tree.map(lambda x: _times(x, one), xs)
-
-    return lax.while_loop(lambda c: c[0] < one, once, (jnp.int32(0), xs))[1]
-
-
-def _times(x, one):
-    """``x`` times the traced 1 (for booleans: and with ``one > 0``; for floats a select on
-    ``one > 0``: a float multiply flushes subnormals to zero on XLA:CPU, and the packed job
-    info of a float32 deque body, bitcast, is subnormal for unmeasured jobs)."""
-    if x.dtype == jnp.bool_:
-        return x & (one > 0)
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        return jnp.where(one > 0, x, jnp.zeros((), x.dtype))
-    return x * one.astype(x.dtype)
 
 
 def _rows(op, x, axis, settled):

@@ -1,0 +1,57 @@
+"""The size-aware policies' two ways of ordering the jobs (``policies._base.in_key_order``):
+pairwise comparisons of the slots (up to ``_PAIRWISE`` slots, what the event engine runs) and
+a sort of the slots (beyond), served sets equal on random job lists with many ties, inside the
+engine's ``settling`` and outside it."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxqueue import scenarios
+from jaxqueue._jit import settling
+from jaxqueue.mjqm.policies import Jobs, _base, parse_policy
+
+NEEDS = (15, 10, 5, 2, 1)  # five-class-exp, s = 20
+
+
+def _job_lists(seed, B=12, R=256):
+    """``R`` job lists of ``B`` slots: remaining work from few values (ties), half-empty
+    lists, the five needs of five-class-exp."""
+    rng = np.random.default_rng(seed)
+    need = rng.choice(NEEDS, size=(B, R)).astype(np.int32)
+    rem = rng.integers(1, 5, size=(B, R)) / 2.0
+    if seed % 2:
+        rem = rem + rng.exponential(size=(B, R)) * (rng.random((B, R)) < 0.5)
+    run = rng.random((B, R)) < 0.3
+    return Jobs(
+        cls=jnp.asarray(np.searchsorted(sorted(NEEDS), need).astype(np.int32)),
+        need=jnp.asarray(need),
+        rem=jnp.asarray(rem),
+        age=jnp.zeros((B, R)),
+        wait=jnp.zeros((B, R)),
+        started=jnp.asarray(run),
+        run=jnp.asarray(run),
+        count=jnp.asarray(rng.integers(0, B + 1, size=R).astype(np.int32)),
+        size=jnp.asarray(rem + rng.integers(0, 3, size=(B, R))),
+    )
+
+
+@pytest.mark.parametrize(
+    "name", ["srpt-greedy", "first-fit-srpt", "server-filling-srpt", "server-filling-gittins"]
+)
+# per-need counts packed 7 (4 bits) to a word; 4 (7 bits): two words for five needs (slow: the
+# 128 unrolled terms run op by op outside jit)
+@pytest.mark.parametrize("B", [12, pytest.param(128, marks=pytest.mark.slow)])
+def test_pairwise_order_serves_what_the_sorted_order_serves(name, B, monkeypatch):
+    pol = parse_policy(name).bind(scenarios.get("five-class-exp"))
+    for seed in range(3):
+        jobs = _job_lists(seed, B=B, R=256 if B < 64 else 32)
+        paired = np.asarray(pol.select(jobs, 20, NEEDS))
+        with settling(jnp.int32(1)):
+            settled = np.asarray(pol.select(jobs, 20, NEEDS))
+        monkeypatch.setattr(_base, "_PAIRWISE", 0)
+        sorted_ = np.asarray(pol.select(jobs, 20, NEEDS))
+        monkeypatch.setattr(_base, "_PAIRWISE", 128)
+        assert paired.sum() > 100  # something is served
+        np.testing.assert_array_equal(paired, sorted_)
+        np.testing.assert_array_equal(settled, sorted_)

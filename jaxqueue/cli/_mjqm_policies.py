@@ -305,39 +305,46 @@ def compare_frame(out: dict):
 
 def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> dict:
     """One policy of ``mjqm compare``: its stability limit (computed once, ``limit``) and a row
-    per load (``unstable`` without a run at or beyond it)."""
+    per load (``unstable`` without a run at or beyond it); the loads it runs side by side in
+    one kernel call (``simulate_loads``: the numbers of a run per load)."""
     # the models load when the command runs, not at start-up
     from ..mjqm import UnstableLoadError
-    from ..mjqm.engines.events import simulate
+    from ..mjqm._stability import check_load
+    from ..mjqm.engines.events import simulate_loads
 
-    rows = []
+    rows: list[dict] = []
+    run = []  # the rows simulated: (index, load, lam)
     for x in loads:
         lam = x * lam_c
-        log(f"compare: {name} at {x:g} lambda_c (lam = {lam:.6g})")
+        rows.append({"load": x, "lam": lam, "status": "unstable"})
         try:
-            res = simulate(
-                wl,
-                lam,
-                pol,
-                key=key,
-                n_jobs=args.jobs,
-                n_replications=args.replications,
-                limit=limit,
-            )
+            check_load(wl, lam, limit=limit, policy=pol)
         except UnstableLoadError:  # at or beyond lambda_ideal, a closed form or the limit
-            rows.append({"load": x, "lam": lam, "status": "unstable"})
             continue
-        d = res.as_dict(wl)
+        run.append((len(rows) - 1, x, lam))
+    if run:
+        lams = [lam for _, _, lam in run]
+        at = ", ".join(f"{x:g}" for _, x, _ in run)
+        log(f"compare: {name} at {at} lambda_c (lam = {', '.join(f'{v:.6g}' for v in lams)})")
+        results = simulate_loads(
+            wl,
+            lams,
+            pol,
+            key=key,
+            n_jobs=args.jobs,
+            n_replications=args.replications,
+            limit=limit,
+        )
         keep = ("response_mean", "response_mean_ci", "wait_mean", "idle_servers", "status")
         tails = ("response_quantiles", "response_quantiles_ci", "wait_quantiles")
-        rows.append(
-            {
+        for (i, x, lam), res in zip(run, results, strict=True):
+            d = res.as_dict(wl)
+            rows[i] = {
                 "load": x,
                 "lam": lam,
                 "method": "simulation",
                 **{k: d[k] for k in keep + tails + ("wait_quantiles_ci",)},
             }
-        )
     stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
     return {"policy": name, "stability": stability, "rows": rows}
 

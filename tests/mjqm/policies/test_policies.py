@@ -703,3 +703,29 @@ def test_too_few_replications_are_unconverged_as_in_the_forward_scan():
     enough = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=MIN_REPLICATIONS, **run)
     assert few.status == "unconverged" and enough.status == "ok"
     assert f"fewer than the {MIN_REPLICATIONS}" in few.status_reason()
+
+
+def test_loads_side_by_side_equal_runs_alone():
+    """``simulate_loads`` (the loads of one policy as columns of one kernel call, as ``mjqm
+    compare`` runs them) gives, per load, the result of ``simulate`` at that load alone: the
+    same replications (every count, histogram, buffer growth and status equal; a first buffer
+    of 8 entries that the higher load fills, at most 16), the float sums to rounding (a rate
+    per column compiles to other float code than one rate: 1e-12 relative)."""
+    from jaxqueue.mjqm.engines.events import simulate_loads
+
+    wl = scenarios.get("five-class-exp")
+    lams = (0.3, 1.7)
+    kw = dict(key=jax.random.key(3), n_jobs=400, n_replications=4, max_buffer=16)
+    kw["execution"] = Execution(buffer=8)
+    together = simulate_loads(wl, lams, "first-fit", **kw)
+    alone = [simulate_policy(wl, lam, "first-fit", **kw) for lam in lams]
+    assert [r.buffer for r in alone] == [8, 16] and alone[1].status == "overflow"
+    for a, b in zip(together, alone, strict=True):
+        assert jax.tree.structure(a) == jax.tree.structure(b)
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+            if isinstance(x, str | tuple | type(None)):
+                assert x == y
+            elif np.asarray(x).dtype.kind in "iub":
+                assert np.array_equal(np.asarray(x), np.asarray(y))
+            else:
+                np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-12, atol=0)

@@ -15,4 +15,5 @@ from ._result import PolicyResult as PolicyResult
 from ._simulate import check_workload as check_workload
 from ._simulate import saturated_throughput as saturated_throughput
 from ._simulate import simulate as simulate
+from ._simulate import simulate_loads as simulate_loads
 from ._simulate import simulate_policy as simulate_policy

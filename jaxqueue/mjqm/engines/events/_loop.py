@@ -90,8 +90,9 @@ def _job_at(block, k):
 
 class Run(NamedTuple):
     """What a run of :func:`_kernel` is given besides the policy and the workload: the arrival
-    rate, the key, the replication indices, the warm-up and total jobs and the event cap
-    (traced), the deque entries ``B``, ``saturated`` and the float dtype (static)."""
+    rate (a scalar, or one per replication: several loads side by side), the key, the
+    replication indices, the warm-up and total jobs and the event cap (traced), the deque
+    entries ``B``, ``saturated`` and the float dtype (static)."""
 
     lam: Any
     key: Any
@@ -138,10 +139,12 @@ def _sharded(policy, workload, run: Run, bins, mesh, init=None):
         return by_rep(_kernel(policy, workload, Run(*traced[:6], *run[6:]), init, bins=bins))
 
     lam, key, reps, warmup, n_jobs, max_events = run[:6]
-    shapes = jax.eval_shape(local, lam, key, reps[: R // n], warmup, n_jobs, max_events)
+    share = lam[: R // n] if jnp.ndim(lam) else lam  # a rate per replication is split too
+    shapes = jax.eval_shape(local, share, key, reps[: R // n], warmup, n_jobs, max_events)
     specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), shapes)
     specs = specs._replace(q=specs.q._replace(body=P(None, BATCH, None)))
-    args, in_specs = run[:6], (P(), P(), P(BATCH), P(), P(), P())
+    by_lam = P(BATCH) if jnp.ndim(lam) else P()
+    args, in_specs = run[:6], (by_lam, P(), P(BATCH), P(), P(), P())
     if init is not None:  # the local state's shapes are those of the output
         body = init.q.body.reshape(-1, R, 3)
         args, in_specs = (*args, init._replace(q=init.q._replace(body=body))), (*in_specs, specs)
@@ -169,7 +172,7 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
         done = st.acc.done >= n_jobs if saturated else rows_sum(st.acc.cnt) >= target
         return ~done & ~st.overflow & (st.events < max_events)
 
-    def run(st, k, reps, stop: int):
+    def run(st, k, reps, lam, stop: int):
         """Chunks of rounds from ``st`` (chunk number ``k``: the epoch moves on schedule)
         until at most ``stop`` replications are active."""
         if jobs is None:
@@ -206,7 +209,7 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
     R = reps.shape[0]
     T = R // _TAIL if R >= _TAIL_MIN else 0
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
-        st, k = run(init, jnp.int32(0), reps, T)
+        st, k = run(init, jnp.int32(0), reps, lam, T)
         if not T:
             return st
         # the last T replications to finish (and finished ones) on their own: rounds of T
@@ -214,7 +217,8 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
         body = st.q.body.reshape(-1, R, 3)
         rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
         sub = jax.tree.map(lambda x: x[..., idx], rest(st))
-        sub = run(sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1))), k, reps[idx], 0)
+        sub = sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1)))
+        sub = run(sub, k, reps[idx], lam[idx] if jnp.ndim(lam) else lam, 0)
         sub = sub[0]
         st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
         body = body.at[:, idx].set(sub.q.body.reshape(-1, T, 3))

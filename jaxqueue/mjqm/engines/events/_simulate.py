@@ -31,7 +31,13 @@ from ._loop import Run, _run
 from ._result import PolicyResult, _summarise
 from ._round import _State
 
-__all__ = ["simulate", "simulate_policy", "saturated_throughput", "check_workload"]
+__all__ = [
+    "simulate",
+    "simulate_loads",
+    "simulate_policy",
+    "saturated_throughput",
+    "check_workload",
+]
 
 
 def check_workload(workload: Workload) -> None:
@@ -100,6 +106,47 @@ def simulate(
             servers, or (without ``override``) ``lam`` at or beyond a known limit.
         EstimateError: with ``throw``, a status other than ``ok``.
     """
+    (res,) = simulate_loads(
+        workload,
+        [lam],
+        policy,
+        key=key,
+        n_jobs=n_jobs,
+        n_replications=n_replications,
+        warmup=warmup,
+        dtype=dtype,
+        level=level,
+        max_buffer=max_buffer,
+        execution=execution,
+        limit=limit,
+        override=override,
+        progress=progress,
+    )
+    return res.raise_for_status() if throw else res
+
+
+def simulate_loads(
+    workload: Workload,
+    lams,
+    policy: str | Policy = "fcfs",
+    *,
+    key: PRNGKeyArray,
+    n_jobs: int = 20_000,
+    n_replications: int = 64,
+    warmup: int | None = None,
+    dtype=None,
+    level: float = 0.95,
+    max_buffer: int = 4096,
+    execution: Execution = Execution(),
+    limit=None,
+    override: bool = False,
+    progress=None,
+) -> list[PolicyResult]:
+    """:func:`simulate` at each arrival rate of ``lams``, in one kernel call: the loads side
+    by side as columns of one batch (``len(lams) x n_replications``), each result equal to
+    that of :func:`simulate` at its rate alone (the same replications, the same numbers).
+    Arguments as :func:`simulate`; every rate is checked before any run (``ValueError``,
+    ``UnstableLoadError``)."""
     pol = parse_policy(policy)
     check_workload(workload)
     pol = pol.bind(workload)  # what it reads from the workload, refused before any run
@@ -109,18 +156,30 @@ def simulate(
         raise ValueError(f"simulate_policy: n_replications must be >= 2, got {n_replications}")
     if not 0 <= warmup < n_jobs - 1:
         raise ValueError(f"simulate_policy: need 0 <= warmup < n_jobs - 1, got {warmup}, {n_jobs}")
-    lam = check_load(workload, lam, limit=limit, policy=pol, override=override)
+    lams = [check_load(workload, x, limit=limit, policy=pol, override=override) for x in lams]
+    if not lams:
+        raise ValueError("simulate_policy: no arrival rate given")
     used = used_limit(workload, limit, pol)
     limit = (used.summary()["method"], used.lambda_c, used.lambda_c_ci)
-    sizes, dt = (n_replications, warmup, n_jobs), _float(dtype)
+    L, n = len(lams), n_replications
+    dt = _float(dtype)
+    # one load: a scalar rate (the kernel a single run has always compiled)
+    lam, reps = (lams[0], None) if L == 1 else (np.repeat(lams, n), np.tile(np.arange(n), L))
     buffers = (execution.buffer, max_buffer)
-    runs = _runs(pol, workload, lam, key, sizes, *buffers, dt, execution.devices, progress)
-    acc, overflow, capped, B = runs
+    more = (execution.devices, progress, None, reps)
+    sizes = (L * n, warmup, n_jobs)
+    acc, overflow, capped, B = _runs_by_column(pol, workload, lam, key, sizes, *buffers, dt, *more)
     probs = np.asarray(workload.probs)
     edges = _wait_bins(workload)[3]
     rest = (n_jobs, warmup, level, limit, edges)
-    res = _summarise(pol.label, lam, probs, acc, overflow, capped, B, *rest)
-    return res.raise_for_status() if throw else res
+    out = []
+    for j, x in enumerate(lams):
+        cols = slice(j * n, (j + 1) * n)
+        # contiguous, as a run alone returns them: numpy's sums depend on the memory layout
+        part = jax.tree.map(lambda a: np.ascontiguousarray(a[..., cols]), acc)  # noqa: B023
+        flags = (bool(overflow[cols].any()), bool(capped[cols].any()), int(B[cols].max()))
+        out.append(_summarise(pol.label, x, probs, part, *flags, *rest))
+    return out
 
 
 def _runs(
@@ -142,33 +201,61 @@ def _runs(
     Returns the per-replication sums, whether any still overflowed at ``max_buffer``, whether
     any hit the event cap, and the last buffer size. ``sizes``: ``(replications, warmup,
     jobs)``. ``jobs``: a replay's given jobs (``_loop._given``)."""
+    acc, overflow, capped, B = _runs_by_column(
+        pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices, progress, jobs
+    )
+    return acc, bool(overflow.any()), bool(capped.any()), int(B.max())
+
+
+def _runs_by_column(
+    pol,
+    workload,
+    lam,
+    key,
+    sizes,
+    buffer,
+    max_buffer,
+    dt,
+    devices=None,
+    progress=None,
+    jobs=None,
+    reps=None,
+):
+    """:func:`_runs` with its flags and buffer sizes per column (numpy arrays of
+    ``replications``). ``reps``: the replication index of each column (default ``0 ..
+    replications - 1``); ``lam``: a number, or one rate per column (several loads side by
+    side, each column the same replication as in a run at its load alone)."""
     n_replications, warmup, n_jobs = sizes
     layout = layout_of(pol, workload.s, needs_of(workload))
     max_buffer = min(max_buffer, layout.max_buffer)
     B = min(buffer or first_buffer(workload, layout), max_buffer)
-    args = (jnp.asarray(lam, dt), key)
+    ids = np.arange(n_replications) if reps is None else np.asarray(reps)
+    lams = None if np.ndim(lam) == 0 else np.asarray(lam, dt)
+    args = (jnp.asarray(lam, dt), key) if lams is None else None
     todo = np.arange(n_replications)
-    mesh = batch_mesh(batch_devices(n_replications, devices))
-    (reps,) = shard_batch(mesh, jnp.asarray(todo, jnp.int32))
     init, acc = None, None
     overflow, capped = np.zeros(n_replications, bool), np.zeros(n_replications, bool)
+    buffers = np.zeros(n_replications, int)
     while True:
+        mesh = batch_mesh(batch_devices(len(todo), devices))
+        (col_reps,) = shard_batch(mesh, jnp.asarray(ids[todo], jnp.int32))
+        if lams is not None:
+            args = (*shard_batch(mesh, jnp.asarray(lams[todo])), key)
         if progress is not None:
             progress(f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots")
         max_events = 4 * n_jobs + 64 * B
         counts = (jnp.int32(warmup), jnp.int32(n_jobs), jnp.int32(max_events))
-        out = _run(pol, workload, Run(*args, reps, *counts, B, False, dt), init, jobs)
+        out = _run(pol, workload, Run(*args, col_reps, *counts, B, False, dt), init, jobs)
         st = jax.tree.map(to_host, out)
         part = st.acc
         acc = part if acc is None else jax.tree.map(functools.partial(_merge, rows=todo), acc, part)
         overflow[todo], capped[todo] = st.overflow, st.events >= max_events
+        buffers[todo] = B
         if not st.overflow.any() or 2 * B > max_buffer:
-            return acc, bool(overflow.any()), bool(capped.any()), B
+            return acc, overflow, capped, buffers
         # go on with the replications that filled their buffer, twice the slots
         over = st.overflow
         todo, B = todo[over], 2 * B
-        mesh = batch_mesh(batch_devices(len(todo), devices))
-        (reps,) = shard_batch(mesh, jnp.asarray(todo, jnp.int32))
         init = _grow(_select(st, over), B)
 
 

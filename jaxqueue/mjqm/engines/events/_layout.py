@@ -54,6 +54,8 @@ class Layout:
         step: the policy's ``step(jobs, s, needs, state) -> (run, mark, state)``
             (``all_rows``).
         serve_needs: the needs in the first fit's order of the prefix rows.
+        by_key: the policy orders the rows by a key (remaining work, Gittins rank) by
+            pairwise comparisons: a round costs the square of the rows (``all_rows``).
     """
 
     preemptive: bool = False
@@ -67,6 +69,7 @@ class Layout:
     pick: Callable | None = None
     step: Callable | None = None
     serve_needs: tuple = ()
+    by_key: bool = False
 
     def deques(self, needs: tuple[int, ...]) -> int:
         return len(needs) if self.per_need else 1
@@ -85,7 +88,8 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
     """
     order = policy.order
     if policy.size_aware or policy.memory:
-        return Layout(preemptive=policy.preemptive, all_rows=True, step=policy.step)
+        by_key = order in (Order.REMAINING_WORK, Order.GITTINS)
+        return Layout(preemptive=policy.preemptive, all_rows=True, step=policy.step, by_key=by_key)
     if policy.prefix_servers:
         if order is Order.ARRIVAL:
             raise NotImplementedError(f"{policy.label}: prefix rows need a need order")
@@ -127,8 +131,11 @@ def first_buffer(workload, layout: Layout) -> int:
     alone, where a round costs its fixed overhead for a handful of them: four times the most
     jobs in service and 8 more, at least 64. A layout whose pick may pass over its FIFO body
     (``inside``): twice the most jobs in service and 8 more, at least 16. Rounded up to a
-    power of 2."""
+    power of 2. Every job in a row: twice the most jobs in service and 8 more, at least 32;
+    ordered by a key pairwise (``by_key``), the most in service and 8 more, at least 16."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
+    if layout.by_key:  # a round costs the square of its rows
+        return max(16, 1 << math.ceil(math.log2(most + 8)))
     if layout.all_rows:  # every job in a row: a round costs its rows
         return max(32, 1 << math.ceil(math.log2(2 * (most + 8))))
     if layout.inside:

@@ -92,7 +92,9 @@ class Run(NamedTuple):
     """What a run of :func:`_kernel` is given besides the policy and the workload: the arrival
     rate (a scalar, or one per replication: several loads side by side), the key, the
     replication indices, the warm-up and total jobs and the event cap (traced), the deque
-    entries ``B``, ``saturated`` and the float dtype (static)."""
+    entries ``B``, ``saturated``, the float dtype and ``tail`` (static: whether the last
+    replications to finish go on in a smaller batch; without it the kernel holds one loop,
+    half the compilation, for a batch whose replications finish together)."""
 
     lam: Any
     key: Any
@@ -103,6 +105,7 @@ class Run(NamedTuple):
     B: int
     saturated: bool
     dtype: Any
+    tail: bool = True
 
 
 def _run(policy, workload, run: Run, init=None, jobs=None):
@@ -160,7 +163,7 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
     ``saturated``: the queue is topped up to ``B`` jobs at once (no arrival process), for the
     throughput of the saturated system. ``jobs``: the given jobs of a replay (:func:`_given`;
     its first starts logged: ``_accumulate._record_start``)."""
-    lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype = run
+    lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, tail = run
     s, K = workload.s, workload.n_classes
     needs = needs_of(workload)
     layout = layout_of(policy, s, needs)
@@ -207,7 +210,7 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
             log = (jnp.zeros((4 * L, R), dtype), jnp.zeros(R, jnp.int32))
             init = init._replace(acc=init.acc._replace(starts=log[0], logged=log[1]))
     R = reps.shape[0]
-    T = R // _TAIL if R >= _TAIL_MIN else 0
+    T = R // _TAIL if tail and R >= _TAIL_MIN else 0
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
         st, k = run(init, jnp.int32(0), reps, lam, T)
         if not T:

@@ -224,7 +224,8 @@ def _runs_by_column(
     """:func:`_runs` with its flags and buffer sizes per column (numpy arrays of
     ``replications``). ``reps``: the replication index of each column (default ``0 ..
     replications - 1``); ``lam``: a number, or one rate per column (several loads side by
-    side, each column the same replication as in a run at its load alone)."""
+    side, each column the same replication as in a run at its load alone). With ``reps``
+    the kernel has no tail batch (``Run.tail``): the columns finish together."""
     n_replications, warmup, n_jobs = sizes
     layout = layout_of(pol, workload.s, needs_of(workload))
     max_buffer = min(max_buffer, layout.max_buffer)
@@ -245,7 +246,8 @@ def _runs_by_column(
             progress(f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots")
         max_events = 4 * n_jobs + 64 * B
         counts = (jnp.int32(warmup), jnp.int32(n_jobs), jnp.int32(max_events))
-        out = _run(pol, workload, Run(*args, col_reps, *counts, B, False, dt), init, jobs)
+        run = Run(*args, col_reps, *counts, B, False, dt, reps is None)
+        out = _run(pol, workload, run, init, jobs)
         st = jax.tree.map(to_host, out)
         part = st.acc
         acc = part if acc is None else jax.tree.map(functools.partial(_merge, rows=todo), acc, part)

@@ -15,7 +15,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ._queues import Queues, decode, encode, rows_sum, settle
+from ...._jit import settle
+from ._queues import Queues, decode, encode, rows_sum
 
 
 def _deque_of(need, needs):

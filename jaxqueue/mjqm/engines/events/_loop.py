@@ -10,7 +10,7 @@ A round costs the same for every replication of the batch, finished or not, and 
 until the slowest finishes: once no more than ``1 / _TAIL`` of them are active, they go on in
 a batch of that size. On XLA:CPU a round's cost is its thunks: XLA fuses the per-replication
 decisions of a round into every ``(slots, R)`` update and recomputes them per element, so
-``_queues.settle`` computes them once, and the per-round decisions are kept in int32 and
+``jaxqueue._jit.settle`` computes them once, and the per-round decisions are kept in int32 and
 cheap (a fusion with much arithmetic is split over two threads, a hand-off each).
 
 float64 runs keep absolute times, as the heapq reference does; float32 runs move the epoch to
@@ -27,13 +27,14 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import PartitionSpec as P
 
+from ...._jit import settle, settling
 from ...._random import bits_to_uniform as _bits_to_uniform
 from ...._random import replication_keypairs, threefry2x32
 from ...._sharding import BATCH
 from ..._inputs import _jobs_from_rows, n_uniforms
 from ._accumulate import _wait_bins
 from ._layout import layout_of, needs_of
-from ._queues import rows_sum, settle, settling
+from ._queues import rows_sum
 from ._round import _Ctx, _empty, _rebase, _round
 
 _CHUNK = 32  # rounds per check of the loop condition
@@ -129,7 +130,7 @@ def _run(policy, workload, run: Run, init=None, jobs=None):
 def _sharded(policy, workload, run: Run, bins, mesh, init=None):
     """:func:`_kernel` on each device's share of ``run.reps`` (and of ``init``, a state of those
     replications), independently (``shard_map``): under automatic partitioning the kernel's
-    loops would synchronise the devices at every loop of :func:`._queues.settle`. The
+    loops would synchronise the devices at every loop of :func:`jaxqueue._jit.settle`. The
     deque bodies pass split on their replication axis (``(D Q, R, 3)``) and come back flat,
     as from one device."""
     n = mesh.shape[BATCH]

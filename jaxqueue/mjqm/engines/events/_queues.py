@@ -31,8 +31,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Float, Int
 
-from ...._jit import settle as settle
-from ...._jit import settling as settling
+from ...._jit import settle
 
 __all__ = [
     "Queues",
@@ -41,8 +40,6 @@ __all__ = [
     "cls_of",
     "code_of",
     "started_of",
-    "settle",
-    "settling",
     "rows_min",
     "rows_max",
     "rows_sum",

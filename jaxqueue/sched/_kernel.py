@@ -645,6 +645,13 @@ def _uniform_words(kd, jump, n: int, dtype):
     return tuple(out)
 
 
+def _like_key(key, tree):
+    """``tree`` plus a zero computed from ``key``: under ``vmap`` the loops' initial state is
+    then batched as their results are (one batching pass of each loop body, not two)."""
+    zero = (_block_key(key, 0)[0] & 0).astype(jnp.int32)
+    return jax.tree.map(lambda x: x + zero.astype(x.dtype), tree)
+
+
 def _fifo_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
     """:func:`run_chain` on class queues: ``(totals, event counts, n_max, n)``.
 
@@ -695,7 +702,7 @@ def _fifo_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
         counts = meta[-4:] * jnp.array([on, on, on, True], jnp.int32)  # overflow: warm-up too
         return ring, meta, total + on.astype(dtype) * acc, events + counts
 
-    init = (ring0, meta0, zero, jnp.zeros((4,), jnp.int32))
+    init = _like_key(key, (ring0, meta0, zero, jnp.zeros((4,), jnp.int32)))
     _, meta, tot, ev = jax.lax.fori_loop(0, n_warm + n_chunks, block, init)
     return tot, ev, meta[2 * N + 1] + meta[2 * N], meta[2 * N]
 
@@ -774,6 +781,6 @@ def _server_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks)
         return state, total + on.astype(dtype) * acc[:-4], events + counts, n_max, n
 
     i32 = jnp.zeros((), jnp.int32)
-    init = (state0, zero[:-4], jnp.zeros((4,), jnp.int32), i32, i32)
+    init = _like_key(key, (state0, zero[:-4], jnp.zeros((4,), jnp.int32), i32, i32))
     _, tot, ev, n_max, n = jax.lax.fori_loop(0, n_warm + n_chunks, block, init)
     return tot, ev, n_max, n

@@ -149,10 +149,15 @@ def _law_arrays(law) -> tuple[PhaseMixture, float]:
 
 @functools.partial(jax.jit, static_argnums=0)
 def _run_batch(spec: KernelSpec, params: KernelParams, keys, n_warm, n_chunks):
-    per_rep = jax.vmap(run_chain, in_axes=(None, None, 0, None, None))
-    return jax.vmap(per_rep, in_axes=(None, 0, None, None, None))(
-        spec, params, keys, n_warm, n_chunks
+    """``run_chain`` for every point (P) and replication (R): one ``vmap`` over the R P pairs,
+    replication-major (each device's replications keep every point), stats shaped (P, R, ...).
+    One map, not one per axis: each map batches the kernel's loops again."""
+    P, R = params.lam.shape[0], keys.shape[0]
+    flat = jax.tree_util.tree_map(lambda x: jnp.tile(x, (R,) + (1,) * (x.ndim - 1)), params)
+    out = jax.vmap(run_chain, in_axes=(None, 0, 0, None, None))(
+        spec, flat, jnp.repeat(keys, P), n_warm, n_chunks
     )
+    return jax.tree_util.tree_map(lambda x: jnp.swapaxes(x.reshape(R, P, *x.shape[1:]), 0, 1), out)
 
 
 def _abstract(x, sharded: bool = False):

@@ -48,6 +48,10 @@ def _exact(wl):
     return lambda lam: f(jnp.asarray(lam, jnp.float64))
 
 
+_exact_small = _exact(small_exact_workload())
+"""The exact solver on the small workload: one compilation shared by the tests below."""
+
+
 def test_cli_json_has_the_contract_keys(cli_out):
     out = cli_out
     for key in (
@@ -77,10 +81,9 @@ def test_cli_json_has_the_contract_keys(cli_out):
 
 
 def test_newton_on_the_exact_gradient_reaches_the_target(cli_out):
-    wl = small_exact_workload()
     lam = cli_out["params"]["lam"]
     # the exact waits at the answer, recomputed outside the Newton loop
-    solve = _exact(wl)
+    solve = _exact_small
     r = solve(lam)
     w = np.asarray(r.wait_mean_class)
     assert np.all(w <= TARGET)
@@ -113,7 +116,7 @@ def test_mean_of_all_jobs_and_unstable_start_bisect():
     sol = exact_max_rate(wl, 1.5, per_class=False, lam0=10.0)
     assert sol["converged"] and "bisect" in sol["history"]["step"]
     assert not np.isfinite(sol["history"]["W"][0])
-    w = float(_exact(wl)(sol["lam"]).wait_mean)
+    w = float(_exact_small(sol["lam"]).wait_mean)
     assert w <= 1.5 and abs(w / 1.5 - 1.0) <= 1e-9
     assert sol["binding_class"] is None
 

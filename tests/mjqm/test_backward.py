@@ -495,24 +495,21 @@ def test_rare_big_class_bias_controlled_against_exact_long():
         assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], RARE_EXACT[0.85][0], what="all")
 
 
-def test_time_budget_pilot_then_more_samples_at_its_horizon(monkeypatch):
+def _time_budget_check(monkeypatch, wl, lam, pilot, exact_w, key, **kw):
     """``max_seconds``: the bias control runs on a pilot of ``_PILOT`` samples; the others are
     Algorithm 1 from the shortest tested horizon within the tolerance (``ell_more``), with
     independent keys. A budget of 0 keeps the pilot only; with room, all ``n_samples`` come
     back, the bias bound is the count-weighted mean of the two horizons' bounds, and the pooled
-    estimate holds the exact value (rare big class at 0.85 lambda_c, where too short a horizon
-    falls far below). A pilot of 256 samples (the package's is 1000) keeps the test short."""
+    estimate holds the exact value ``exact_w``. ``pilot``: a short ``_PILOT`` (the package's
+    is 1000) keeps the test short."""
     from jaxqueue.mjqm.engines.recurrence import _backward
     from jaxqueue.mjqm.engines.recurrence._backward import _shortest_horizon
 
-    monkeypatch.setattr(_backward, "_PILOT", 256)
+    monkeypatch.setattr(_backward, "_PILOT", pilot)
     _PILOT = _backward._PILOT
-    wl = _rare_big_class()
-    lam = 0.85 * RARE_LAMBDA_C
-    key = jax.random.key(11)
-    S0 = sample_backward(wl, lam, 3 * _PILOT, key=key, budget=Budget(max_seconds=0.0))
+    S0 = sample_backward(wl, lam, 3 * _PILOT, key=key, budget=Budget(max_seconds=0.0), **kw)
     assert S0.n == _PILOT and S0.status == "ok" and S0.elapsed_s > 0
-    S = sample_backward(wl, lam, 3 * _PILOT, key=key, budget=Budget(max_seconds=600.0))
+    S = sample_backward(wl, lam, 3 * _PILOT, key=key, budget=Budget(max_seconds=600.0), **kw)
     assert S.n == 3 * _PILOT and S.status == "ok"
     assert S.ell_batch == S0.ell_batch and S0.ell_more == 0
     assert [x.bound for x in S.bias_tests] == [x.bound for x in S0.bias_tests]
@@ -528,7 +525,25 @@ def test_time_budget_pilot_then_more_samples_at_its_horizon(monkeypatch):
     pilot_rows = {tuple(r) for r in S.W[:_PILOT][busy[:_PILOT]]}
     assert not any(tuple(r) in pilot_rows for r in S.W[_PILOT:][busy[_PILOT:]])
     m = palm_metrics(wl, S, level=0.99)
-    assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], RARE_EXACT[0.85][0], what="all")
+    assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact_w, what="all")
+
+
+def test_time_budget_pilot_then_more_samples_at_its_horizon(monkeypatch):
+    """The time budget's pilot and more samples on five-class-exp at 1.2 (a pilot of 64 from
+    ``ell0 = 256``: the kernels of the tests above); the rare big class, where too short a
+    horizon falls far below the exact value: the slow test below."""
+    exact_w = FIVE_CLASS_EXP_EXACT[1.2]["wait_mean"]
+    _time_budget_check(
+        monkeypatch, five_class_exp(), 1.2, 64, exact_w, jax.random.key(11), ell0=256
+    )
+
+
+@pytest.mark.slow
+def test_time_budget_pilot_then_more_samples_rare_big_class(monkeypatch):
+    """As above on the rare big class at 0.85 lambda_c, a pilot of 256 samples."""
+    lam = 0.85 * RARE_LAMBDA_C
+    exact_w = RARE_EXACT[0.85][0]
+    _time_budget_check(monkeypatch, _rare_big_class(), lam, 256, exact_w, jax.random.key(11))
 
 
 def test_bias_test_all_zero_differences_rule_of_three():

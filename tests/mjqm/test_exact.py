@@ -270,7 +270,13 @@ def test_exact_identities_five_class_exp():
 
 
 # ------------------------------------------------------------------- (e) gradients
+@pytest.mark.slow
 def test_exact_gradients_match_finite_differences():
+    """(Slow: a compile of the jitted gradient.) The default suite: the gradient of the same
+    solve on the same workload (4 servers, classes of 1 and 2 cores) against central
+    differences in ``tests/mjqm/test_sensitivity.py::test_exact_derivatives_agree_with_central_
+    differences`` (``exact_sensitivity``: ``jax.value_and_grad`` of ``exact``'s mean wait)."""
+
     def wait(x):  # x = (lam, mean of class 1, shift of probability from class 1 to class 0)
         lam, m1, t = x[0], x[1], x[2]
         w = Workload(4, [1, 2], jnp.stack([0.6 + t, 0.4 - t]), [Exponential(1.0), Exponential(m1)])

@@ -131,7 +131,6 @@ def _grad_system(lam, rate, x):
     return Workload(3, [1, 2], jnp.stack([1.0 - x, x]), [Erlang(2, 1.0), cox])
 
 
-@pytest.mark.slow  # the default suite differentiates the same solve in test_exact_ph_wait.py
 def test_mean_wait_gradients_match_central_differences():
     def f(lam, rate, x):
         return exact(_grad_system(lam, rate, x), lam).wait_mean

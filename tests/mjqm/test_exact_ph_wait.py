@@ -92,7 +92,11 @@ def test_tail_means_equal_the_stationary_means():
     np.testing.assert_allclose(float(dist.p_wait()), float(res.p_wait), rtol=1e-10)
 
 
+@pytest.mark.slow  # the default suite: the same solve differentiated in test_exact_ph_solver.py
 def test_quantile_gradients_match_central_differences():
+    """(Slow: 16 CPU-s.) The default suite differentiates this solve's mean wait
+    (``test_exact_ph_solver.py``) and the quantiles of the exponential one
+    (``test_exact_wait.py``)."""
     n = exact(_grad_system(0.5, 2.0, 0.35), 0.5).wait_distribution(quantiles=(0.9,)).steps
 
     def f(lam, rate, x):
@@ -152,8 +156,10 @@ def _check_event_reference(load: float, n_jobs: int, batches: int, seed: int) ->
     assert not misses, misses
 
 
-@pytest.mark.parametrize("load", [0.4, 0.7])
+@pytest.mark.parametrize("load", [pytest.param(0.4, marks=pytest.mark.slow), 0.7])
 def test_tails_match_the_event_reference(load):
+    """The default suite: the higher load (the lower one, where the tails are shorter, with
+    the slow tests)."""
     _check_event_reference(load, 40_000, batches=20, seed=21)
 
 

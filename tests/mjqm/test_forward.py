@@ -39,23 +39,21 @@ def erlang_c_wait(c, lam, mu):
 
 # ------------------------------------------------------------------ closed forms
 @pytest.mark.parametrize(
-    "law, exact",
+    "law, exact, size",
     [
-        (Exponential(1.0), 1.0),  # M/M/1, rho = 1/2: rho / (mu - lam)
-        (Deterministic(1.0), 0.5),  # M/D/1: rho / (2 mu (1 - rho))
+        # M/M/1, rho = 1/2: rho / (mu - lam). The sizes of the M/M/1 runs of the stationarity
+        # tests below: one compiled kernel
+        (Exponential(1.0), 1.0, dict(n_jobs=2000)),
+        # M/D/1: rho / (2 mu (1 - rho)). Slow: a law other than the exponential is checked job
+        # by job in test_same_jobs_as_event_simulator[five-class-bpareto]
+        pytest.param(
+            Deterministic(1.0), 0.5, dict(n_jobs=20_000, dtype=jnp.float64), marks=pytest.mark.slow
+        ),
     ],
 )
-def test_single_server_lindley(law, exact):
+def test_single_server_lindley(law, exact, size):
     w = Workload(1, [1], [1.0], [law])
-    r = simulate(
-        w,
-        0.5,
-        key=jax.random.key(11),
-        n_jobs=20_000,
-        n_replications=64,
-        dtype=jnp.float64,
-        level=0.99,
-    )
+    r = simulate(w, 0.5, key=jax.random.key(11), n_replications=64, level=0.99, **size)
     assert_within_ci(r.wait_mean[0], *r.wait_mean_ci[0], exact, what="mean wait")
     # one server: idle = 1 - rho, no HOL blocking
     assert_within_ci(r.idle_servers, *r.idle_servers_ci, 0.5, what="idle servers")
@@ -88,10 +86,13 @@ def test_one_core_jobs_are_mmc():
 
 
 # ------------------------------------------------------------------ the event simulator
-@pytest.mark.parametrize("name", ["five-class-exp", "five-class-bpareto"])
+@pytest.mark.parametrize(
+    "name", [pytest.param("five-class-exp", marks=pytest.mark.slow), "five-class-bpareto"]
+)
 def test_same_jobs_as_event_simulator(name):
     """Job by job: the MJSRE waits equal the event simulator's on the same inputs; waste agrees
-    up to the reservations still pending at the end (bounded by sum(W_n))."""
+    up to the reservations still pending at the end (bounded by sum(W_n)). The default suite:
+    five-class-bpareto (the same kernel as five-class-exp, with a heavier law)."""
     wl = scenarios.get(name)
     n, key = 4000, jax.random.key(5)
     draw = jax.jit(draw_jobs, static_argnames=("dtype",))
@@ -371,11 +372,15 @@ def test_idle_identity_flags_a_start_far_above_the_stationary_law():
     assert good.status == "ok" and abs(good.idle_z) < 3.29
 
 
+@pytest.mark.slow
 def test_too_few_replications_are_unconverged_and_not_extended():
     """Fewer than MIN_REPLICATIONS replications: the interval of heavy-tailed replications is
     too short (90% coverage with 32 on a rare-class workload, bench_coverage), so the status is
     unconverged, and simulate_steady does not spend its budget on more jobs (they do not
-    mend it); the same run with MIN_REPLICATIONS replications is ok."""
+    mend it); the same run with MIN_REPLICATIONS replications is ok. The default suite:
+    ``tests/stats/test_results.py::test_simulate_steady_throw`` (the run of ``few``, with these
+    checks) and ``test_forward_too_few_replications_throw_and_ok_does_not`` (MIN_REPLICATIONS
+    replications are ok)."""
     from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
 
     wl = Workload(2, [1], [1.0], [Exponential(1.0)])

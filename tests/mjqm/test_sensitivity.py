@@ -4,6 +4,7 @@ differences of an event policy against the independent heapq simulator, the CLI 
 
 from __future__ import annotations
 
+import functools
 import json
 
 import jax
@@ -24,6 +25,13 @@ def small(means=MEANS, probs=PROBS) -> Workload:
 
 def _lam(load=0.6):
     return load * float(exact_lambda_c(small()))
+
+
+@functools.cache
+def _exact_sens(load=0.6, metric="wait_mean"):
+    """``exact_sensitivity`` of ``small()`` at ``_lam(load)``: one solve and its derivatives,
+    shared by the tests of this module (read only)."""
+    return exact_sensitivity(small(), _lam(load), metric)
 
 
 def _exact_fd(metric, lam, h=1e-5):
@@ -49,7 +57,7 @@ def _exact_fd(metric, lam, h=1e-5):
 
 def test_exact_derivatives_agree_with_central_differences():
     lam = _lam()
-    ex = exact_sensitivity(small(), lam)
+    ex = _exact_sens()
     d_lam, d_scale, d_logit = _exact_fd("wait_mean", lam)
     np.testing.assert_allclose(ex["lam"], d_lam, rtol=1e-5)
     np.testing.assert_allclose(ex["scale"], d_scale, rtol=1e-5)
@@ -71,7 +79,7 @@ def test_pathwise_and_score_cover_the_exact_derivatives():
         small(), lam, key=jax.random.key(3), n_jobs=2000, n_replications=16, level=0.999
     )
     assert res.methods == {"lam": "pathwise", "scale": "pathwise", "logits": "score"}
-    ex = exact_sensitivity(small(), lam)
+    ex = _exact_sens()
     _covers(res, ex, ("lam", "scale", "logits"))
     assert res.value.low <= ex["value"] <= res.value.high
     # 16 replications: fewer than the MJQM's rule asks for an ok
@@ -91,7 +99,7 @@ def test_long_run_covers_the_exact_derivatives(metric):
         n_replications=64,
         level=0.99,
     )
-    ex = exact_sensitivity(small(), lam, metric)
+    ex = _exact_sens(0.8, metric)
     _covers(res, ex, ("lam", "scale", "logits"))
     assert res.status == "ok", res.status_reason()
 
@@ -182,7 +190,7 @@ def test_cli_json_keys(tmp_path, capsys):
     assert {"value", "ci", "method", "exact"} <= set(lam) and lam["method"] == "pathwise"
     assert len(out["derivatives"]["scale"]) == 2 and len(out["derivatives"]["logits"]) == 2
     assert out["derivatives"]["logits"][0]["method"] == "score"
-    assert lam["exact"] == pytest.approx(exact_sensitivity(small(), _lam())["lam"], rel=1e-6)
+    assert lam["exact"] == pytest.approx(_exact_sens()["lam"], rel=1e-6)
     assert len(out["classes"]) == 2 and out["status"] == "unconverged"
 
 
@@ -207,7 +215,7 @@ def test_bad_arguments_refused():
 
 def _coverage(runs, n_jobs, n_replications, load=0.6):
     lam = _lam(load)
-    ex = exact_sensitivity(small(), lam)
+    ex = _exact_sens(load)
     hits = {"lam": 0, "scale": np.zeros(2), "logits": np.zeros(2)}
     for r in range(runs):
         res = sensitivity(

@@ -97,6 +97,10 @@ def test_simulate_steady_throw():
         )
     )
     assert res.status is Status.unconverged  # fewer than MIN_REPLICATIONS
+    # not extended (more jobs do not mend too few replications), and stationary, just few
+    # (tests/mjqm/test_forward.py's slow test_too_few_replications_are_unconverged_and_not_extended)
+    assert len(res.rounds) == 1
+    assert abs(res.idle_z) < 3.29 and abs(res.wait_growth) < 0.5
 
 
 def test_backward_sampler_and_palm_metrics():

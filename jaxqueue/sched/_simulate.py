@@ -148,11 +148,13 @@ def _law_arrays(law) -> tuple[PhaseMixture, float]:
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _run_batch(spec: KernelSpec, params: KernelParams, keys, n_warm, n_chunks):
-    """``run_chain`` for every point (P) and replication (R): one ``vmap`` over the R P pairs,
-    replication-major (each device's replications keep every point), stats shaped (P, R, ...).
-    One map, not one per axis: each map batches the kernel's loops again."""
-    P, R = params.lam.shape[0], keys.shape[0]
+def _run_batch(spec: KernelSpec, params: KernelParams, key, reps, n_warm, n_chunks):
+    """``run_chain`` for every point (P) and replication r in ``reps`` (R, key ``fold_in(key,
+    r)``): one ``vmap`` over the R P pairs, replication-major (each device's replications keep
+    every point), stats shaped (P, R, ...). One map, not one per axis: each map batches the
+    kernel's loops again."""
+    P, R = params.lam.shape[0], reps.shape[0]
+    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(reps)
     flat = jax.tree_util.tree_map(lambda x: jnp.tile(x, (R,) + (1,) * (x.ndim - 1)), params)
     out = jax.vmap(run_chain, in_axes=(None, 0, 0, None, None))(
         spec, flat, jnp.repeat(keys, P), n_warm, n_chunks
@@ -171,22 +173,23 @@ def _executable(spec: KernelSpec, abstract_args: tuple):
     return _run_batch.lower(spec, *abstract_args).compile()
 
 
-def _compiled(spec, params, keys, counts):
+def _compiled(spec, params, key, reps, counts):
     """The ahead-of-time compiled ``_run_batch`` for these arguments (so that the timed call
     excludes compilation). Returns ``(executable, seconds spent compiling or looking up)``."""
-    shapes = jax.tree_util.tree_map(_abstract, (params, *counts))
-    abstract = (shapes[0], _abstract(keys, sharded=True), *shapes[1:])
+    shapes = jax.tree_util.tree_map(_abstract, (params, key, *counts))
+    abstract = (shapes[0], shapes[1], _abstract(reps, sharded=True), *shapes[2:])
     t0 = _time.perf_counter()
     return _executable(spec, abstract), _time.perf_counter() - t0
 
 
-def _replication_keys(key, replications: int):
-    """``fold_in(key, r)`` for each replication r, padded to a multiple of the device count
-    and sharded over ``jax.devices()`` (the extra replications are dropped afterwards)."""
+def _replications(replications: int):
+    """The replication indices ``0 .. R - 1`` (replication r runs on ``fold_in(key, r)``),
+    padded to a multiple of the device count and sharded over ``jax.devices()`` (the extra
+    replications are dropped afterwards). Placed, not computed: no compilation per R."""
     devices = jax.devices()
     padded = -(-replications // len(devices)) * len(devices)
-    keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(jnp.arange(padded))
-    return shard_batch(batch_mesh(devices), keys)[0]
+    reps = jax.device_put(np.arange(padded, dtype=jnp.result_type(int)))
+    return shard_batch(batch_mesh(devices), reps)[0]
 
 
 def simulate_sweep(
@@ -246,10 +249,10 @@ def simulate_sweep(
     chunk = int(min(chunk, jumps))
     n_chunks = math.ceil(jumps / chunk)
     n_warm = math.ceil(warmup / chunk)
-    keys = _replication_keys(key, replications)
+    reps = _replications(replications)
     counts = (jnp.asarray(n_warm, jnp.int32), jnp.asarray(n_chunks, jnp.int32))
     stats, q_used, compile_s, elapsed, runs = _run_points(
-        params, shape, chunk, keys, counts, replications, queue_size, max_queue_size
+        params, shape, chunk, (key, reps), counts, replications, queue_size, max_queue_size
     )
     res = _summary(
         stats,
@@ -258,7 +261,7 @@ def simulate_sweep(
         level=level,
         jumps=n_chunks * chunk,
         warmup=n_warm * chunk,
-        jumps_per_s=runs * keys.shape[0] * (n_warm + n_chunks) * chunk / elapsed,
+        jumps_per_s=runs * reps.shape[0] * (n_warm + n_chunks) * chunk / elapsed,
         compile_s=compile_s,
         queue_size=q_used,
     )
@@ -316,15 +319,15 @@ def _kernel_params(pool, lam, alpha, mix, dtype):
             class_servers[i, : len(ss)] = ss
     rate_table, rate_idx = np.unique(np.asarray(mix.rates, dtype=float), return_inverse=True)
 
-    def per_point(x, dt):
-        x = jnp.asarray(x, dt)
-        return jnp.broadcast_to(x, (P, *x.shape))
+    def per_point(x, dt, P=P):  # built by numpy and placed: eager jax ops compile per shape
+        x = np.asarray(x, jax.dtypes.canonicalize_dtype(dt))
+        return jax.device_put(np.broadcast_to(x, (P, *x.shape)) if P else x)
 
     params = KernelParams(
-        lam=jnp.asarray(lam, dtype),
+        lam=per_point(lam, dtype, None),
         mu_ext=per_point(mu_ext, dtype),
         class_servers=per_point(class_servers, jnp.int32),
-        alpha=jnp.asarray(alpha, dtype),
+        alpha=per_point(alpha, dtype, None),
         comp_counts=per_point(mix.counts, jnp.int32),
         comp_rate_idx=per_point(rate_idx, jnp.int32),
         rate_table=per_point(rate_table, dtype),
@@ -336,9 +339,9 @@ def _kernel_params(pool, lam, alpha, mix, dtype):
 
 def _run_points(params, shape, chunk, keys, counts, replications, queue_size, max_queue_size):
     """Run every point at the initial buffer size; rerun only the points whose buffer
-    overflowed with a doubled size (same keys: a run that does not overflow does not depend
-    on the size). Returns ``(stats (P, R, ...), buffer size used per point, compile s, run
-    s, points run)``."""
+    overflowed with a doubled size (same ``keys``, the key and the replication indices: a run
+    that does not overflow does not depend on the size). Returns ``(stats (P, R, ...), buffer
+    size used per point, compile s, run s, points run)``."""
     P = params.lam.shape[0]
     pending = np.arange(P)
     q = int(queue_size)
@@ -347,10 +350,11 @@ def _run_points(params, shape, chunk, keys, counts, replications, queue_size, ma
     compile_s = elapsed = 0.0
     runs = 0
     while pending.size:
-        sub = jax.tree_util.tree_map(lambda x, idx=pending: x[idx], params)
-        compiled, c_s = _compiled(KernelSpec(q, *shape, chunk), sub, keys, counts)
+        # the points rerun, selected on the host (a gather would compile per shape)
+        sub = jax.tree_util.tree_map(lambda x, i=pending: jax.device_put(np.asarray(x)[i]), params)
+        compiled, c_s = _compiled(KernelSpec(q, *shape, chunk), sub, *keys, counts)
         t0 = _time.perf_counter()
-        part = jax.block_until_ready(compiled(sub, keys, *counts))
+        part = jax.block_until_ready(compiled(sub, *keys, *counts))
         elapsed += _time.perf_counter() - t0
         compile_s += c_s
         runs += pending.size

@@ -78,12 +78,13 @@ def check_points(res, truth, what):
 
 def test_mm1_any_theta():
     lam = 0.6
-    res = sweep(ClassAssignment([[0]], [1.0]), [lam], get_law("exp"), M_VALUES, key=2)
-    check_points(res, np.array([1 / (1 - lam)]), "M/M/1")
-    # interruptions per job: Poisson(m X) given X, mean m sigma = m
-    np.testing.assert_allclose(res.interruptions_per_job, M_VALUES, rtol=0.05, atol=0.01)
-    # work conservation: the mean capacity in use is lam * sigma
-    np.testing.assert_allclose(res.busy, lam, rtol=0.03)
+    for m in M_VALUES:  # one point per run: the shapes of test_buffer_grows_... (one compile)
+        res = sweep(ClassAssignment([[0]], [1.0]), [lam], get_law("exp"), [m], key=2)
+        check_points(res, np.array([1 / (1 - lam)]), f"M/M/1 m={m}")
+        # interruptions per job: Poisson(m X) given X, mean m sigma = m
+        np.testing.assert_allclose(res.interruptions_per_job, [m], rtol=0.05, atol=0.01)
+        # work conservation: the mean capacity in use is lam * sigma
+        np.testing.assert_allclose(res.busy, lam, rtol=0.03)
 
 
 def test_single_server_fcfs_pk_and_ps_limit():
@@ -99,6 +100,7 @@ def test_single_server_fcfs_pk_and_ps_limit():
         reps=12,
         jumps=60_000,
         warmup=5_000,
+        q=64,  # the size a 32-job buffer grew to (each size is a compile)
     )
     es2 = float(law.var() + law.mean() ** 2)
     pk = 1.0 + lam * es2 / (2 * (1 - lam))
@@ -115,16 +117,18 @@ def test_single_server_fcfs_pk_and_ps_limit():
     "server_sets,mu,lam",
     [
         ([[0, 2], [1, 2]], [1.0, 1.0, 1.0], [1.05, 1.05]),  # m-model-sym, rho = 0.7
-        ([[0, 1], [1]], [1.0, 1.0], [0.6, 0.6]),  # m-model-asym, rho = 0.6
+        # the same check on an asymmetric graph: test_random_8_server_graph_matches_bf
+        pytest.param([[0, 1], [1]], [1.0, 1.0], [0.6, 0.6], marks=pytest.mark.slow),
     ],
     ids=["sym", "asym"],
 )
 def test_mmodel_exponential_matches_bf(server_sets, mu, lam):
-    res = sweep(ClassAssignment(server_sets, mu), lam, get_law("exp"), M_VALUES, key=6)
     exact = np.asarray(solve(Pool(server_sets, np.asarray(mu)), np.asarray(lam)).T)
     mus = (mu[0], 1.0, mu[1]) if len(mu) == 3 else (mu[0], 0.0, mu[1])
     np.testing.assert_allclose(exact, mmodel_delays(*lam, *mus), rtol=1e-9)
-    check_points(res, exact, "M model")
+    for m in M_VALUES:  # one point per run: sym has the shapes of test_cli_json_contract
+        res = sweep(ClassAssignment(server_sets, mu), lam, get_law("exp"), [m], key=6)
+        check_points(res, exact, f"M model m={m}")
 
 
 def random_graph(seed=8, n_servers=8, n_classes=5):
@@ -182,19 +186,21 @@ def test_random_assignment_matches_bf_curve(S, dtype, ms, sizes):
 
     d, rho = 2, 0.7
     delay, _ = random_assignment_bf_curve(S, d, np.array([rho]))
-    lams = np.full((len(ms), 1), rho * S)
-    res = simulate_sweep(
-        RandomAssignment(S, d), lams, get_law("exp"), np.array(ms), key=jax.random.key(5),
-        queue_size=32 if S == 10 else 64, level=LEVEL, dtype=dtype, **sizes,
-    )  # fmt: skip
-    assert res.status == "ok"
-    for p in range(len(ms)):
+    # one point per run and the buffer sizes the runs grew to from 32 and 64 (each size and
+    # shape is a compile; S = 10 shares test_cli_json_contract's)
+    for m in ms:
+        res = simulate_sweep(
+            RandomAssignment(S, d), np.array([[rho * S]]), get_law("exp"), np.array([m]),
+            key=jax.random.key(5), queue_size=64 if S == 10 else 128, level=LEVEL, dtype=dtype,
+            **sizes,
+        )  # fmt: skip
+        assert res.status == "ok"
         assert_within_ci(
-            res.delay_all[p],
-            res.delay_all_low[p],
-            res.delay_all_high[p],
+            res.delay_all[0],
+            res.delay_all_low[0],
+            res.delay_all_high[0],
             float(delay[0]),
-            what=f"random assignment p{p}",
+            what=f"random assignment m={m}",
         )
 
 
@@ -233,7 +239,7 @@ def _agree(res, p, mean_b, se_b, reps_b, level=LEVEL):
 def test_baseline_agrees_bimodal_fcfs_and_m1():
     sets, mu, lam = [[0, 2], [1, 2]], [1.0, 1.0, 1.0], [0.9, 0.9]
     law = get_law("bimodal")
-    res = sweep(ClassAssignment(sets, mu), lam, law, [0.0, 1.0], key=6, jumps=60_000)
+    res = sweep(ClassAssignment(sets, mu), lam, law, [0.0, 1.0], key=6, jumps=60_000, q=64)
     for p, m in enumerate([0.0, 1.0]):
         mean_b, se_b = _baseline_ci(sets, mu, lam, law, m, reps=5, events=15_000, warmup=2_000)
         _agree(res, p, mean_b, se_b, 5)
@@ -270,21 +276,22 @@ def test_buffer_grows_and_result_independent_of_buffer():
 
 
 def test_random_assignment_row_overflow_grows_the_buffer():
-    """A full server row (C = 8 entries at a 16-job buffer) drops the arrival and counts it;
+    """A full server row (C = 8 entries at a 64-job buffer) drops the arrival and counts it;
     the rerun with a larger buffer (and rows) gives the numbers of a large buffer from the
     start: without overflow the jumps do not depend on the sizes. The run covers the
-    balanced-fairness curve of random assignment at S = 40 (the per-server layout's blocks)."""
+    balanced-fairness curve of random assignment at S = 40 (the per-server layout's blocks).
+    (Started at 64 jobs, not 16: each buffer size the run grows through is a compile.)"""
     from jaxqueue.pools.structured import random_assignment_bf_curve
     from jaxqueue.sched._kernel import KernelSpec
 
-    assert KernelSpec(16, 40, 2, 1, 2, True, 100).row_size == 8
+    assert KernelSpec(64, 40, 2, 1, 2, True, 100).row_size == 8
     pool, law = RandomAssignment(40, 2), get_law("exp")
     kw = dict(m=1.0, key=jax.random.key(4), level=LEVEL, **_SIZES_FAST)
-    stuck = simulate(pool, 32.0, law, queue_size=16, max_queue_size=16, **kw)
+    stuck = simulate(pool, 32.0, law, queue_size=64, max_queue_size=64, **kw)
     assert stuck.status == "overflow" and stuck.overflow > 0
-    small = simulate(pool, 32.0, law, queue_size=16, **kw)
+    small = simulate(pool, 32.0, law, queue_size=64, **kw)
     big = simulate(pool, 32.0, law, queue_size=256, **kw)
-    assert small.queue_size > 16 and small.overflow == 0
+    assert small.queue_size > 64 and small.overflow == 0
     np.testing.assert_array_equal(small.L_reps, big.L_reps)
     delay, _ = random_assignment_bf_curve(40, 2, np.array([0.8]))
     assert big.status == "ok"
@@ -299,10 +306,12 @@ def test_pick_two_levels_lands_in_the_right_interval():
     from jaxqueue.sched._kernel import _pick
 
     rng = np.random.default_rng(0)
+    # jitted: one compile per L (an eager vmap compiles _pick's operations one by one)
+    pick = jax.jit(jax.vmap(lambda u, r: _pick(r, u), in_axes=(0, None)))
     for L in (33, 101, 400):
         rates = rng.exponential(size=L) * (rng.random(L) < 0.6)
         us = rng.random(200)
-        idx, total, before = jax.vmap(lambda u, r=rates: _pick(jax.numpy.asarray(r), u))(us)
+        idx, total, before = pick(us, rates)
         cum = np.cumsum(rates)
         want = np.searchsorted(cum, us * cum[-1], side="right")
         np.testing.assert_array_equal(np.asarray(idx), want)
@@ -396,7 +405,7 @@ def test_cli_json_contract(capsys, tmp_path):
             "3000",
             "--json",
             "--queue-size",
-            "32",
+            "64",  # the shapes of test_random_assignment_matches_bf_curve[S10]
         ]
     )
     assert rc == 0
@@ -644,7 +653,28 @@ def _run_chains(spec, params, keys):
     return jax.vmap(lambda k: _kernel.run_chain(spec, params, k, 1, 5))(keys)
 
 
-@pytest.mark.parametrize("law", ["exp", "hyperexp", "zipf"])
+def _mixed_law():
+    """40 components (more than ``_UNROLL``) of 1 to 4 phases at three phase rates, mean 1:
+    every path of hyperexp (several rates) and zipf (several phase counts) at once."""
+    from jaxqueue.dist import PhaseMixture
+
+    k = np.arange(40)
+    counts, rates = 1 + k % 4, np.array([5.0, 1.5, 0.3])[k % 3]
+    probs = 0.9**k / np.sum(0.9**k)
+    mean = float(np.sum(probs * counts / rates))
+    return PhaseMixture(counts, rates * mean, probs)
+
+
+@pytest.mark.parametrize(
+    "law",
+    [
+        "exp",
+        "mixed",
+        # the mixture covers both paths (several rates, several phase counts)
+        pytest.param("hyperexp", marks=pytest.mark.slow),
+        pytest.param("zipf", marks=pytest.mark.slow),
+    ],
+)
 def test_class_queues_and_server_queues_make_the_same_jumps(law):
     """The class-queue layout (O(N S) per jump) and the per-server layout (O(S + D C), which
     stores each job's servers; the layout of random assignment) are two data structures for
@@ -655,7 +685,7 @@ def test_class_queues_and_server_queues_make_the_same_jumps(law):
 
     pool = ClassAssignment([[0, 1], [1, 2, 3], [3], [0, 2]], [1.0, 2.0, 0.5, 1.0])
     lam = np.full((1, 4), 0.85 * pool.mu.sum() / 4)
-    mix, sigma = _simulate._law_arrays(get_law(law))
+    mix, sigma = _simulate._law_arrays(_mixed_law() if law == "mixed" else get_law(law))
     keys = jax.vmap(lambda r: jax.random.fold_in(jax.random.key(3), r))(np.arange(16))
     for m in (0.0, 1.0):
         params, shape = _simulate._kernel_params(pool, lam, np.full(1, m / sigma), mix, np.float64)
@@ -682,7 +712,15 @@ def test_class_queue_slots_fit_the_code():
     assert not KernelSpec(2**20, 3, 2, 16, 0, True, 1000).class_queues
 
 
-@pytest.mark.parametrize("law", ["exp", "hyperexp"])
+@pytest.mark.parametrize(
+    "law",
+    [
+        # single phase on the blocks: test_random_assignment_row_overflow_grows_the_buffer
+        # (S = 40), and the same jumps in one block: test_class_queues_and_server_queues_...
+        pytest.param("exp", marks=pytest.mark.slow),
+        "hyperexp",
+    ],
+)
 def test_class_queues_and_server_blocks_make_the_same_jumps(law):
     """On 40 servers the per-server layout draws a block of servers then a server in it and
     keeps the blocks' sums, the class queues draw from all rates at once: the same jumps (every

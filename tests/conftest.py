@@ -10,11 +10,14 @@ os.environ.setdefault("JAXQUEUE_FAST", "1")
 
 # Tests check numbers and benchmarks check speed: without LLVM's optimisations and without
 # XLA:CPU's fusion emitters a program compiles in a quarter of the time, and the kernels give
-# the same floats (the exact solver's linear algebra to 1e-14). Set before any backend starts;
-# commands the tests start inherit it.
+# the same floats (the exact solver's linear algebra to 1e-14). One LLVM module per program
+# (no split for parallel codegen) and copy insertion without region analysis take a fifth
+# off again (the simulators' floats unchanged, the exact solver's to 1e-14 again). Set
+# before any backend starts; commands the tests start inherit it.
 _FAST_COMPILE = (
     "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    " --xla_cpu_use_fusion_emitters=false"
+    " --xla_cpu_use_fusion_emitters=false --xla_cpu_parallel_codegen_split_count=1"
+    " --xla_cpu_copy_insertion_use_region_analysis=false"
 )
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()

@@ -345,7 +345,11 @@ def test_new_policy_equals_heapq_simulator_job_by_job(name, policy):
     elif policy in ("srpt-greedy", "first-fit-srpt"):
         lam = _SRPT_LAM.get(name, lam)
     key = jax.random.key(11)
-    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000, B=128)
+    # five-class-exp on the engine's first buffer (32 rows for the key-ordered policies, 64
+    # for the other all-rows ones: half the compilation of 128; no replication overflows,
+    # which _engine_sums asserts); the other workloads queue further
+    B = None if name == "five-class-exp" else 128
+    resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000, B=B)
     laws = [_reference_law(law) for law in wl.services]
     for r in range(2):
         ref = _reference_sums(wl, lam, policy, key, r, 100, 1000, laws)

@@ -11,23 +11,23 @@ import pytest
 from jaxqueue import scenarios
 from jaxqueue.dist import Exponential
 from jaxqueue.mjqm import Workload, simulate_policy
-from tests.mjqm.policies.test_policies import _reference_jobs as _reference
+from tests.mjqm.policies.test_policies import _five_class_run
 
 
-@pytest.mark.parametrize("policy", ["msf", "server-filling-srpt"])
-def test_quantiles_match_the_heapq_simulator_on_the_same_jobs(policy):
+# msf: 8 replications of 1,500 measured jobs, the run of the histogram test in
+# test_policies.py (its kernel that of the job-by-job test there); server-filling-srpt: 4 of
+# 2,600
+@pytest.mark.parametrize(
+    "policy, sizes", [("msf", (8, 200, 1700)), ("server-filling-srpt", (4, 400, 3000))]
+)
+def test_quantiles_match_the_heapq_simulator_on_the_same_jobs(policy, sizes):
     """p50, p90, p99 of the response time and the wait (overall and per class, from the
     engine's per-replication histograms) against the empirical quantiles of the same jobs
     through the heapq simulator: within a bin (1/16 octave, 4.4%); the interval holds its
     point; ``P(T > t)`` at the empirical p90 is 0.1 to within the binning; the JSON carries
     the keys of the contract."""
     wl = scenarios.get("five-class-exp")
-    key, reps, warmup, n_jobs = jax.random.key(13), 4, 400, 3000
-    res = simulate_policy(
-        wl, 1.2, policy, key=key, n_jobs=n_jobs, warmup=warmup, n_replications=reps
-    )
-    ref = [_reference(wl, 1.2, policy, key, r, warmup, n_jobs) for r in range(reps)]
-    cls, wait, resp = (np.concatenate(x) for x in zip(*ref, strict=True))
+    res, cls, wait, resp = _five_class_run(policy, *sizes)
     np.testing.assert_array_equal(
         res.response_hists.sum(axis=(0, 2)), np.bincount(cls, minlength=wl.n_classes)
     )
@@ -118,7 +118,8 @@ def test_cli_quantiles_tails_and_the_stability_column(tmp_path, capsys):
     """``mjqm simulate --policy msf --tail`` puts the quantiles, their intervals and the
     tails (keys as given) in its JSON, overall and per class; ``mjqm compare --quantiles``
     prints p50, p90, p99 and each policy's limit with its method, and marks a load beyond the
-    limit ``unstable`` without a figure."""
+    limit ``unstable`` without a figure; ``mjqm compare --plot --json``: the policies in
+    order, each with its limit, the run's status ``unstable``, and the figure."""
     import json
 
     f = tmp_path / "small.toml"
@@ -144,7 +145,15 @@ def test_cli_quantiles_tails_and_the_stability_column(tmp_path, capsys):
     fcfs_beyond = [r for r in rows if r.split()[:2] == ["fcfs", "1.1"]]
     assert len(fcfs_beyond) == 1 and "unstable" in fcfs_beyond[0]
     assert "(exact)" in fcfs_beyond[0] or "(closed-form)" in fcfs_beyond[0]
-    status, out, _ = _cli([*cmp, "--json"], capsys)
+    fig = tmp_path / "cmp.png"
+    status, out, _ = _cli([*cmp, "--plot", str(fig), "--json"], capsys)
     res = json.loads(out)
+    assert status == 0 and fig.stat().st_size > 0
+    assert [p["policy"] for p in res["policies"]] == ["fcfs", "msf"]
+    fcfs = res["policies"][0]
+    assert fcfs["stability"]["lambda_c"] == pytest.approx(res["lambda_c"])
+    assert fcfs["rows"][1]["status"] == "unstable" and "response_mean" not in fcfs["rows"][1]
+    assert res["status"] == "unstable"
     row = res["policies"][1]["rows"][0]
+    assert "response_mean_ci" in row
     assert {"response_quantiles", "response_quantiles_ci", "wait_quantiles"} <= set(row)

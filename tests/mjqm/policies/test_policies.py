@@ -19,6 +19,7 @@ from jaxqueue.mjqm.engines.events._loop import Run, _run
 from jaxqueue.mjqm.options import Execution
 from jaxqueue.mjqm.policies import POLICIES, parse_policy
 from tests.references import mjqm_ctmc, mjqm_events
+from tests.references.mjqm_ctmc_values import SMALL_CTMC
 
 ALL = (
     "fcfs",
@@ -274,8 +275,17 @@ def _ctmc_workload():
 
 @functools.cache
 def _ctmc_ref(policy: str) -> dict:
-    """The truncated CTMC at ``CTMC_LAM`` (seconds of numpy each: shared by the tests here)."""
+    """The truncated CTMC at ``CTMC_LAM`` (3-7 s of numpy each: the default suite reads its
+    answers from ``SMALL_CTMC``, which the slow test below recomputes)."""
     return mjqm_ctmc.ctmc_policy(policy, lam=CTMC_LAM, max_jobs=CTMC_MAX, **CTMC_CASE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", list(SMALL_CTMC))
+def test_tabulated_ctmc_values_are_the_chains(policy):
+    ref = _ctmc_ref(policy)
+    for key, value in SMALL_CTMC[policy].items():
+        assert ref[key] == pytest.approx(value, rel=1e-11), key
 
 
 # with the slow tests: fcfs (in the default suite the engine equals the MJSRE scan on the same
@@ -299,7 +309,7 @@ def test_policy_against_the_truncated_ctmc(policy):
     standard error is about 0.6% of the mean response (4 of them 2.3%, a 5% bias is 9) and
     0.7% of the mean jobs (the 5% below is 7); the kernel is the one the command-line tests
     on this workload compile (64 replications, the first buffer)."""
-    ref = _ctmc_ref(policy)
+    ref = SMALL_CTMC[policy]  # the chain's answers (tests/references/mjqm_ctmc_values.py)
     assert ref["p_full"] < 1e-6
     res = simulate_policy(
         _ctmc_workload(), CTMC_LAM, policy, key=jax.random.key(7), n_jobs=1_500, n_replications=64
@@ -487,7 +497,7 @@ def test_cli_simulate_policy_json(path, capsys):
     status, out, _ = _cli(argv + ["--policy", "first-fit"], capsys)
     assert status == 0
     res = json.loads(out)
-    ref = _ctmc_ref("first-fit")  # --lam 0.5 = CTMC_LAM
+    ref = SMALL_CTMC["first-fit"]  # --lam 0.5 = CTMC_LAM
     assert res["policy"] == "first-fit" and res["status"] == "ok"
     lo, hi = res["response_mean_ci"]
     assert lo < res["response_mean"] < hi

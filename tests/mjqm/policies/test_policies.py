@@ -562,28 +562,30 @@ def test_short_run_near_the_limit_is_not_ok():
     assert res.status == "nonstationary" and res.n_eff < 5
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("policy", ["fcfs", "server-filling", "easy-backfilling"])
-def test_a_small_buffer_goes_on_with_more_slots_to_the_same_result(policy):
-    """Replications whose buffer fills go on from where they stopped with twice the slots: the
-    same sums as a run with a large buffer from the start. (Slow: in the default suite
-    ``test_a_full_buffer_leaves_no_ghost_in_service`` grows the buffers of fcfs, first-fit and
-    easy-backfilling from 4 slots and asks the same three means of the large buffer's run.)"""
-    wl, lam = _workloads()["rare-8"]
-    key = jax.random.key(21)
-    small = simulate_policy(
-        wl, lam, policy, key=key, n_jobs=1500, n_replications=4, execution=Execution(buffer=16)
-    )
-    large = simulate_policy(
-        wl, lam, policy, key=key, n_jobs=1500, n_replications=4, execution=Execution(buffer=512)
-    )
-    assert small.buffer > 16 and large.buffer == 512
+def _grown_equals_large(wl, lam, policy, key, n_jobs, small_buffer, large_buffer):
+    """A run from ``small_buffer`` slots that grows (it must) gives the per-class responses
+    and waits and the mean jobs of a run with ``large_buffer`` slots from the start."""
+    kw = dict(key=key, n_jobs=n_jobs, n_replications=4)
+    small = simulate_policy(wl, lam, policy, **kw, execution=Execution(buffer=small_buffer))
+    large = simulate_policy(wl, lam, policy, **kw, execution=Execution(buffer=large_buffer))
+    assert small.buffer > small_buffer and large.buffer == large_buffer
     for a, b in [
         (small.response_mean_class, large.response_mean_class),
         (small.wait_mean_class, large.wait_mean_class),
         (small.jobs_mean, large.jobs_mean),
     ]:
         np.testing.assert_allclose(np.asarray(a.mean), np.asarray(b.mean), rtol=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["fcfs", "server-filling", "easy-backfilling"])
+def test_a_small_buffer_goes_on_with_more_slots_to_the_same_result(policy):
+    """Replications whose buffer fills go on from where they stopped with twice the slots: the
+    same sums as a run with a large buffer from the start. (Slow: in the default suite
+    ``test_a_full_buffer_leaves_no_ghost_in_service`` grows the buffers of fcfs and
+    easy-backfilling from 4 slots and asks the same three means of the large buffer's run.)"""
+    wl, lam = _workloads()["rare-8"]
+    _grown_equals_large(wl, lam, policy, jax.random.key(21), 1500, 16, 512)
 
 
 @pytest.mark.parametrize(
@@ -602,20 +604,7 @@ def test_a_full_buffer_leaves_no_ghost_in_service(policy):
     (easy-backfilling); first-fit's deque per need (the same slots and ``_grow``, one more
     deque axis) and the prefix-rows layout of server-filling with the slow tests."""
     wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
-    key = jax.random.key(9)
-    small = simulate_policy(
-        wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, execution=Execution(buffer=4)
-    )
-    large = simulate_policy(
-        wl, 1.0, policy, key=key, n_jobs=2000, n_replications=4, execution=Execution(buffer=256)
-    )
-    assert small.buffer > 4 and large.buffer == 256
-    for a, b in [
-        (small.response_mean_class, large.response_mean_class),
-        (small.wait_mean_class, large.wait_mean_class),
-        (small.jobs_mean, large.jobs_mean),
-    ]:
-        np.testing.assert_allclose(np.asarray(a.mean), np.asarray(b.mean), rtol=1e-12)
+    _grown_equals_large(wl, 1.0, policy, jax.random.key(9), 2000, 4, 256)
 
 
 def test_server_filling_float32_keeps_its_remaining_work_when_the_epoch_moves():

@@ -45,60 +45,72 @@ def detailed_ctmc(queues, mu, routing, nu, *, population=0, closed=(), open_cap=
     rows, cols, vals = [], [], []
     serv_rate = []  # per state, per-class total service rate
     queue = deque([init])
+    mu_of = [float(v) for v in mu]
+    leave_of = [1.0 - P[c].sum() for c in range(C)]
+    moves_of = [[(int(j), float(P[c, j])) for j in np.flatnonzero(P[c] > 0)] for c in range(C)]
+    served: dict = {}  # per queue sequence: (position, class, service rate) of its served jobs
+
+    def service(seq):
+        if seq not in served:
+            out, used = [], frozenset()
+            for l, c in enumerate(seq):
+                grown = used | sets[c]
+                r = sum(mu_of[s] for s in grown) - sum(mu_of[s] for s in used)
+                used = grown
+                if r > 0:
+                    out.append((l, c, r))
+            served[seq] = out
+        return served[seq]
 
     def add(src, dst, rate):
         if dst not in index:
             index[dst] = len(states)
             states.append(dst)
             queue.append(dst)
-        rows.append(index[src])
+        rows.append(src)
         cols.append(index[dst])
         vals.append(rate)
 
     while queue:
         st = queue.popleft()
+        a = index[st]
         n_open = sum(1 for seq in st for c in seq if c not in closed)
         for i in range(C):
             if nu[i] > 0 and (open_cap is None or n_open < open_cap):
                 new = list(st)
                 new[pool_of[i]] = st[pool_of[i]] + (i,)
-                add(st, tuple(new), nu[i])
+                add(a, tuple(new), nu[i])
         rates = np.zeros(C)
         for k, seq in enumerate(st):
-            used = frozenset()
-            for l, c in enumerate(seq):
-                grown = used | sets[c]
-                r = mu[list(grown)].sum() - mu[list(used)].sum()
-                used = grown
-                if r <= 0:
-                    continue
+            for l, c, r in service(seq):
                 rates[c] += r
                 base = list(st)
                 base[k] = seq[:l] + seq[l + 1 :]
-                leave = 1.0 - P[c].sum()
-                if leave > 1e-14:
-                    add(st, tuple(base), r * leave)
-                for j in np.flatnonzero(P[c] > 0):
+                if leave_of[c] > 1e-14:
+                    add(a, tuple(base), r * leave_of[c])
+                for j, p in moves_of[c]:
                     new = list(base)
-                    new[pool_of[j]] = new[pool_of[j]] + (int(j),)
-                    add(st, tuple(new), r * P[c, j])
+                    new[pool_of[j]] = new[pool_of[j]] + (j,)
+                    add(a, tuple(new), r * p)
         serv_rate.append(rates)
     n = len(states)
     Q = sp.coo_matrix((vals, (rows, cols)), shape=(n, n)).tocsr()
     Q = Q - sp.diags(np.asarray(Q.sum(axis=1)).ravel())
-    A = Q.T.tolil()
-    A[n - 1, :] = np.ones(n)
-    b = np.zeros(n)
-    b[-1] = 1.0
-    pi = spla.spsolve(A.tocsc(), b)
-    counts = np.array(
-        [[sum(1 for seq in st for c in seq if c == i) for i in range(C)] for st in states]
-    )
+    # pi Q = 0 with pi(state 0) = 1, then normalised (fixing one entry keeps the system
+    # sparse; a row of ones in it makes the LU factor dense)
+    A = Q.T.tocsc()
+    if n == 1:
+        pi = np.ones(1)
+    else:
+        rest = spla.spsolve(A[1:, 1:].tocsc(), -A[1:, 0].toarray().ravel())
+        pi = np.concatenate([[1.0], rest])
+        pi /= pi.sum()
+    counts = np.zeros((n, C), int)
     server_busy = np.zeros((n, K), bool)
     for a, st in enumerate(states):
-        for seq in st:
-            for c in seq:
-                server_busy[a, list(sets[c])] = True
+        jobs = [c for seq in st for c in seq]
+        np.add.at(counts[a], jobs, 1)
+        server_busy[a, list(frozenset().union(*(sets[c] for c in jobs)))] = True
     pool_empty = np.array([[len(seq) == 0 for seq in st] for st in states])
     aggregate: dict = {}
     for a in range(n):

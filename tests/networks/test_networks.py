@@ -118,7 +118,8 @@ def test_unstable_open_network_names_the_bottleneck():
     with pytest.raises(Exception, match="unstable"):
         jax.jit(lambda n: solve(eqx.tree_at(lambda m: m.nu, net, n)).L)(net.nu)
     # Truncation always has a stationary law.
-    assert np.isfinite(np.asarray(solve_truncated(net, 3).L)).all()
+    # (at test_ctmc's n_max = 7: one compile)
+    assert np.isfinite(np.asarray(solve_truncated(net, 7).L)).all()
 
 
 def test_mixed_network_stability_ignores_closed_classes():
@@ -210,7 +211,7 @@ def test_gradients_match_finite_differences():
     routing = np.array(
         [[0.2, 0, 0.5, 0.3], [0, 0, 0.4, 0.6], [0.3, 0.5, 0, 0.2], [0.6, 0.3, 0, 0.1]]
     )
-    closed_net = Network(CQ, CMU, routing, population=6)
+    closed_net = Network(CQ, CMU, routing, population=4)  # the compile of test_ctmc's [4]
     cases = [
         (open_net, lambda r: jnp.stack([r.sojourn, r.L[1]]), [(0,), (2,)], [(0, 2), (2, 0)]),
         (closed_net, lambda r: jnp.stack([r.throughput[0], r.L[2]]), [(1,), (3,)], [(2, 1)]),
@@ -223,15 +224,16 @@ def test_gradients_match_finite_differences():
 
         args = (net.mu, net.routing, net.nu)
         jac = jax.jit(jax.jacrev(f, argnums=(0, 1, 2)))(*args)
-        fj = jax.jit(f)  # one compile for every difference quotient (eager: op by op)
+        # the difference quotients call solve itself: its compile for this structure is cached
+        # (a jit of f would compile the same solve again)
         for a, idxs in ((0, mu_idx), (1, r_idx), (2, [(0,), (1,)] if net.is_open else [])):
             for idx in idxs:
                 for o in range(2):
 
-                    def g(x, a=a, o=o, args=args, fj=fj):
+                    def g(x, a=a, o=o, args=args, f=f):
                         new = list(args)
                         new[a] = x
-                        return fj(*new)[o]
+                        return f(*new)[o]
 
                     fd = _fd(g, args[a], idx)
                     np.testing.assert_allclose(
@@ -248,8 +250,8 @@ def test_float32_inputs_stay_float32():
     np.testing.assert_allclose(np.asarray(res32.L), np.asarray(res64.L), rtol=1e-4)
     # closed chain in float32: row sums within float32 rounding are accepted
     routing = [[0.2, 0, 0.5, 0.3], [0, 0, 0.4, 0.6], [0.3, 0.5, 0, 0.2], [0.6, 0.3, 0, 0.1]]
-    c32 = solve(Network(CQ, np.float32(CMU), np.float32(routing), population=30))
-    c64 = solve(Network(CQ, CMU, routing, population=30))
+    c32 = solve(Network(CQ, np.float32(CMU), np.float32(routing), population=4))
+    c64 = solve(Network(CQ, CMU, routing, population=4))  # the compile of test_ctmc's [4]
     assert c32.throughput.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(c32.L), np.asarray(c64.L), rtol=1e-4)
 
@@ -321,11 +323,11 @@ def test_cli_json_and_toml(tmp_path, capsys):
     t.write_text(
         "queues = [[[0, 1], [1, 2]], [[3], [3, 4]]]\nmu = [1.0, 0.7, 1.3, 0.9, 1.6]\n"
         "routing = [[0.2, 0, 0.5, 0.3], [0, 0, 0.4, 0.6], [0.3, 0.5, 0, 0.2], [0.6, 0.3, 0, 0.1]]\n"
-        "population = 6\n"
+        "population = 4\n"
     )
     assert main(["network", "solve", "--spec", str(t), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["kind"] == "closed" and abs(sum(out["L"]) - 6) < 1e-9
+    assert out["kind"] == "closed" and abs(sum(out["L"]) - 4) < 1e-9
     np.testing.assert_allclose(out["lam"], out["throughput"])
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**spec, "nu": [0.25, 0.2, 2.0]}))

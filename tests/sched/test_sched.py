@@ -117,7 +117,7 @@ def test_single_server_fcfs_pk_and_ps_limit():
     "server_sets,mu,lam",
     [
         ([[0, 2], [1, 2]], [1.0, 1.0, 1.0], [1.05, 1.05]),  # m-model-sym, rho = 0.7
-        # the same check on an asymmetric graph: test_random_8_server_graph_matches_bf
+        # the same check on an asymmetric graph (slow too: test_random_8_server_graph_...)
         pytest.param([[0, 1], [1]], [1.0, 1.0], [0.6, 0.6], marks=pytest.mark.slow),
     ],
     ids=["sym", "asym"],
@@ -156,7 +156,13 @@ def max_uniform_load(sets, mu):
     return lo
 
 
+@pytest.mark.slow
 def test_random_8_server_graph_matches_bf():
+    """Slow (a kernel configuration of its own, and the exact engine's compile for its graph).
+    Default guard: test_mmodel_exponential_matches_bf[sym], the same property (exponential
+    sizes: every m's simulated delays cover the exact balanced-fairness delays) on the same
+    class-queue kernel; test_class_queues_and_server_queues_make_the_same_jumps runs an
+    asymmetric 4-class graph with unequal capacities."""
     sets, mu = random_graph()
     pool = Pool(sets, mu)
     lam = np.full(len(sets), 0.6 * max_uniform_load(sets, mu))
@@ -236,12 +242,22 @@ def _agree(res, p, mean_b, se_b, reps_b, level=LEVEL):
     assert np.all(gap <= z * np.sqrt(se_a**2 + se_b**2)), (res.delay[p], mean_b, se_a, se_b)
 
 
+# The event-driven baseline's (mean delay per class, standard error) for
+# test_baseline_agrees_bimodal_fcfs_and_m1 (m = 0, 1): _baseline_ci(..., reps=5, events=15_000,
+# warmup=2_000) of tests/references/sched_events.py; test_slow_baseline_values_tabulated reruns it.
+_BASELINE_SETUP = ([[0, 2], [1, 2]], [1.0, 1.0, 1.0], [0.9, 0.9], "bimodal")
+_BASELINE_VALUES = {
+    0.0: ([1.8415584980100803, 1.890056054578912], [0.05367706964068379, 0.05007747811829125]),
+    1.0: ([1.4299140074152712, 1.4576181295590178], [0.07061667933679984, 0.0340616073378175]),
+}
+
+
 def test_baseline_agrees_bimodal_fcfs_and_m1():
-    sets, mu, lam = [[0, 2], [1, 2]], [1.0, 1.0, 1.0], [0.9, 0.9]
-    law = get_law("bimodal")
+    sets, mu, lam, name = _BASELINE_SETUP
+    law = get_law(name)
     res = sweep(ClassAssignment(sets, mu), lam, law, [0.0, 1.0], key=6, jumps=60_000, q=64)
     for p, m in enumerate([0.0, 1.0]):
-        mean_b, se_b = _baseline_ci(sets, mu, lam, law, m, reps=5, events=15_000, warmup=2_000)
+        mean_b, se_b = (np.asarray(v) for v in _BASELINE_VALUES[m])
         _agree(res, p, mean_b, se_b, 5)
     # the law matters under FCFS: bimodal FCFS is slower than its m = 1 version
     assert np.all(res.delay_low[0] > res.delay_high[1])
@@ -442,6 +458,18 @@ def test_slow_exponential_matches_bf(name, rho):
         q=64,
     )
     check_points(res, exact, f"{name} rho={rho}")
+
+
+@pytest.mark.slow
+def test_slow_baseline_values_tabulated():
+    """The event-driven baseline's numbers the default test_baseline_agrees_bimodal_fcfs_and_m1
+    reads, recomputed."""
+    sets, mu, lam, name = _BASELINE_SETUP
+    for m, (mean, se) in _BASELINE_VALUES.items():
+        mean_b, se_b = _baseline_ci(sets, mu, lam, get_law(name), m, reps=5, events=15_000,
+                                    warmup=2_000)  # fmt: skip
+        np.testing.assert_allclose(mean_b, mean, rtol=1e-12)
+        np.testing.assert_allclose(se_b, se, rtol=1e-12)
 
 
 @pytest.mark.slow
@@ -668,9 +696,12 @@ def _mixed_law():
 @pytest.mark.parametrize(
     "law",
     [
-        "exp",
+        # the mixture covers every path of the others (one and several rates and phase
+        # counts, more components than _UNROLL); the single-phase kernels' answers are
+        # checked in the default suite by test_mm1_any_theta (class queues) and
+        # test_random_assignment_matches_bf_curve[S10] (per-server layout)
+        pytest.param("exp", marks=pytest.mark.slow),
         "mixed",
-        # the mixture covers both paths (several rates, several phase counts)
         pytest.param("hyperexp", marks=pytest.mark.slow),
         pytest.param("zipf", marks=pytest.mark.slow),
     ],
@@ -717,6 +748,7 @@ def test_class_queue_slots_fit_the_code():
     [
         # single phase on the blocks: test_random_assignment_row_overflow_grows_the_buffer
         # (S = 40), and the same jumps in one block: test_class_queues_and_server_queues_...
+        # (slow too; the single-phase kernels' answers: see that test's parameters)
         pytest.param("exp", marks=pytest.mark.slow),
         "hyperexp",
     ],

@@ -8,7 +8,9 @@ import json
 
 from jaxqueue.cli import main
 
-BASE = ["sched", "simulate", "--pool", "m-model-sym", "--law", "exp", "--replications", "2"]
+# 12 replications and a 32-job buffer: the kernel configuration of tests/sched/test_sched.py's
+# M-model runs (one compile for both files)
+BASE = ["sched", "simulate", "--pool", "m-model-sym", "--law", "exp", "--replications", "12"]
 
 
 def test_queue_size_above_the_default_cap_is_taken(monkeypatch, capsys):
@@ -27,8 +29,8 @@ def test_queue_size_above_the_default_cap_is_taken(monkeypatch, capsys):
 
 
 def test_overflow_names_the_jobs_in_system_and_the_cap(capsys):
-    argv = [*BASE, "--rho", "0.95", "--jumps", "20000", "--queue-size", "4"]
-    assert main([*argv, "--max-queue-size", "4", "--json"]) == 0
+    argv = [*BASE, "--rho", "0.95", "--jumps", "20000", "--queue-size", "32"]
+    assert main([*argv, "--max-queue-size", "32", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "overflow", out
     reason = out["status_reason"]

@@ -206,17 +206,38 @@ def _fd(f, x, idx, h=1e-6):
     return (float(f(jnp.asarray(xp))) - float(f(jnp.asarray(xm)))) / (2 * h)
 
 
-def test_gradients_match_finite_differences():
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "closed",
+        # slow (a reverse-mode compile of its own): the open network's solve is the traffic
+        # equations (their Jacobian against differences: test_traffic_equations_against_...)
+        # then jaxqueue.pools.solve per pool (its gradients: tests/pools/test_core.py); the
+        # closed case runs this test's chain through tree_at and solve
+        pytest.param("open", marks=pytest.mark.slow),
+    ],
+)
+def test_gradients_match_finite_differences(kind):
     open_net = Network(Q2, MU2, R2, NU2)
     routing = np.array(
         [[0.2, 0, 0.5, 0.3], [0, 0, 0.4, 0.6], [0.3, 0.5, 0, 0.2], [0.6, 0.3, 0, 0.1]]
     )
     closed_net = Network(CQ, CMU, routing, population=4)  # the compile of test_ctmc's [4]
-    cases = [
-        (open_net, lambda r: jnp.stack([r.sojourn, r.L[1]]), [(0,), (2,)], [(0, 2), (2, 0)]),
-        (closed_net, lambda r: jnp.stack([r.throughput[0], r.L[2]]), [(1,), (3,)], [(2, 1)]),
-    ]
-    for net, out, mu_idx, r_idx in cases:
+    cases = {
+        "open": (
+            open_net,
+            lambda r: jnp.stack([r.sojourn, r.L[1]]),
+            [(0,), (2,)],
+            [(0, 2), (2, 0)],
+        ),
+        "closed": (
+            closed_net,
+            lambda r: jnp.stack([r.throughput[0], r.L[2]]),
+            [(1,), (3,)],
+            [(2, 1)],
+        ),
+    }
+    for net, out, mu_idx, r_idx in [cases[kind]]:
 
         def f(mu, r, nu, net=net, out=out):
             new = eqx.tree_at(lambda m: (m.mu, m.routing, m.nu), net, (mu, r, nu))
@@ -242,22 +263,30 @@ def test_gradients_match_finite_differences():
 
 
 # ------------------------------------------------------------------ dtype, compilation
-def test_float32_inputs_stay_float32():
+@pytest.mark.slow
+def test_float32_open_network_stays_float32():
+    """Slow (a float32 compile of its own). Default guard: test_float32_inputs_stay_float32 (the
+    same check on a closed network, this package's lattice engine); the open network's pools
+    are jaxqueue.pools.solve, whose float32 runs are checked in tests/pools/test_core.py."""
     net32 = Network(Q2, np.float32(MU2), np.float32(R2), np.float32(NU2))
     res32 = solve(net32)
     res64 = solve(Network(Q2, MU2, R2, NU2))
     assert res32.L.dtype == jnp.float32 and res32.psi_server.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(res32.L), np.asarray(res64.L), rtol=1e-4)
+
+
+def test_float32_inputs_stay_float32():
     # closed chain in float32: row sums within float32 rounding are accepted
     routing = [[0.2, 0, 0.5, 0.3], [0, 0, 0.4, 0.6], [0.3, 0.5, 0, 0.2], [0.6, 0.3, 0, 0.1]]
     c32 = solve(Network(CQ, np.float32(CMU), np.float32(routing), population=4))
     c64 = solve(Network(CQ, CMU, routing, population=4))  # the compile of test_ctmc's [4]
-    assert c32.throughput.dtype == jnp.float32
+    assert c32.throughput.dtype == c32.L.dtype == c32.psi_server.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(c32.L), np.asarray(c64.L), rtol=1e-4)
 
 
 def test_new_rates_do_not_recompile(caplog):
-    solve(Network(Q2, MU2, R2, NU2))
+    # the same input types as below (jnp.asarray of a NumPy array compiles once per shape)
+    solve(Network(Q2, np.asarray(MU2), R2, np.asarray(NU2)))
     with caplog.at_level(logging.WARNING), jax.log_compiles():
         solve(Network(Q2, np.asarray(MU2) * 1.1, R2, np.asarray(NU2) * 0.9))
     assert not [r for r in caplog.records if "Compiling" in r.getMessage()]

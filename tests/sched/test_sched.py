@@ -597,7 +597,13 @@ def _assert_not_ok_and_positive(out, err):
     assert len(warnings) == 1 and out["status"] in warnings[0], err
 
 
+@pytest.mark.slow
 def test_cli_few_replications_near_saturation_is_not_ok(capsys):
+    """Slow (4 replications: a kernel configuration of its own). Default guards: the same
+    status path at 7 replications in test_replication_intervals_cover_at_the_nominal_rate
+    (unconverged, a positive lower bound), and the command line's non-ok status near
+    saturation (one warning line naming it, no negative bound) in
+    test_cli_one_short_chunk_near_saturation_is_not_ok."""
     # issue 14: 4 replications at rho = 0.99 printed delay 9.65 in [-3.07, 22.36], status ok
     out, err = _sched_cli_json(
         capsys, "--pool", "m-model-sym", "--rho", "0.99", "--law", "exp", "--m", "1",

@@ -123,12 +123,15 @@ def test_unstable_open_network_names_the_bottleneck():
 
 
 def test_mixed_network_stability_ignores_closed_classes():
+    # test_ctmc's mixed network (its compile): open class 0 on servers {0, 1} (capacity 2.1)
+    # shares server 1 with the closed class 1; 0 -> 2 (p 0.6), 2 -> 0 (p 0.2)
+    queues, mu = [[[0, 1], [1]], [[2], [2, 3]]], [1.2, 0.9, 1.0, 0.8]
     routing = [[0, 0, 0.6, 0], [0, 0.3, 0, 0.7], [0.2, 0, 0, 0], [0, 0.8, 0, 0.2]]
-    net = Network(CQ, CMU, routing, [1.9, 0, 0, 0], population=50)
+    net = Network(queues, mu, routing, [1.9, 0, 0, 0], population=3)  # lam_0 = 2.16 > 2.1
     with pytest.raises(ValueError, match=r"unstable: pool 0 .*classes \[0\]"):
         solve(net)
-    res = solve(Network(CQ, CMU, routing, [0.5, 0, 0, 0], population=50))
-    assert abs(float(jnp.sum(res.L[np.array([1, 3])])) - 50) < 1e-9
+    res = solve(Network(queues, mu, routing, [0.5, 0, 0, 0], population=3))
+    assert abs(float(jnp.sum(res.L[np.array([1, 3])])) - 3) < 1e-9
 
 
 # ------------------------------------------------------------------ traffic equations

@@ -91,23 +91,28 @@ def test_single_server_fcfs_pk_and_ps_limit():
     """FCFS: Pollaczek-Khinchine; theta -> 0 (m large): processor sharing 1 / (mu - lam)."""
     law = HyperExponential(np.array([5.0, 0.2]), np.array([1 / 6, 5 / 6]))
     lam = 0.5
-    res = sweep(
-        ClassAssignment([[0]], [1.0]),
-        [lam],
-        law,
-        [0.0, 30.0],
-        key=2,
-        reps=12,
-        jumps=60_000,
-        warmup=5_000,
-        q=64,  # the size a 32-job buffer grew to (each size is a compile)
+    # one point per run (a point's numbers do not depend on the others'): the summary's shapes
+    # are test_mm1_any_theta's
+    fcfs, ps_run = (
+        sweep(
+            ClassAssignment([[0]], [1.0]),
+            [lam],
+            law,
+            [m],
+            key=2,
+            reps=12,
+            jumps=60_000,
+            warmup=5_000,
+            q=64,  # the size a 32-job buffer grew to (each size is a compile)
+        )
+        for m in (0.0, 30.0)
     )
     es2 = float(law.var() + law.mean() ** 2)
     pk = 1.0 + lam * es2 / (2 * (1 - lam))
     ps = 1.0 / (1.0 - lam)
-    assert_within_ci(res.delay[0], res.delay_low[0], res.delay_high[0], [pk], what="P-K")
-    assert_within_ci(res.delay[1], res.delay_low[1], res.delay_high[1], [ps], what="PS")
-    assert res.delay_high[1] < pk  # the two regimes are told apart
+    assert_within_ci(fcfs.delay[0], fcfs.delay_low[0], fcfs.delay_high[0], [pk], what="P-K")
+    assert_within_ci(ps_run.delay[0], ps_run.delay_low[0], ps_run.delay_high[0], [ps], what="PS")
+    assert ps_run.delay_high[0] < pk  # the two regimes are told apart
 
 
 # --------------------------------------------------------------------------- BF, exponential
@@ -257,12 +262,17 @@ _BASELINE_VALUES = {
 def test_baseline_agrees_bimodal_fcfs_and_m1():
     sets, mu, lam, name = _BASELINE_SETUP
     law = get_law(name)
-    res = sweep(ClassAssignment(sets, mu), lam, law, [0.0, 1.0], key=6, jumps=60_000, q=64)
-    for p, m in enumerate([0.0, 1.0]):
+    # one point per run (a point's numbers do not depend on the others'): the summary's shapes
+    # are test_mmodel_exponential_matches_bf's
+    runs = [
+        sweep(ClassAssignment(sets, mu), lam, law, [m], key=6, jumps=60_000, q=64)
+        for m in (0.0, 1.0)
+    ]
+    for res, m in zip(runs, (0.0, 1.0), strict=True):
         mean_b, se_b = (np.asarray(v) for v in _BASELINE_VALUES[m])
-        _agree(res, p, mean_b, se_b, 5)
+        _agree(res, 0, mean_b, se_b, 5)
     # the law matters under FCFS: bimodal FCFS is slower than its m = 1 version
-    assert np.all(res.delay_low[0] > res.delay_high[1])
+    assert np.all(runs[0].delay_low[0] > runs[1].delay_high[0])
 
 
 # --------------------------------------------------------------------------- contract

@@ -156,7 +156,11 @@ def test_closed_network_matches_detailed_ctmc(population):
     _assert_close(res.lam, bf["throughput"], 1e-8, "lam")
 
 
+@pytest.mark.slow
 def test_closed_three_classes_one_queue_reentrant_pool():
+    """Slow (a compile of its own). Default guard: test_closed_network_matches_detailed_ctmc,
+    the same comparison (L, throughput, psi_server, psi_pool at 1e-8) on a closed network with
+    moves inside a pool to another class (2 -> 3) and to the same class (0 -> 0, 3 -> 3)."""
     # Pool 0 with 3 classes (re-entrant moves inside the pool), pool 1 with 1 class.
     queues = [[[0], [0, 1], [1, 2]], [[3, 4]]]
     routing = [

@@ -146,7 +146,7 @@ def test_traffic_equations_against_fixed_point_and_finite_differences():
     def f(r, n):
         return traffic(eqx.tree_at(lambda m: (m.routing, m.nu), net, (r, n)))
 
-    jr, jn = jax.jacfwd(f, argnums=(0, 1))(net.routing, net.nu)
+    jr, jn = jax.jit(jax.jacfwd(f, argnums=(0, 1)))(net.routing, net.nu)  # one compile
     h = 1e-6
     R = np.asarray(R2, float)
     for i, j in [(0, 0), (0, 2), (2, 1)]:
@@ -188,7 +188,13 @@ def test_cyclic_two_station_closed_network_gordon_newell():
     np.testing.assert_allclose(np.asarray(res.psi_server), [p[0], p[-1]], rtol=1e-8, atol=1e-300)
 
 
+@pytest.mark.slow
 def test_open_tandem_of_single_servers_is_jackson():
+    """Slow (a compile of its own). Default guard: test_ctmc's
+    test_open_network_within_truncation_error, the same engine (each pool by
+    jaxqueue.pools.solve at the traffic-equation rates) on an open network with feedback
+    against the detailed-state CTMC (within the truncation bound) and against this package's
+    lattice engine (L, psi_server, psi_pool, sojourn at 1e-10)."""
     mu = np.array([1.5, 2.0, 1.0])
     nu = 0.4
     # pool 0: one class on two servers (an M/M/1 of rate 3.5), pool 1: one class on server 2

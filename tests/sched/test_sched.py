@@ -3,7 +3,7 @@
 * closed forms: M/M/1 (any theta), Pollaczek-Khinchine (FCFS M/G/1), processor sharing
   ``1 / (mu - lam)`` (theta -> 0), the M-model balanced-fairness service rates of
   ``bf-clusters`` eqs. (10)-(11) coded here;
-* the exact balanced-fairness engine ``jaxqueue.pools.solve`` (a random 8-server graph) and the
+* the exact balanced-fairness engine ``jaxqueue.pools.solve`` (a random 8-server graph, slow) and the
   structured random-assignment curve: with exponential sizes the law does not depend on theta;
 * the separately written event-driven baseline ``tests/references/sched_events.py`` for
   non-exponential laws (FCFS and m = 1).
@@ -118,22 +118,43 @@ def test_single_server_fcfs_pk_and_ps_limit():
 # --------------------------------------------------------------------------- BF, exponential
 
 
+_MMODEL_CASES = [
+    ([[0, 2], [1, 2]], [1.0, 1.0, 1.0], [1.05, 1.05]),  # m-model-sym, rho = 0.7
+    ([[0, 1], [1]], [1.0, 1.0], [0.6, 0.6]),
+]
+
+
+def _mmodel_rates(mu):
+    """(mu1, mu2, mu3) of eqs. (10)-(11) for the two cases above (unit rates)."""
+    return (mu[0], 1.0, mu[1]) if len(mu) == 3 else (mu[0], 0.0, mu[1])
+
+
 @pytest.mark.parametrize(
     "server_sets,mu,lam",
     [
-        ([[0, 2], [1, 2]], [1.0, 1.0, 1.0], [1.05, 1.05]),  # m-model-sym, rho = 0.7
+        _MMODEL_CASES[0],
         # the same check on an asymmetric graph (slow too: test_random_8_server_graph_...)
-        pytest.param([[0, 1], [1]], [1.0, 1.0], [0.6, 0.6], marks=pytest.mark.slow),
+        pytest.param(*_MMODEL_CASES[1], marks=pytest.mark.slow),
     ],
     ids=["sym", "asym"],
 )
 def test_mmodel_exponential_matches_bf(server_sets, mu, lam):
-    exact = np.asarray(solve(Pool(server_sets, np.asarray(mu)), np.asarray(lam)).T)
-    mus = (mu[0], 1.0, mu[1]) if len(mu) == 3 else (mu[0], 0.0, mu[1])
-    np.testing.assert_allclose(exact, mmodel_delays(*lam, *mus), rtol=1e-9)
+    # the closed form coded above (jaxqueue.pools.solve against it: test_slow_pools_solve_...,
+    # and in the default suite tests/pools/test_core.py's M-model closed forms)
+    exact = mmodel_delays(*lam, *_mmodel_rates(mu))
     for m in M_VALUES:  # one point per run: sym has the shapes of test_cli_json_contract
         res = sweep(ClassAssignment(server_sets, mu), lam, get_law("exp"), [m], key=6)
         check_points(res, exact, f"M model m={m}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server_sets,mu,lam", _MMODEL_CASES, ids=["sym", "asym"])
+def test_slow_pools_solve_is_the_mmodel_closed_form(server_sets, mu, lam):
+    """The exact engine against eqs. (10)-(11) as coded here (was a line of the default
+    test_mmodel_exponential_matches_bf; the default suite checks the engine against the M
+    model's closed forms in tests/pools/test_core.py)."""
+    exact = np.asarray(solve(Pool(server_sets, np.asarray(mu)), np.asarray(lam)).T)
+    np.testing.assert_allclose(exact, mmodel_delays(*lam, *_mmodel_rates(mu)), rtol=1e-9)
 
 
 def random_graph(seed=8, n_servers=8, n_classes=5):
@@ -628,7 +649,7 @@ def test_cli_few_replications_near_saturation_is_not_ok(capsys):
 def test_cli_one_short_chunk_near_saturation_is_not_ok(capsys):
     # issue 14: 100 replications of 500 jumps (one chunk, so no drift test before) printed
     # 7.3 [6.3, 8.3], status ok, against the exact (balanced fairness) 34.19
-    exact = float(solve(Pool([[0, 2], [1, 2]], np.ones(3)), np.full(2, 1.485)).T[0])
+    exact = float(mmodel_delays(1.485, 1.485, 1.0, 1.0, 1.0)[0])  # bf-clusters eqs. (10)-(11)
     out, err = _sched_cli_json(
         capsys, "--pool", "m-model-sym", "--rho", "0.99", "--law", "exp", "--m", "0",
         "--jumps", "500", "--replications", "100",

@@ -3,8 +3,9 @@
 * closed forms: M/M/1 (any theta), Pollaczek-Khinchine (FCFS M/G/1), processor sharing
   ``1 / (mu - lam)`` (theta -> 0), the M-model balanced-fairness service rates of
   ``bf-clusters`` eqs. (10)-(11) coded here;
-* the exact balanced-fairness engine ``jaxqueue.pools.solve`` (a random 8-server graph, slow) and the
-  structured random-assignment curve: with exponential sizes the law does not depend on theta;
+* the exact balanced-fairness engine ``jaxqueue.pools.solve`` (a random 8-server graph, slow)
+  and the structured random-assignment curve: with exponential sizes the law does not depend
+  on theta;
 * the separately written event-driven baseline ``tests/references/sched_events.py`` for
   non-exponential laws (FCFS and m = 1).
 

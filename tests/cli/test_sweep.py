@@ -49,6 +49,15 @@ def sweep_file(tmp_path):
     return path
 
 
+@pytest.fixture
+def no_figures(monkeypatch):
+    """The figures (2 PNGs a run, about 0.3 CPU s each) are checked in
+    test_sweep_runs_resumes_and_skips_finished_points, drawn after a resume in it and after an
+    edit in test_sweep_file_edited_keeps_only_its_points; the other tests of the CSV and its
+    manifest skip drawing them."""
+    monkeypatch.setattr(_sweep, "_figures", lambda csv_path, spec, out_dir: [])
+
+
 def _sweep_run(path, out, capsys):
     status = main(["sweep", str(path), "--out", str(out), "--json"])
     captured = capsys.readouterr()
@@ -103,7 +112,7 @@ def test_sweep_runs_resumes_and_skips_finished_points(sweep_file, tmp_path, caps
 
 
 def test_interrupted_sweep_keeps_its_finished_points_internal(
-    sweep_file, tmp_path, capsys, monkeypatch
+    sweep_file, tmp_path, capsys, monkeypatch, no_figures
 ):
     out = tmp_path / "out"
     calls = []
@@ -171,7 +180,7 @@ def _refused(argv, capsys, *words):
     assert all(w in err[0] for w in words), err[0]
 
 
-def test_sweep_refuses_a_changed_seed_size_grid_kind_or_workload(tmp_path, capsys):
+def test_sweep_refuses_a_changed_seed_size_grid_kind_or_workload(tmp_path, capsys, no_figures):
     """Rows computed with another seed, size, kind of grid or workload are never reused: the
     run refuses in one line, and ``--fresh`` starts over."""
     path, out = _exact_file(tmp_path), tmp_path / "out"
@@ -205,7 +214,7 @@ def test_sweep_file_edited_keeps_only_its_points(tmp_path, capsys):
     assert sorted({r["load"] for r in _rows(out)}) == ["0.5", "0.6", "0.7"]
 
 
-def test_sweep_repairs_a_cut_row_and_refuses_a_corrupt_one(tmp_path, capsys):
+def test_sweep_repairs_a_cut_row_and_refuses_a_corrupt_one(tmp_path, capsys, no_figures):
     path, out = _exact_file(tmp_path), tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == 0
     capsys.readouterr()
@@ -226,14 +235,14 @@ def test_sweep_repairs_a_cut_row_and_refuses_a_corrupt_one(tmp_path, capsys):
     _refused(["sweep", str(path), "--out", str(out)], capsys, "manifest", "--fresh")
 
 
-def test_sweep_csv_has_the_cores_of_each_class(tmp_path, capsys):
+def test_sweep_csv_has_the_cores_of_each_class(tmp_path, capsys, no_figures):
     path, out = _exact_file(tmp_path), tmp_path / "out"
     assert main(["sweep", str(path), "--out", str(out)]) == 0
     cores = {(r["class"], r["cores"]) for r in _rows(out)}
     assert cores == {("0", "1"), ("1", "2"), ("all", "")}
 
 
-def test_sweep_exact_solves_phase_type_workloads(tmp_path, capsys):
+def test_sweep_exact_solves_phase_type_workloads(tmp_path, capsys, no_figures):
     """The exact method of a sweep takes phase-type laws (here Erlang-2): each row is
     :func:`jaxqueue.mjqm.exact` at its load, per class and overall (the solver itself is
     checked against a brute-force chain in tests/mjqm/test_exact_ph*.py)."""

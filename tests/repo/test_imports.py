@@ -13,6 +13,8 @@ import ast
 import pathlib
 import re
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "jaxqueue"
 
@@ -176,8 +178,13 @@ def test_every_module_has_a_layer():
         _layer(module)
 
 
-def test_no_import_cycle():
-    graph = _graph()
+@pytest.fixture(scope="module")
+def graph():
+    """The import graph, parsed once for the four tests below (they only read it)."""
+    return _graph()
+
+
+def test_no_import_cycle(graph):
     new = [c for c in _cycles(graph) if tuple(c) not in KNOWN_CYCLES]
     lines = []
     for comp in new:
@@ -188,14 +195,13 @@ def test_no_import_cycle():
     assert not new, "\n".join(lines)
 
 
-def test_known_cycles_still_exist():
+def test_known_cycles_still_exist(graph):
     """A cycle that is gone leaves ``KNOWN_CYCLES``, so it cannot come back unnoticed."""
-    gone = KNOWN_CYCLES - {tuple(c) for c in _cycles(_graph())}
+    gone = KNOWN_CYCLES - {tuple(c) for c in _cycles(graph)}
     assert not gone, f"no longer cycles, remove them from KNOWN_CYCLES: {sorted(gone)}"
 
 
-def test_no_upward_import():
-    graph = _graph()
+def test_no_upward_import(graph):
     bad = []
     for a, targets in graph.items():
         (la, pa) = _layer(a)
@@ -208,8 +214,7 @@ def test_no_upward_import():
     assert not bad, "imports against the layers:\n" + "\n".join(sorted(bad))
 
 
-def test_known_layer_breaks_still_exist():
-    graph = _graph()
+def test_known_layer_breaks_still_exist(graph):
     gone = {(a, b) for a, b in KNOWN_LAYER_BREAKS if b not in graph.get(a, {})}
     assert not gone, f"no longer imported, remove them from KNOWN_LAYER_BREAKS: {sorted(gone)}"
 

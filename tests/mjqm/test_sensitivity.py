@@ -180,8 +180,9 @@ mean = 2.0
 def test_cli_json_keys(tmp_path, capsys):
     path = tmp_path / "small.toml"
     path.write_text(SMALL_TOML)
-    argv = ["mjqm", "sensitivity", "--scenario", str(path), "--lam", f"{_lam():.6f}"]
-    status = main([*argv, "--jobs", "400", "--replications", "8", "--json"])
+    argv = ["mjqm", "sensitivity", "--scenario", str(path), "--lam", repr(_lam())]
+    # the sizes of test_pathwise_and_score_cover_the_exact_derivatives: one compiled kernel
+    status = main([*argv, "--jobs", "2000", "--replications", "16", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert status == 0
     assert {"metric", "value", "value_ci", "derivatives", "status", "classes"} <= set(out)

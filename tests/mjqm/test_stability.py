@@ -133,7 +133,12 @@ def test_eq8_two_class_256_pile():
     assert r.lambda_c_ci[0] <= exact <= r.lambda_c_ci[1], (exact, r.as_dict())
 
 
+@pytest.mark.slow
 def test_five_class_exp_against_saturated_event_simulation():
+    """(Slow: 20 saturated event runs in Python. The default suite: the pile's interval on
+    five-class-exp covers the exact QBD limit in test_numpy_reference_pile and
+    ``tests/mjqm/test_vs_exact.py::test_pile_growth_limit_contains_exact[five-class-exp]``,
+    lambda_c < lambda_ideal in test_stability_limit_by_policy.)"""
     wl = five(Exponential)
     r = pile_growth(wl, key=jax.random.key(4), rel_tol=0.005, level=0.99)
     m, hw = saturated_ci(20, FIVE["cores"], FIVE["probs"], draw_exp, 20000, 20, seed=5)

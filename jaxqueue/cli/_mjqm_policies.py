@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ._common import (
     UsageError,
@@ -166,17 +168,21 @@ def _compare(args: argparse.Namespace) -> int:
         "lambda_ideal": float(wl.lambda_ideal()),
         "jobs": args.jobs,
         "replications": args.replications,
-        "policies": [],
     }
-    for name in policies:
+
+    def one(name: str) -> dict:
         pol = parse_policy(name)
         limit = fcfs if pol.label == "fcfs" else command_limit(wl, pol, key, tag="compare")
         exact = _exact_fcfs_rows(wl, loads, lam_c, args.quantiles) if pol.label == "fcfs" else None
-        if exact is not None:
-            stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
-            out["policies"].append({"policy": name, "stability": stability, "rows": exact})
-            continue
-        out["policies"].append(_policy_rows(wl, pol, name, loads, lam_c, key, args, limit))
+        if exact is None:
+            return _policy_rows(wl, pol, name, loads, lam_c, key, args, limit)
+        stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
+        return {"policy": name, "stability": stability, "rows": exact}
+
+    # one policy's compile overlaps another's run (XLA compiles on one core)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    with ThreadPoolExecutor(max_workers=min(len(policies), cores or 1)) as pool:
+        out["policies"] = list(pool.map(one, policies))
     statuses = [r["status"] for p in out["policies"] for r in p["rows"]]
     bad = [s for s in statuses if s != "ok"]
     out["status"] = "ok" if not bad else ("unstable" if "unstable" in bad else bad[0])

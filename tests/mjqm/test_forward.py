@@ -463,8 +463,9 @@ def test_cli_simulate_strict_exit_status(capsys):
     """A non-ok estimate: one warning line on stderr; --strict turns it into exit status 3."""
     from jaxqueue.cli import main
 
-    argv = ["mjqm", "simulate", "--scenario", "five-class-exp", "--lam", "1.75", "--jobs", "256"]
-    argv += ["--replications", "16", "--start", "empty", "--max-seconds", "0.001", "--json"]
+    # the sizes of ``five_f32`` (float32, the CLI's default): one compiled kernel
+    argv = ["mjqm", "simulate", "--scenario", "five-class-exp", "--lam", "1.75", "--jobs", "3000"]
+    argv += ["--replications", "8", "--start", "empty", "--max-seconds", "0.001", "--json"]
     assert main(argv) == 0
     cap = capsys.readouterr()
     out = json.loads(cap.out)

@@ -22,10 +22,11 @@ def _log(load, n, seed):
     return traces.synthetic(wl, load * float(wl.lambda_ideal()), n, key=jax.random.key(seed))
 
 
-@pytest.mark.parametrize(
-    "policy",
-    ["fcfs"] + [pytest.param(p, marks=pytest.mark.slow) for p in ("first-fit", "easy-backfilling")],
-)
+# slow: the default suite checks the same (sections with a short warm-up, replayed again, equal to
+# the whole replay and the reference, the same integrals) under easy-backfilling with requested
+# times in tests/traces/test_requested.py::test_requested_matches_reference
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "easy-backfilling"])
 def test_sections_equal_whole_replay_and_reference(policy, monkeypatch):
     """1,000 jobs at 90% of the ideal load in 8 sections with a warm-up of 16 jobs (too short
     for some: they are replayed again)."""

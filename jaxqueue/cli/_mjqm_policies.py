@@ -173,11 +173,11 @@ def _compare(args: argparse.Namespace) -> int:
     def one(name: str) -> dict:
         pol = parse_policy(name)
         limit = fcfs if pol.label == "fcfs" else command_limit(wl, pol, key, tag="compare")
-        exact = _exact_fcfs_rows(wl, loads, lam_c, args.quantiles) if pol.label == "fcfs" else None
-        if exact is None:
-            return _policy_rows(wl, pol, name, loads, lam_c, key, args, limit)
-        stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
-        return {"policy": name, "stability": stability, "rows": exact}
+        rows = _exact_fcfs_rows(wl, loads, lam_c, args.quantiles) if pol.label == "fcfs" else None
+        if rows is None:
+            rows = _policy_rows(wl, pol, name, loads, lam_c, key, args, limit)
+        summary = limit.summary()
+        return {"policy": name, "stability": summary | {"lambda_c_ci": summary["ci"]}, "rows": rows}
 
     # one policy's compile overlaps another's run (XLA compiles on one core)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -309,9 +309,9 @@ def compare_frame(out: dict):
     return rows([{"policy": p["policy"], **r} for p in out["policies"] for r in p["rows"]])
 
 
-def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> dict:
-    """One policy of ``mjqm compare``: its stability limit (computed once, ``limit``) and a row
-    per load (``unstable`` without a run at or beyond it); the loads it runs side by side in
+def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> list[dict]:
+    """The rows of one policy of ``mjqm compare``, one per load (``unstable`` without a run at
+    or beyond its stability limit ``limit``, computed once); the loads it runs side by side in
     one kernel call (``simulate_loads``: the numbers of a run per load)."""
     # the models load when the command runs, not at start-up
     from ..mjqm import UnstableLoadError
@@ -351,8 +351,7 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> dict:
                 "method": "simulation",
                 **{k: d[k] for k in keep + tails + ("wait_quantiles_ci",)},
             }
-    stability = limit.summary() | {"lambda_c_ci": limit.summary()["ci"]}
-    return {"policy": name, "stability": stability, "rows": rows}
+    return rows
 
 
 def _fractions(text: str) -> list[float]:

@@ -246,29 +246,29 @@ def test_gradients_match_finite_differences(kind):
             [(2, 1)],
         ),
     }
-    for net, out, mu_idx, r_idx in [cases[kind]]:
+    net, out, mu_idx, r_idx = cases[kind]
 
-        def f(mu, r, nu, net=net, out=out):
-            new = eqx.tree_at(lambda m: (m.mu, m.routing, m.nu), net, (mu, r, nu))
-            return out(solve(new))
+    def f(mu, r, nu):
+        new = eqx.tree_at(lambda m: (m.mu, m.routing, m.nu), net, (mu, r, nu))
+        return out(solve(new))
 
-        args = (net.mu, net.routing, net.nu)
-        jac = jax.jit(jax.jacrev(f, argnums=(0, 1, 2)))(*args)
-        # the difference quotients call solve itself: its compile for this structure is cached
-        # (a jit of f would compile the same solve again)
-        for a, idxs in ((0, mu_idx), (1, r_idx), (2, [(0,), (1,)] if net.is_open else [])):
-            for idx in idxs:
-                for o in range(2):
+    args = (net.mu, net.routing, net.nu)
+    jac = jax.jit(jax.jacrev(f, argnums=(0, 1, 2)))(*args)
+    # the difference quotients call solve itself: its compile for this structure is cached
+    # (a jit of f would compile the same solve again)
+    for a, idxs in ((0, mu_idx), (1, r_idx), (2, [(0,), (1,)] if net.is_open else [])):
+        for idx in idxs:
+            for o in range(2):
 
-                    def g(x, a=a, o=o, args=args, f=f):
-                        new = list(args)
-                        new[a] = x
-                        return f(*new)[o]
+                def g(x, a=a, o=o, args=args, f=f):
+                    new = list(args)
+                    new[a] = x
+                    return f(*new)[o]
 
-                    fd = _fd(g, args[a], idx)
-                    np.testing.assert_allclose(
-                        np.asarray(jac[a])[(o, *idx)], fd, rtol=1e-5, atol=1e-8, err_msg=str(a)
-                    )
+                fd = _fd(g, args[a], idx)
+                np.testing.assert_allclose(
+                    np.asarray(jac[a])[(o, *idx)], fd, rtol=1e-5, atol=1e-8, err_msg=str(a)
+                )
 
 
 # ------------------------------------------------------------------ dtype, compilation

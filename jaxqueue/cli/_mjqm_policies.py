@@ -251,7 +251,9 @@ def _exact_row(wl, x: float, lam: float, res, quantiles: bool) -> dict:
     wait = {quantile_key(q): float(dist.quantile(q)) for q in QUANTILES}
     upper = float(dist.quantile(0.999)) + 8.0 * float(means.max())
     try:  # the steps computed for the wait's quantiles usually reach the response's
-        resp = _response_quantiles(dist, probs, means, QUANTILES, min(upper, dist.t_reliable()))
+        resp = _response_quantiles(
+            dist, probs, means, QUANTILES, min(upper, float(dist.t_reliable()))
+        )
     except ValueError:
         dist = res.wait_distribution(quantiles=(0.999,), times=(upper,))  # steps reaching upper
         resp = _response_quantiles(dist, probs, means, QUANTILES, upper)

@@ -104,6 +104,18 @@ def test_quantile_gradients_match_central_differences(two_class):
         assert abs(float(g) - fd) <= 1e-5 * abs(fd)
 
 
+def test_quantile_under_jit_equals_the_eager_one(two_class):
+    w, res = two_class
+    n = res.wait_distribution(quantiles=(0.9,)).steps
+
+    def q90(lam):
+        return exact(w, lam).wait_quantile(0.9, 1, steps=n)
+
+    eager = float(q90(0.8))
+    assert eager > 0.0
+    assert abs(float(jax.jit(q90)(0.8)) - eager) <= 1e-12
+
+
 @pytest.mark.parametrize("q", [0.0, 1.0, -0.5, 1.5, float("nan"), "x"])
 def test_bad_quantile_is_one_line(two_class, q):
     _, res = two_class

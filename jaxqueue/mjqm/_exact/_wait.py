@@ -218,9 +218,7 @@ class WaitDistribution(eqx.Module):
         return self.u[:, int(cls)]
 
     def _weights(self, t):
-        m = self.rate * t
-        k = jnp.arange(self.u.shape[0], dtype=self.u.dtype)
-        return jnp.exp(xlogy(k, m) - m - gammaln(k + 1.0))
+        return _poisson_weights(self.rate, t, self.u)
 
     def tail(self, t, cls: int | None = None) -> Float[Array, ""]:
         """``P(W > t)`` (``W`` the wait of class ``cls``, or of any job), the lower end of the
@@ -245,10 +243,12 @@ class WaitDistribution(eqx.Module):
         """``E[W] = sum_k u_k / rate`` over the steps computed (a lower bound)."""
         return self._col(cls).sum() / self.rate
 
-    def t_reliable(self) -> float:
+    def t_reliable(self) -> Float[Array, ""]:
         """Largest ``t`` where the Poisson mass beyond the last step is negligible."""
         n = self.steps
-        return max(0.0, n - 10.0 * math.sqrt(n) - 30.0) / float(self.rate)
+        # float64 where enabled: one rounding of the quotient, whatever the dtype of rate
+        rate = lax.stop_gradient(self.rate).astype(jnp.result_type(float))
+        return max(0.0, n - 10.0 * math.sqrt(n) - 30.0) / rate
 
     def quantile(self, q, cls: int | None = None) -> Float[Array, ""]:
         """The ``q``-quantile ``inf {t : P(W <= t) >= q}`` by bisection on ``[0,
@@ -259,17 +259,9 @@ class WaitDistribution(eqx.Module):
         u = self._col(cls)
         rate = lax.stop_gradient(self.rate)
         us = lax.stop_gradient(u)
-        hi0 = jnp.asarray(self.t_reliable(), u.dtype)
+        hi0 = self.t_reliable().astype(u.dtype)
         tail = lambda t, v: self._weights(t) @ v  # noqa: E731
-
-        def bisect(_, lo_hi):
-            lo, hi = lo_hi
-            mid = 0.5 * (lo + hi)
-            above = tail(mid, us) > 1.0 - q
-            return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
-
-        lo, hi = lax.fori_loop(0, 200, bisect, (jnp.zeros_like(hi0), hi0))
-        t_star = 0.5 * (lo + hi)
+        t_star = _bisect(us, rate, lax.stop_gradient(q), hi0)
         reach = tail(hi0, us) <= 1.0 - q
         t_star = eqx.error_if(
             t_star,
@@ -284,6 +276,28 @@ class WaitDistribution(eqx.Module):
         safe = jnp.where(atom | (dens <= 0), 1.0, dens)
         t_q = t_star + (tail(t_star, u) - (1.0 - q)) / safe
         return jnp.where(atom, jnp.zeros_like(t_q), t_q)
+
+
+def _poisson_weights(rate, t, u):
+    """``Poisson(k; rate t)`` for the steps ``k`` of ``u``'s rows."""
+    m = rate * t
+    k = jnp.arange(u.shape[0], dtype=u.dtype)
+    return jnp.exp(xlogy(k, m) - m - gammaln(k + 1.0))
+
+
+@jax.jit
+def _bisect(u, rate, q, hi):
+    """The midpoint of 200 halvings of ``[0, hi]`` towards ``sum_k Poisson(k; rate t) u_k =
+    1 - q`` (one compiled loop, the same under ``jit`` as eagerly)."""
+
+    def halve(_, lo_hi):
+        lo, hi = lo_hi
+        mid = 0.5 * (lo + hi)
+        above = _poisson_weights(rate, mid, u) @ u > 1.0 - q
+        return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
+
+    lo, hi = lax.fori_loop(0, 200, halve, (jnp.zeros_like(hi), hi))
+    return 0.5 * (lo + hi)
 
 
 def _checked(x, ok, rule: str):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import pathlib
-import re
 
 import pytest
 
@@ -49,13 +48,6 @@ KNOWN_CYCLES: set[tuple[str, ...]] = set()
 #: Imports against the layers still to be moved, as ``(importer, imported)``; as for
 #: ``KNOWN_CYCLES``, a listed one that is gone should be removed.
 KNOWN_LAYER_BREAKS: set[tuple[str, str]] = set()
-
-#: Modules whose function-level imports do not say why yet (their own work is under way).
-PENDING_REASONS = (
-    re.compile(r"jaxqueue/mjqm/.*"),
-    re.compile(r"jaxqueue/optimize/_mjqm.*\.py"),
-)
-
 
 def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
     out = {}
@@ -219,19 +211,12 @@ def test_known_layer_breaks_still_exist(graph):
     assert not gone, f"no longer imported, remove them from KNOWN_LAYER_BREAKS: {sorted(gone)}"
 
 
-def _pending(path: pathlib.Path) -> bool:
-    rel = path.relative_to(ROOT).as_posix()
-    return any(p.fullmatch(rel) for p in PENDING_REASONS)
-
-
 def test_function_level_imports_say_why():
     """An import inside a function avoids a real cost (jax at command-line start-up, an
     optional dependency); it says so in a comment on its line or the line above (for a run
     of imports, on one of them or above the run)."""
     bad = []
     for _module, (path, _) in MODULES.items():
-        if _pending(path):
-            continue
         lines = path.read_text(encoding="utf-8").splitlines()
         found = _imports(path)
         covered = {k for node, _ in found for k in range(node.lineno, node.end_lineno + 1)}
@@ -247,3 +232,14 @@ def test_function_level_imports_say_why():
             if not (said or (above and "#" in lines[above - 1])):
                 bad.append(f"  {path.relative_to(ROOT)}:{node.lineno}: {here.strip()}")
     assert not bad, "imports inside functions without a reason comment:\n" + "\n".join(bad)
+
+
+def test_mjqm_exports_its_front_doors_explicitly():
+    """``jaxqueue.mjqm`` re-exports each public name as ``from ._x import f as f``, at most 30
+    of them (its subpackages ``policies`` and ``options`` hold the rest); nothing private."""
+    tree = ast.parse((PACKAGE / "mjqm" / "__init__.py").read_text(encoding="utf-8"))
+    aliases = [a for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names]
+    implicit = [a.name for a in aliases if a.asname != a.name]
+    private = [a.name for a in aliases if a.name.startswith("_")]
+    assert not implicit and not private, (implicit, private)
+    assert len(aliases) <= 30, sorted(a.name for a in aliases)

@@ -34,7 +34,6 @@ __all__ = [
     "job_uniforms",
     "job_uniforms_block",
     "draw_jobs",
-    "draw_jobs_block",
     "jobs_from_uniforms",
     "n_uniforms",
     "replication_key",
@@ -191,23 +190,6 @@ def draw_jobs(
     """
     rows = uniform_rows(key, rep, jobs, n_uniforms(workload, n_extra), dtype)
     return _jobs_from_rows(workload, lam, rows, dtype=dtype, n_extra=n_extra)
-
-
-def draw_jobs_block(
-    workload: Workload,
-    lam: Float[ArrayLike, ""],
-    key: PRNGKeyArray,
-    rep: Int[ArrayLike, "..."],
-    start: Int[ArrayLike, ""],
-    length: int,
-    *,
-    dtype=jnp.float32,
-    n_extra: int = 0,
-) -> JobInputs:
-    """:func:`draw_jobs` for the jobs ``start .. start + length - 1`` (``length`` static; a
-    vector ``rep``: fields ``(length, R, ...)``, the layout the batched forward scan reads)."""
-    jobs = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
-    return draw_jobs(workload, lam, key, rep, jobs, dtype=dtype, n_extra=n_extra)
 
 
 def draw_jobs_each(workload: Workload, lam, keypairs, jobs, *, dtype) -> JobInputs:

@@ -276,7 +276,7 @@ def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
         wl = eqx.tree_at(lambda w: w.probs, workload, jnp.asarray(probs))
         sizes = (R, warm, n_jobs)
         acc, overflow, capped, _ = _runs(pol, wl, float(lam_), key, sizes, None, 4096, dt)
-        cut.append((bool(overflow), bool(capped)))
+        cut.append((bool(overflow.any()), bool(capped.any())))
         a = jax.tree.map(lambda x: np.asarray(x, np.float64).T, acc)  # replications first
         num = a.resp if kind == "response" else a.wait
         sq = (a.resp2 if kind == "response" else a.wait2).sum(1)

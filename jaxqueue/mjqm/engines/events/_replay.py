@@ -146,6 +146,7 @@ def replay(
     acc, overflow, capped, B = _runs(
         pol, workload, 1.0, key, shape, buffer, max_buffer, dt, one, progress, jobs
     )
+    overflow, capped, B = overflow.any(), capped.any(), B.max()
     acc = jax.tree.map(np.asarray, acc)
     start = np.full((n, R), np.nan)
     if not (overflow or capped):

@@ -168,7 +168,7 @@ def simulate_loads(
     buffers = (execution.buffer, max_buffer)
     more = (execution.devices, progress, None, reps)
     sizes = (L * n, warmup, n_jobs)
-    acc, overflow, capped, B = _runs_by_column(pol, workload, lam, key, sizes, *buffers, dt, *more)
+    acc, overflow, capped, B = _runs(pol, workload, lam, key, sizes, *buffers, dt, *more)
     probs = np.asarray(workload.probs)
     edges = _wait_bins(workload)[3]
     rest = (n_jobs, warmup, level, limit, edges)
@@ -194,35 +194,15 @@ def _runs(
     devices=None,
     progress=None,
     jobs=None,
+    reps=None,
 ):
     """The kernel over every replication. Those whose buffer fills go on from where they
     stopped with twice the slots (an arrival that finds the buffer full stops its replication
     before the event), so the result is that of a run with the larger buffer from the start.
-    Returns the per-replication sums, whether any still overflowed at ``max_buffer``, whether
-    any hit the event cap, and the last buffer size. ``sizes``: ``(replications, warmup,
-    jobs)``. ``jobs``: a replay's given jobs (``_loop._given``)."""
-    acc, overflow, capped, B = _runs_by_column(
-        pol, workload, lam, key, sizes, buffer, max_buffer, dt, devices, progress, jobs
-    )
-    return acc, bool(overflow.any()), bool(capped.any()), int(B.max())
-
-
-def _runs_by_column(
-    pol,
-    workload,
-    lam,
-    key,
-    sizes,
-    buffer,
-    max_buffer,
-    dt,
-    devices=None,
-    progress=None,
-    jobs=None,
-    reps=None,
-):
-    """:func:`_runs` with its flags and buffer sizes per column (numpy arrays of
-    ``replications``). ``reps``: the replication index of each column (default ``0 ..
+    Returns the per-replication sums and, per column (numpy arrays of ``replications``),
+    whether it still overflowed at ``max_buffer``, whether it hit the event cap, and its last
+    buffer size. ``sizes``: ``(replications, warmup, jobs)``. ``jobs``: a replay's given jobs
+    (``_loop._given``). ``reps``: the replication index of each column (default ``0 ..
     replications - 1``); ``lam``: a number, or one rate per column (several loads side by
     side, each column the same replication as in a run at its load alone). With ``reps``
     the kernel has no tail batch (``Run.tail``): the columns finish together."""

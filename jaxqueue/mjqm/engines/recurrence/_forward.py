@@ -28,7 +28,7 @@ from ...._jit import jit_per_platform
 from ...._random import replication_keypairs
 from ...._sharding import BATCH, batch_devices, batch_mesh, shard_batch, to_host
 from ..._estimators import wait_histogram
-from ..._inputs import draw_jobs_block, draw_jobs_each
+from ..._inputs import draw_jobs, draw_jobs_each
 from ..._stability import check_load
 from ..._workload import Workload
 from ...options import Execution, Histogram, InitialState
@@ -159,9 +159,8 @@ def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist):
         return jobs
 
     def jobs(W, start, length, stats=True):
-        inp = draw_jobs_block(
-            workload, lam, key, reps, start, length, dtype=dtype, n_extra=workload.s
-        )
+        ids = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
+        inp = draw_jobs(workload, lam, key, reps, ids, dtype=dtype, n_extra=workload.s)
         held = jnp.moveaxis(inp.alpha, -1, 1)  # (L, T, R) servers held per type
         alpha = step.job_alpha(workload, inp.cls, inp.alpha)
         xs = (inp.cls, held, inp.sigma, inp.tau, alpha, inp.extra)

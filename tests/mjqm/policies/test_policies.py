@@ -167,7 +167,16 @@ def _five_class_run(policy: str, reps: int = 8, warmup: int = 200, n_jobs: int =
     return res, cls, wait, resp
 
 
-@pytest.mark.parametrize("policy", ["fcfs", "first-fit", "msf"])
+# msf in the default suite (the histogram and its p90 are the engine's, whatever the policy;
+# fcfs and first-fit equal the heapq simulator job by job above)
+@pytest.mark.parametrize(
+    "policy",
+    [
+        pytest.param("fcfs", marks=pytest.mark.slow),
+        pytest.param("first-fit", marks=pytest.mark.slow),
+        "msf",
+    ],
+)
 def test_wait_p90_from_the_histogram_matches_the_heapq_quantile(policy):
     """``wait_p90`` per class and overall (the engine's waiting-time histogram, binned and
     interpolated as the forward scan does) against the empirical 0.9 quantile of the same jobs
@@ -384,6 +393,7 @@ def test_overload_is_refused_or_flagged():
         simulate_policy(wl, 1.05 * lim, "fcfs", key=jax.random.key(0), n_jobs=2000, limit=limit)
     with pytest.raises(ValueError, match="lambda_ideal"):  # no policy is stable beyond it
         simulate_policy(wl, 1.3 * float(wl.lambda_ideal()), "msf", key=jax.random.key(0))
+    # 64 replications and the first buffer (64 entries, no growth): the CTMC test's kernel
     res = simulate_policy(
         wl,
         1.3 * float(wl.lambda_ideal()),
@@ -391,7 +401,7 @@ def test_overload_is_refused_or_flagged():
         key=jax.random.key(0),
         override=True,
         n_jobs=4000,
-        n_replications=8,
+        n_replications=64,
         max_buffer=64,
     )
     assert res.status in ("overflow", "nonstationary")
@@ -562,6 +572,10 @@ def test_short_run_near_the_limit_is_not_ok():
     assert res.status == "nonstationary" and res.n_eff < 5
 
 
+# the full-buffer tests' workload: a buffer of 4 fills at once, 64 entries are never full
+_FULL = dict(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
+
+
 def _grown_equals_large(wl, lam, policy, key, n_jobs, small_buffer, large_buffer):
     """A run from ``small_buffer`` slots that grows (it must) gives the per-class responses
     and waits and the mean jobs of a run with ``large_buffer`` slots from the start."""
@@ -599,12 +613,13 @@ def test_a_small_buffer_goes_on_with_more_slots_to_the_same_result(policy):
 )
 def test_a_full_buffer_leaves_no_ghost_in_service(policy):
     """A completion while every slot is taken must not leave the last slot's job in service
-    (review finding): a buffer of 4 going on with more slots gives the result of 256. In the
+    (review finding): a buffer of 4 going on with more slots (to 16) gives the result of 64
+    (the kernel of the other tests on this workload: EASY's packed-buffer cap, a class seen
+    in one replication, the loads side by side). In the
     default suite the one FIFO (fcfs) and the FIFO with registers and sorted slots
     (easy-backfilling); first-fit's deque per need (the same slots and ``_grow``, one more
     deque axis) and the prefix-rows layout of server-filling with the slow tests."""
-    wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
-    _grown_equals_large(wl, 1.0, policy, jax.random.key(9), 2000, 4, 256)
+    _grown_equals_large(Workload(**_FULL), 1.0, policy, jax.random.key(9), 2000, 4, 64)
 
 
 def test_server_filling_float32_keeps_its_remaining_work_when_the_epoch_moves():
@@ -626,18 +641,18 @@ def test_server_filling_float32_keeps_its_remaining_work_when_the_epoch_moves():
 def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions(monkeypatch):
     """EASY's pick packs a FIFO position into the upper 16 bits of an int32: its buffer never
     passes its ``max_buffer`` (2^14), whatever ``buffer`` and ``max_buffer`` ask (beyond it:
-    overflow). The cap is checked at 64 entries (a 2^14-entry FIFO scan takes half a minute)."""
+    overflow). The cap is checked at 64 entries (a 2^14-entry FIFO scan takes half a minute;
+    4 replications of 64 entries: the large run of the full-buffer test, one compilation)."""
     lay = _layout.layout_of(parse_policy("easy-backfilling"), 4, (4, 1))
     assert lay.max_buffer == 1 << 14 and (lay.max_buffer << 16) < 2**31
     monkeypatch.setattr(_layout, "_PACKED_BUFFER", 64)
-    wl = Workload(servers=4, cores=(1, 4), probs=(0.8, 0.2), services=(Exponential(1.0),) * 2)
     res = simulate_policy(
-        wl,
+        Workload(**_FULL),
         1.0,
         "easy-backfilling",
         key=jax.random.key(3),
         n_jobs=40,
-        n_replications=2,
+        n_replications=4,
         execution=Execution(buffer=256),
         max_buffer=1 << 16,
     )
@@ -645,10 +660,10 @@ def test_easy_backfilling_buffer_capped_where_its_pick_packs_positions(monkeypat
 
 
 def test_a_class_seen_in_one_replication_is_not_ok():
-    wl = Workload(servers=4, cores=(1, 4), probs=(0.9999, 0.0001), services=(Exponential(1.0),) * 2)
-    res = simulate_policy(
-        wl, 1.0, "first-fit", key=jax.random.key(0), n_jobs=1000, warmup=100, n_replications=2
-    )
+    # the full-buffer test's large run (fcfs, 4 replications, 64 entries): one compilation
+    wl = Workload(**(_FULL | dict(probs=(0.9999, 0.0001))))
+    run = dict(n_jobs=1000, warmup=100, n_replications=4, execution=Execution(buffer=64))
+    res = simulate_policy(wl, 1.0, "fcfs", key=jax.random.key(0), **run)
     assert res.status in ("unconverged", "nonstationary")
 
 
@@ -701,17 +716,18 @@ def test_loads_side_by_side_equal_runs_alone():
     """``simulate_loads`` (the loads of one policy as columns of one kernel call, as ``mjqm
     compare`` runs them) gives, per load, the result of ``simulate`` at that load alone: the
     same replications (every count, histogram, buffer growth and status equal; a first buffer
-    of 8 entries that the higher load fills, at most 16), the float sums to rounding (a rate
-    per column compiles to other float code than one rate: 1e-12 relative)."""
+    of 4 entries that the higher load fills, at most 8), the float sums to rounding (a rate
+    per column compiles to other float code than one rate: 1e-12 relative). fcfs on the
+    full-buffer test's workload: the runs alone are that test's kernels."""
     from jaxqueue.mjqm.engines.events import simulate_loads
 
-    wl = scenarios.get("five-class-exp")
-    lams = (0.3, 1.7)
-    kw = dict(key=jax.random.key(3), n_jobs=400, n_replications=4, max_buffer=16)
-    kw["execution"] = Execution(buffer=8)
-    together = simulate_loads(wl, lams, "first-fit", **kw)
-    alone = [simulate_policy(wl, lam, "first-fit", **kw) for lam in lams]
-    assert [r.buffer for r in alone] == [8, 16] and alone[1].status == "overflow"
+    wl = Workload(**_FULL)
+    lams = (0.3, 1.0)
+    kw = dict(key=jax.random.key(3), n_jobs=400, n_replications=4, max_buffer=8)
+    kw["execution"] = Execution(buffer=4)
+    together = simulate_loads(wl, lams, "fcfs", **kw)
+    alone = [simulate_policy(wl, lam, "fcfs", **kw) for lam in lams]
+    assert [r.buffer for r in alone] == [4, 8] and alone[1].status == "overflow"
     for a, b in zip(together, alone, strict=True):
         assert jax.tree.structure(a) == jax.tree.structure(b)
         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):

@@ -34,6 +34,7 @@ def phi_dict(sets, mu, nmax):
     I = len(sets)
     phi = {(0,) * I: 1.0}
     level = [(0,) * I]
+    cap = {}  # M(A(x)) per set of active classes
     for _ in range(nmax):
         nxt = {}
         for x in level:
@@ -42,8 +43,11 @@ def phi_dict(sets, mu, nmax):
                 y[i] += 1
                 nxt[tuple(y)] = None
         for y in nxt:
-            servers = set().union(*(sets[i] for i in range(I) if y[i] > 0))
-            m = sum(mu[k] for k in servers)
+            active = tuple(yi > 0 for yi in y)
+            if active not in cap:
+                servers = set().union(*(sets[i] for i in range(I) if active[i]))
+                cap[active] = sum(mu[k] for k in servers)
+            m = cap[active]
             s = 0.0
             for i in range(I):
                 if y[i] > 0:
@@ -83,17 +87,17 @@ def test_recursion_matches_truncated_sum(case):
     N = int(math.ceil(math.log(1e-14 * (1 - r)) / math.log(r)))
     phi = phi_dict(sets, mu, N)
     I, K = len(sets), len(mu)
-    S = 0.0
-    A = np.zeros(I)
-    B = np.zeros(K)  # sum over x with server k idle
-    C = np.zeros(I)  # sum over x with class i absent
-    for x, v in phi.items():
-        w = v * math.prod(lam[i] ** x[i] for i in range(I) if x[i])
-        S += w
-        A += w * np.array(x)
-        busy = set().union(*(sets[i] for i in range(I) if x[i] > 0))
-        B += w * np.array([k not in busy for k in range(K)])
-        C += w * (np.array(x) == 0)
+    X = np.array(list(phi))
+    # terms of the sum: Phi(x) lam^x (a zero rate contributes only through x_i = 0)
+    w = np.array(list(phi.values())) * np.prod(np.where(X > 0, lam**X, 1.0), axis=1)
+    incidence = np.zeros((I, K), bool)
+    for i, s in enumerate(sets):
+        incidence[i, s] = True
+    busy = (X > 0).astype(int) @ incidence > 0
+    S = w.sum()
+    A = w @ X
+    B = w @ ~busy  # sum over x with server k idle
+    C = w @ (X == 0)  # sum over x with class i absent
     tail = r ** (N + 1) / (1 - r)
     tail_L = r ** (N + 1) * ((N + 1) - N * r) / (1 - r) ** 2
     tol = 1e-11

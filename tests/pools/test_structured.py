@@ -235,6 +235,8 @@ def test_interval_pools_equal_generic(periodic):
 LINE_SETS = [[0, 1, 2], [1, 2, 3, 4], [4, 5], [2, 3], [0, 1, 2, 3, 4], [5]]
 LINE_MU = [1.0, 0.5, 2.0, 1.0, 0.8, 1.1]
 LINE_LAM = [0.8, 0.9, 0.3, 0.4, 1.5, 0.6]
+# six arcs on six servers: the ring pool's kernel has the shapes of the random rings above
+RING_SETS = [[5, 0, 1], [1, 2], [2, 3, 4], [4, 5], [0], [3, 4, 5, 0]]
 
 
 def test_line_equals_subset_reference():
@@ -347,7 +349,7 @@ def _fd(f, x, h=1e-6):
 def test_gradients_match_finite_differences():
     # load and type mix, randomized assignment
     def gam(rho, q):
-        return RandomAssignment(40, (6, 12), p=jnp.stack([q, 1 - q])).solve(rho).gamma[0]
+        return RandomAssignment(K_GENERIC, (1, 4), p=jnp.stack([q, 1 - q])).solve(rho).gamma[0]
 
     g_rho, g_q = jax.jit(jax.grad(gam, argnums=(0, 1)))(0.9, 0.4)
     assert_close(g_rho, _fd(lambda r: gam(r, 0.4), 0.9), rtol=1e-6)
@@ -372,7 +374,7 @@ def test_interval_pool_reverse_pass_matches_finite_differences_internal(periodic
     from jaxqueue.pools.structured._local import _interval_core
 
     if periodic:
-        cls, sets = RingPool, [[5, 0, 1], [1, 2], [2, 3, 4], [4, 5], [0], [3, 4, 5, 0]]
+        cls, sets = RingPool, RING_SETS
     else:
         cls, sets = LinePool, LINE_SETS
     pool = cls(sets, LINE_MU)
@@ -552,10 +554,10 @@ def test_line_pool_float32_beyond_exp_range():
 def _every_structure():
     return [
         RandomAssignment(K_GENERIC, (1, 4), p=[0.3, 0.7]),
-        RandomGroups((3, 3), [[1, 1], [2, 0]], p=[0.5, 0.5], mu=[1.0, 2.0]),
+        RandomGroups((3, 3), [[1, 1], [2, 0], [0, 2]], p=[0.5, 0.3, 0.2], mu=[1.0, 2.5]),
         NestedPool([[0, 1, 2], [1, 2], [3, 4, 5], [5]], np.linspace(0.5, 1.5, K_GENERIC)),
         LinePool(LINE_SETS, LINE_MU),
-        RingPool([[5, 0, 1], [1, 2], [2, 3, 4], [4, 5]], LINE_MU),
+        RingPool(RING_SETS, LINE_MU),
         HomogeneousLine(K_GENERIC, 3),
         HomogeneousRing(K_GENERIC, 3),
     ]
@@ -591,12 +593,13 @@ def test_per_type_rates_of_the_random_pools():
     a = RandomAssignment(K_GENERIC, (1, 4), p=[0.3, 0.7]).solve(lam=[1.0, 2.0])
     b = RandomAssignment(K_GENERIC, (1, 4), p=[1 / 3, 2 / 3]).solve(3.0 / K_GENERIC)
     assert rel(a.L, b.L) < 1e-12 and rel(a.T, b.T) < 1e-12
-    rg = RandomGroups((3, 3), [[1, 1], [2, 0]], p=[0.5, 0.5], mu=[1.0, 2.0])
-    c = rg.solve(lam=[3.0, 1.0])
-    d = RandomGroups((3, 3), [[1, 1], [2, 0]], p=[0.75, 0.25], mu=[1.0, 2.0]).solve(4.0 / 9.0)
+    degrees = [[1, 1], [2, 0], [0, 2]]  # capacity 3 * 1.0 + 3 * 2.5 = 10.5
+    rg = RandomGroups((3, 3), degrees, p=[0.5, 0.3, 0.2], mu=[1.0, 2.5])
+    c = rg.solve(lam=[3.0, 1.0, 2.0])
+    d = RandomGroups((3, 3), degrees, p=[0.5, 1 / 6, 1 / 3], mu=[1.0, 2.5]).solve(6.0 / 10.5)
     assert rel(c.L, d.L) < 1e-12
     with pytest.raises(ValueError, match="one rate per entry of the result"):
-        rg.solve(lam=[1.0, 2.0, 3.0])
+        rg.solve(lam=[1.0, 2.0])
 
 
 def test_deprecated_forms_still_answer():

@@ -42,6 +42,13 @@ def five_class_exp():
     return Workload(20, FIVE["cores"], FIVE["probs"], [Exponential(m) for m in FIVE["means"]])
 
 
+@functools.cache
+def _five_class_run():
+    """1024 samples of five-class-exp at 1.2 (read only: shared by the tests of this module
+    that need stationary samples of it; one compiled kernel)."""
+    return sample_backward(five_class_exp(), 1.2, 1024, key=jax.random.key(13), ell0=256)
+
+
 def erlang_c_wait(c: int, lam: float, mu: float) -> float:
     a = lam / mu
     rho = a / c
@@ -50,15 +57,17 @@ def erlang_c_wait(c: int, lam: float, mu: float) -> float:
     return p_wait / (c * mu - lam)
 
 
+# (workload, lam, exact mean wait, exact P(wait = 0)) of the test below
+MM_CASES = (
+    (Workload(1, [1], [1.0], [Exponential(1.0)]), 0.6, 0.6 / (1 - 0.6), 0.4),
+    # M/D/1: E[W] = lam E[sigma^2] / (2 (1 - rho))
+    (Workload(1, [1], [1.0], [Deterministic(1.0)]), 0.6, 0.6 / (2 * 0.4), 0.4),
+    (Workload(3, [1], [1.0], [Exponential(1.0)]), 2.4, erlang_c_wait(3, 2.4, 1.0), None),
+)
+
+
 def test_mm1_md1_mmc_mean_wait_exact():
-    cases = [
-        # (workload, lam, exact mean wait, exact P(wait = 0))
-        (Workload(1, [1], [1.0], [Exponential(1.0)]), 0.6, 0.6 / (1 - 0.6), 0.4),
-        # M/D/1: E[W] = lam E[sigma^2] / (2 (1 - rho))
-        (Workload(1, [1], [1.0], [Deterministic(1.0)]), 0.6, 0.6 / (2 * 0.4), 0.4),
-        (Workload(3, [1], [1.0], [Exponential(1.0)]), 2.4, erlang_c_wait(3, 2.4, 1.0), None),
-    ]
-    for i, (wl, lam, exact, p0) in enumerate(cases):
+    for i, (wl, lam, exact, p0) in enumerate(MM_CASES):
         S = sample_backward(wl, lam, 2048, key=jax.random.key(10 + i), ell0=512)
         assert S.status == "ok" and S.converged.all()
         m = palm_metrics(wl, S, level=0.99)
@@ -127,8 +136,9 @@ def test_loynes_monotone_and_stopping_rule():
 def test_batching_does_not_change_samples():
     wl = five_class_exp()
     key = jax.random.key(9)
-    # Algorithm 1 alone: sample i depends only on (key, i), not on the batch or its size.
-    a = sample_backward(wl, 1.3, 72, key=key, ell0=256, bias_control=None)
+    # Algorithm 1 alone: sample i depends only on (key, i), not on the batch or its size
+    # (64 samples: the kernel of the other tests of 64)
+    a = sample_backward(wl, 1.3, 64, key=key, ell0=256, bias_control=None)
     b = sample_backward(
         wl, 1.3, 37, key=key, ell0=256, batching=Batching(max_batch=8), bias_control=None
     )
@@ -187,7 +197,8 @@ def test_work_within_needed_near_saturation():
 
 
 def test_same_samples_on_four_host_devices(tmp_path):
-    # 520 samples: a batch of 512 (sharded over the 4 devices) and smaller ones (one device)
+    # The samples of _five_class_run: the first two horizons of all 1024 sharded over the 4
+    # devices, the later doublings of the few still active on one device
     code = (
         "import jax, numpy as np;"
         "jax.config.update('jax_enable_x64', True);"
@@ -196,7 +207,7 @@ def test_same_samples_on_four_host_devices(tmp_path):
         "assert jax.device_count() == 4, jax.devices();"
         "wl = Workload(20, [1, 2, 5, 10, 15], [0.5, 0.1, 0.2, 0.19, 0.01],"
         " [Exponential(m) for m in [0.5, 0.83, 1.25, 3.33, 10.0]]);"
-        "S = sample_backward(wl, 1.3, 520, key=jax.random.key(4), ell0=256);"
+        "S = sample_backward(wl, 1.2, 1024, key=jax.random.key(13), ell0=256);"
         f"np.save({str(tmp_path / 'w4.npy')!r}, S.W)"
     )
     env = dict(os.environ)
@@ -204,33 +215,32 @@ def test_same_samples_on_four_host_devices(tmp_path):
     env["PYTHONPATH"] = os.getcwd() + os.pathsep + env.get("PYTHONPATH", "")
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     W4 = np.load(tmp_path / "w4.npy")
-    wl = five_class_exp()
-    S1 = sample_backward(wl, 1.3, 520, key=jax.random.key(4), ell0=256)
-    np.testing.assert_array_equal(W4, S1.W)
+    np.testing.assert_array_equal(W4, _five_class_run().W)
 
 
 def test_numpy_reference_agrees_in_distribution():
     # The plain numpy Algorithm 1 (independent random numbers) and the JAX sampler estimate the
-    # same M/M/2 mean wait (Erlang C) within their intervals.
-    wl = Workload(2, [1], [1.0], [Exponential(1.0)])
+    # same M/M/3 mean wait (Erlang C) within their intervals (the JAX sampler on the sizes of
+    # the M/M/3 case above: one compiled kernel).
+    wl = MM_CASES[2][0]
     W, ell = sample_backward_numpy(
-        2, [1], [1.0], lambda rng, c: rng.exponential(1.0, c.shape), 1.2, 512, seed=1, ell0=256
+        3, [1], [1.0], lambda rng, c: rng.exponential(1.0, c.shape), 1.8, 512, seed=1, ell0=256
     )
     w = W[:, 0]
-    exact = erlang_c_wait(2, 1.2, 1.0)
+    exact = erlang_c_wait(3, 1.8, 1.0)
     hw = 2.576 * w.std(ddof=1) / math.sqrt(w.size)
     assert abs(w.mean() - exact) < hw, (w.mean(), exact, hw)
-    S = sample_backward(wl, 1.2, 512, key=jax.random.key(5), ell0=256)
+    S = sample_backward(wl, 1.8, 2048, key=jax.random.key(5), ell0=512)
     m = palm_metrics(wl, S, level=0.99)
-    assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact, what="M/M/2")
+    assert_within_ci(m["wait_mean"], *m["wait_mean_ci"], exact, what="M/M/3")
 
 
 def test_samples_are_stationary_initial_states():
     # Run the queue forward from the samples (fresh inputs): the wait of the job arriving 300
     # jobs later has the same mean as at time 0 (two independent 99% intervals overlap).
     wl = five_class_exp()
-    lam = 1.3
-    S = sample_backward(wl, lam, 512, key=jax.random.key(6), ell0=256)
+    S = _five_class_run()
+    lam = S.lam
     key2 = jax.random.key(60)
 
     def forward(W, i):
@@ -252,7 +262,7 @@ def test_samples_are_stationary_initial_states():
 
 def test_density_integrates_to_one():
     wl = five_class_exp()
-    S = sample_backward(wl, 1.3, 512, key=jax.random.key(11), ell0=256)
+    S = _five_class_run()
     w = wait_samples(wl, S)
     bins = np.linspace(0, w.max() + 1, 60)
     dens, p0 = wait_density(wl, S, bins)
@@ -281,10 +291,9 @@ def _event_reference(lam, n_jobs, n_batches, seed):
     return per_batch, out["hol_idle"]
 
 
-def _compare_with_event_simulation(n_samples, n_jobs, seed):
+def _compare_with_event_simulation(S, n_jobs, seed):
     wl = five_class_exp()
     lam = 1.2
-    S = sample_backward(wl, lam, n_samples, key=jax.random.key(seed), ell0=256)
     m = palm_metrics(wl, S, level=0.99)
     per_batch, hol = _event_reference(lam, n_jobs, 20, seed)
     ev = per_batch.mean(axis=0)
@@ -308,12 +317,13 @@ def _compare_with_event_simulation(n_samples, n_jobs, seed):
 
 
 def test_five_class_matches_event_simulation_small():
-    _compare_with_event_simulation(1024, 200_000, 13)
+    _compare_with_event_simulation(_five_class_run(), 200_000, 13)
 
 
 @pytest.mark.slow
 def test_five_class_matches_event_simulation_long():
-    _compare_with_event_simulation(8192, 3_000_000, 14)
+    S = sample_backward(five_class_exp(), 1.2, 8192, key=jax.random.key(14), ell0=256)
+    _compare_with_event_simulation(S, 3_000_000, 14)
 
 
 def test_cli_sample_contract(capsys):
@@ -339,11 +349,12 @@ def test_cli_sample_contract(capsys):
 
 
 def test_palm_intervals_cover_exact_values_nominally():
-    # 200 independent groups of 200 samples (sample i depends only on (key, i)): the 95%
+    # 200 independent groups of 160 samples (sample i depends only on (key, i)): the 95%
     # intervals of the M/M/1 mean wait and 90% wait quantile cover the exact values in about
-    # 95% of the groups (binomial sd 1.5 points; accept 90-99%).
+    # 95% of the groups (binomial sd 1.5 points; accept 90-99%). 32,000 samples: one call of
+    # the kernel of the first two horizons (it takes at most 2^15).
     wl = Workload(1, [1], [1.0], [Exponential(1.0)])
-    lam, groups, size = 0.6, 200, 200
+    lam, groups, size = 0.6, 200, 160
     S = sample_backward(wl, lam, groups * size, key=jax.random.key(21), ell0=256)
     assert S.status == "ok"
     exact_mean, exact_q90 = lam / (1 - lam), math.log(lam / 0.1) / (1 - lam)
@@ -389,6 +400,15 @@ def _rare_big_class_run(frac: float, n: int, seed: int):
     return wl, lam, sample_backward(wl, lam, n, key=jax.random.key(seed))
 
 
+@functools.cache
+def _rare_big_class_alone():
+    """Algorithm 1 alone at 0.85 lambda_c: the sizes of ``_rare_big_class_run(0.85, 500, 0)``
+    (one compiled kernel)."""
+    wl = _rare_big_class()
+    lam = 0.85 * RARE_LAMBDA_C
+    return sample_backward(wl, lam, 500, key=jax.random.key(0), ell0=256, bias_control=None)
+
+
 def test_rare_big_class_bias_controlled_against_exact():
     # At 0.85 lambda_c the per-sample rule alone stops at 60% of the exact mean wait with a
     # narrow interval; the batch test doubles the horizon until the bias is bounded: the
@@ -396,8 +416,7 @@ def test_rare_big_class_bias_controlled_against_exact():
     # 500 samples (1000 doubled the horizon once more, to 2^14, for three times the time).
     wl, lam, S = _rare_big_class_run(0.85, 500, 0)
     exact_w, exact_c = RARE_EXACT[0.85]
-    S_old = sample_backward(wl, lam, 1000, key=jax.random.key(0), ell0=256, bias_control=None)
-    old = palm_metrics(wl, S_old, level=0.999)
+    old = palm_metrics(wl, _rare_big_class_alone(), level=0.999)
     # Algorithm 1 alone: far below the exact value, and (now) not called ok
     assert old["status"] == "biased" and old["wait_mean_ci"][1] < 0.8 * exact_w, old["wait_mean_ci"]
     m = palm_metrics(wl, S, level=0.999)
@@ -450,7 +469,7 @@ def test_bias_bound_reported_and_folded_into_interval():
     assert [t["kind"] for t in tests] == ["loynes"] + ["paired"] * (len(tests) - 1)
     assert all(t["diff"] >= 0 for t in tests)
     # Algorithm 1 alone reports no bound.
-    S0 = sample_backward(wl, lam, 64, key=jax.random.key(1), ell0=256, bias_control=None)
+    S0 = _rare_big_class_alone()
     assert S0.bias_bound == 0.0 and palm_metrics(wl, S0)["bias_bound"] == 0.0
 
 

@@ -186,11 +186,14 @@ def test_jit_vmap_and_traced_checks():
     base = jnp.full(4, 176 / 4)
     loads = jnp.linspace(0.1, 0.9, 5)
     batched = jax.vmap(lambda r: solve(pool, r * base).T)(loads)
-    direct = solve(pool, loads[:, None] * base).T
+    direct = solve(pool, loads[:, None] * base)
     assert batched.shape == (5, 4)
     for k, r in enumerate(loads):
-        assert_close(batched[k], solve(pool, r * base).T, rtol=1e-12)
-        assert_close(direct[k], batched[k], rtol=1e-12)
+        one = solve(pool, r * base)
+        assert_close(batched[k], one.T, rtol=1e-12)
+        assert_close(direct.T[k], batched[k], rtol=1e-12)
+        assert_close(direct.L[k], one.L, rtol=1e-12)
+        assert_close(direct.psi_server[k], one.psi_server, rtol=1e-12)
     f = jax.jit(lambda lam, mu: solve(pool, lam, mu=mu).psi)
     assert np.isfinite(float(f(0.5 * base, pool.mu)))
     for lam, mu in ((-0.5 * base, pool.mu), (1.2 * base, pool.mu), (0.5 * base, -pool.mu)):

@@ -205,9 +205,10 @@ def _fields(r):
     return (r.counts, r.wait_mean, r.wait_var, r.idle_servers, r.hol_idle_servers, r.hist)
 
 
-# five-class-exp at 1.5, 3000 jobs x 8 float32 replications: one compiled kernel for the
-# chunking and four-device tests
-CHUNK_KW = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, override=True)
+# five-class-exp at 1.5, 3000 jobs x 64 float32 replications: one compiled kernel for the
+# chunking, four-device and CLI tests and simulate_steady's first round (3000 jobs, warm-up
+# 300) in test_simulate_steady_backward_start_covers_exact
+CHUNK_KW = dict(key=jax.random.key(7), n_replications=64, dtype=jnp.float32, override=True)
 
 
 @pytest.fixture(scope="module")
@@ -261,7 +262,7 @@ def test_same_numbers_on_four_host_devices(five_f32, tmp_path):
         from jaxqueue.mjqm import simulate
         assert len(jax.devices()) == 4
         wl = scenarios.get("five-class-exp")
-        kw = dict(key=jax.random.key(7), n_replications=8, dtype=jnp.float32, override=True)
+        kw = dict(key=jax.random.key(7), n_replications=64, dtype=jnp.float32, override=True)
         a = simulate(wl, 1.5, n_jobs=3000, **kw)
         assert a.device == "cpu x4", a.device
         np.savez({str(saved)!r}, final_state=a.final_state, wait_mean=a.wait_mean, hist=a.hist)
@@ -339,10 +340,12 @@ def test_bad_inputs_fail_clearly():
 def test_cli_simulate_json():
     from jaxqueue.cli import main
 
+    # the sizes of ``five_f32``; the backward start's 64 samples those of
+    # test_simulate_steady_backward_start_covers_exact: the same compiled kernels
     buf = io.StringIO()
     argv = ["mjqm", "simulate", "--scenario", "five-class-exp", "--lam", "1.5", "--jobs", "3000"]
     with redirect_stdout(buf):
-        rc = main([*argv, "--replications", "8", "--json", "--seed", "7"])
+        rc = main([*argv, "--replications", "64", "--json", "--seed", "7"])
     assert rc == 0
     out = json.loads(buf.getvalue())
     assert out["lam"] == 1.5
@@ -358,17 +361,18 @@ def test_cli_simulate_json():
 
 # ------------------------------------------------------------------ stationarity (issue 14)
 def test_idle_identity_flags_a_start_far_above_the_stationary_law():
-    """M/M/2 at rho = 1/2 started with 200 time units of work on each server: the mean wait
-    falls along the run, which the one-sided drift test cannot see; the workload shrinks, so
-    the measured idle servers fall short of s - lam E[sigma] (the identity's z-score)."""
-    wl = Workload(2, [1], [1.0], [Exponential(1.0)])
-    key = jax.random.key(5)
-    # the sizes of simulate_steady's run in the next test: one compiled kernel for ``good``
-    run = dict(key=key, n_jobs=2000, n_replications=64, dtype=jnp.float32)
-    bad = simulate(wl, 1.0, init=InitialState(np.full(2, 200.0)), warmup=0, **run)
+    """M/M/1 at rho = 1/2 started with 400 time units of work (about 400 jobs to drain, half
+    of them after the warm-up of 200): the mean wait falls along the run, which the one-sided
+    drift test cannot see; the workload shrinks, so the measured idle servers fall short of
+    s - lam E[sigma] (the identity's z-score)."""
+    wl = Workload(1, [1], [1.0], [Exponential(1.0)])
+    # the sizes of the M/M/1 runs of test_single_server_lindley (warm-up 200 with the start
+    # too): one compiled kernel
+    run = dict(key=jax.random.key(5), n_jobs=2000, n_replications=64, dtype=jnp.float32)
+    bad = simulate(wl, 0.5, init=InitialState(np.full(1, 400.0)), warmup=200, **run)
     assert bad.wait_growth < 0 and bad.idle_z < -3.29
     assert bad.status == "nonstationary"
-    good = simulate(wl, 1.0, **run)
+    good = simulate(wl, 0.5, **run)
     assert good.status == "ok" and abs(good.idle_z) < 3.29
 
 
@@ -465,7 +469,7 @@ def test_cli_simulate_strict_exit_status(capsys):
 
     # the sizes of ``five_f32`` (float32, the CLI's default): one compiled kernel
     argv = ["mjqm", "simulate", "--scenario", "five-class-exp", "--lam", "1.75", "--jobs", "3000"]
-    argv += ["--replications", "8", "--start", "empty", "--max-seconds", "0.001", "--json"]
+    argv += ["--replications", "64", "--start", "empty", "--max-seconds", "0.001", "--json"]
     assert main(argv) == 0
     cap = capsys.readouterr()
     out = json.loads(cap.out)

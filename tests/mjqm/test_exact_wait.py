@@ -130,28 +130,71 @@ def test_bad_class_and_traced_without_steps(two_class):
         jax.jit(lambda lam: exact(w, lam).wait_quantile(0.9))(0.8)
 
 
-@pytest.mark.parametrize(
-    ("s", "cores", "probs", "means", "lam"),
-    [
-        (3, [1, 2], [0.6, 0.4], [1.0, 1.5], 0.2),
-        pytest.param(4, [1, 3], [0.7, 0.3], [1.0, 2.0], 0.15, marks=pytest.mark.slow),
-    ],
-)
-def test_tails_equal_the_brute_force_tagged_job_chain(s, cores, probs, means, lam):
-    """``tests/references/mjqm_ph_ctmc.py``: the explicit chain (ordered waiting classes) cut
-    at 14 jobs (blocked-arrival mass below 1e-9), a tagged job absorbed without arrivals."""
+# The tagged-job chain of the default case below (``tests/references/mjqm_ph_ctmc.py``, cut at
+# 14 jobs: 6 s of numpy), tabulated; test_tabulated_tagged_chain_is_what_the_chain_gives
+# (slow) recomputes it. P(W > t) of all jobs and per class at TAGGED_TIMES.
+TAGGED_TIMES = (0.0, 0.5, 2.0, 6.0)
+TAGGED_CHAIN = {
+    (3, (1, 2), (0.6, 0.4), (1.0, 1.5), 0.2): {
+        "truncation_mass": 9.691738522832338e-10,
+        "all": [
+            0.0669876611077186,
+            0.04719572605972484,
+            0.018254147484604688,
+            0.0017127861212165845,
+        ],
+        "class": [
+            [0.027477008627385998, 0.1262536398282175],
+            [0.01720912879290315, 0.09217562195995738],
+            [0.005465272403475822, 0.03743746010629798],
+            [0.0004746778672904328, 0.0035699485021058117],
+        ],
+    },
+}
+
+
+def _tagged_chain(s, cores, probs, means, lam):
+    """``(truncation mass, P(W > t) of all jobs, per class)`` of the explicit chain (ordered
+    waiting classes) cut at 14 jobs, a tagged job absorbed without arrivals."""
     from tests.references import mjqm_ph_ctmc as ph
 
-    res = exact(Workload(s, cores, probs, [Exponential(m) for m in means]), lam)
     laws = [ph.exponential(m) for m in means]
     alphas, Ts = [a for a, _ in laws], [T for _, T in laws]
     chain = ph.build(s, cores, probs, alphas, Ts, lam, max_jobs=14)
-    assert chain.result().truncation_mass < 1e-9
-    ts = np.array([0.0, 0.5, 2.0, 6.0])
-    ref_all, ref_cls = chain.wait_tail(ts)
-    dist = res.wait_distribution(times=ts)
-    for j, t in enumerate(ts):
+    ref_all, ref_cls = chain.wait_tail(np.array(TAGGED_TIMES))
+    return chain.result().truncation_mass, ref_all, ref_cls
+
+
+@pytest.mark.parametrize(
+    ("s", "cores", "probs", "means", "lam"),
+    [
+        (3, (1, 2), (0.6, 0.4), (1.0, 1.5), 0.2),
+        pytest.param(4, (1, 3), (0.7, 0.3), (1.0, 2.0), 0.15, marks=pytest.mark.slow),
+    ],
+)
+def test_tails_equal_the_brute_force_tagged_job_chain(s, cores, probs, means, lam):
+    """``tests/references/mjqm_ph_ctmc.py``: the tagged-job chain (blocked-arrival mass below
+    1e-9; tabulated above for the default case)."""
+    case = (s, cores, probs, means, lam)
+    if case in TAGGED_CHAIN:
+        tab = TAGGED_CHAIN[case]
+        mass, ref_all, ref_cls = tab["truncation_mass"], tab["all"], np.array(tab["class"])
+    else:
+        mass, ref_all, ref_cls = _tagged_chain(*case)
+    assert mass < 1e-9
+    res = exact(Workload(s, list(cores), list(probs), [Exponential(m) for m in means]), lam)
+    dist = res.wait_distribution(times=TAGGED_TIMES)
+    for j, t in enumerate(TAGGED_TIMES):
         assert abs(float(dist.tail(t)) - ref_all[j]) <= 1e-6
         for c in range(len(cores)):
             assert abs(float(dist.tail(t, c)) - ref_cls[j, c]) <= 1e-6
     np.testing.assert_allclose(np.asarray(res.p_wait_class), ref_cls[0], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_tabulated_tagged_chain_is_what_the_chain_gives():
+    for case, tab in TAGGED_CHAIN.items():
+        mass, ref_all, ref_cls = _tagged_chain(*case)
+        np.testing.assert_allclose(mass, tab["truncation_mass"], rtol=1e-6)
+        np.testing.assert_allclose(ref_all, tab["all"], rtol=1e-12)
+        np.testing.assert_allclose(ref_cls, tab["class"], rtol=1e-12)

@@ -36,6 +36,7 @@ from tests.references.mjqm_ctmc import (
     fcfs_saturated_throughput,
     solve_mjqm,
 )
+from tests.references.mjqm_ctmc_values import EXACT_CASES_CTMC
 
 FIELDS = MJQMResult.FIELDS  # the metrics both solvers report
 
@@ -139,22 +140,42 @@ def _ids(cases):
     return [pytest.param(*c, id=f"{c[0]}-{c[1]}") for c in cases]
 
 
-def _compare_with_ctmc(name, f, tol):
+def _ctmc(name, f, tol) -> tuple[float, dict]:
+    """``lam`` and the brute force's ``(truncation_mass, FIELDS)`` at ``f lambda_c``."""
     s, cores, probs, means = SYSTEMS[name]
     lam = f * saturated_lambda_c(s, cores, probs, means)
     ref = solve_mjqm(s, cores, probs, means, lam, tol=tol, max_states=400_000)
-    assert ref.truncation_mass < tol
+    return lam, {"truncation_mass": ref.truncation_mass, **ref.as_dict()}
+
+
+def _compare_with_ctmc(name, f, tol):
+    """Against the chain's tabulated answers (``EXACT_CASES_CTMC``) for the default cases."""
+    s, cores, probs, means = SYSTEMS[name]
+    if (name, f) in EXACT_CASES_CTMC:
+        lam, ref = f * saturated_lambda_c(s, cores, probs, means), EXACT_CASES_CTMC[name, f]
+    else:
+        lam, ref = _ctmc(name, f, tol)
+    assert ref["truncation_mass"] < tol
     res = _exact_jit(workload(s, cores, probs, means), lam)
     assert res.status == "ok" and isinstance(res.phases, int) and res.phases > 0
     for k in FIELDS:
         np.testing.assert_allclose(
-            np.asarray(getattr(res, k)), getattr(ref, k), rtol=1e-6, atol=0, err_msg=k
+            np.asarray(getattr(res, k)), ref[k], rtol=1e-6, atol=0, err_msg=k
         )
 
 
 @pytest.mark.parametrize(("name", "f", "tol"), _ids(CASES))
 def test_exact_vs_ctmc(name, f, tol):
     _compare_with_ctmc(name, f, tol)
+
+
+@pytest.mark.slow
+def test_tabulated_ctmc_is_what_the_chain_gives():
+    assert {(n, f) for n, f, _ in CASES} == set(EXACT_CASES_CTMC)
+    for name, f, tol in CASES:
+        _, ref = _ctmc(name, f, tol)
+        for k, v in EXACT_CASES_CTMC[name, f].items():
+            np.testing.assert_allclose(ref[k], v, rtol=1e-12, err_msg=f"{name} {f} {k}")
 
 
 @pytest.mark.slow

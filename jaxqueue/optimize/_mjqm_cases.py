@@ -104,17 +104,32 @@ def _keys(seed: int):
     return jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)
 
 
-def _five_class_setup(fast: bool, seed: int):
-    """The five-class workload, the sizes, the pathwise sampler of the optimisation and the
-    key of the independent re-evaluation shared by the MJQM cases."""
+def _five_class_case(case, fast, progress, seed, *, param, x0, box, at, cost, polish, target, head):
+    """A case of five-class-exp with one parameter ``param`` (from ``x0``, within ``box(wl)``),
+    optimised on the pathwise sampler and re-evaluated with :func:`forward_metrics`.
+
+    ``at(x)``: the model's parameters at ``param = x`` (the sampler's; as floats, those of
+    :func:`forward_metrics`). ``cost(x)``. ``polish``: ``(range, move(x, factor))``.
+    ``target``: ``(metric, bound, reported metrics)``, the bound on every class. ``head``: the
+    summary's keys after ``case`` and ``scenario``. Returns ``(result, summary)``."""
     wl, sz = five_class_workload(), _sizes(fast)
     k_opt, k_eval = _keys(seed)
-    return wl, sz, MJQMSampler(wl, key=k_opt, **sz["sampler"]), k_eval
-
-
-def _minimize(problem, sz, fast, polish_range, progress):
-    """The optimiser settings shared by the MJQM cases (forward-mode pathwise gradients)."""
-    return minimize(
+    sampler = MJQMSampler(wl, key=k_opt, **sz["sampler"])
+    fw = sz["forward"]
+    metric, bound, shown = target
+    polish_range, move = polish
+    problem = Problem(
+        params0={param: jnp.asarray(x0)},
+        transforms={param: box(wl)},
+        cost=lambda p: cost(p[param]),
+        metrics=lambda p: sampler.metrics({k: jnp.asarray(v) for k, v in at(p[param]).items()}),
+        targets=[Target(metric, bound, index=c) for c in range(wl.n_classes)],
+        evaluate=lambda p: forward_metrics(
+            wl, key=k_eval, **fw, **{k: float(v) for k, v in at(p[param]).items()}
+        ),
+        polish=lambda p, s: {param: move(p[param], s)},
+    )
+    res = minimize(
         problem,
         steps=sz["steps"],
         rounds=sz["rounds"],
@@ -123,39 +138,39 @@ def _minimize(problem, sz, fast, polish_range, progress):
         polish=Polish(range=polish_range, iters=10 if fast else 16),
         progress=progress,
     )
+    x = float(res.params[param])
+    return res, _summary(
+        res,
+        {
+            "case": case,
+            "scenario": "five-class-exp",
+            **head,
+            param: x,
+            f"{param}_gradient": float(res.relaxed_params[param]),
+            "targets": {metric: [bound] * wl.n_classes},
+            "params": {param: x},
+            "metrics": {m: res.metrics[m].tolist() for m in shown},
+            "sizes": sz,
+        },
+    )
 
 
 def mjqm_max_rate(fast: bool = False, progress=None, seed: int = 0):
     """Largest arrival rate of the five-class MJQM (exponential) such that the mean waiting
     time of every class stays under ``MAX_RATE["wait_target"]``."""
-    wl, sz, sampler, k_eval = _five_class_setup(fast, seed)
-    lam_max = 0.999 * float(wl.lambda_ideal())
-    target = MAX_RATE["wait_target"]
-    fw = sz["forward"]
-    problem = Problem(
-        params0={"lam": jnp.asarray(MAX_RATE["lam0"])},
-        transforms={"lam": Box(0.01, lam_max, log=True)},
-        cost=lambda p: -p["lam"],
-        metrics=lambda p: sampler.metrics({"lam": p["lam"]}),
-        targets=[Target("W", target, index=c) for c in range(wl.n_classes)],
-        evaluate=lambda p: forward_metrics(wl, float(p["lam"]), key=k_eval, **fw),
-        polish=lambda p, s: {"lam": p["lam"] / s},
-    )
-    res = _minimize(problem, sz, fast, (0.8, 4.0), progress)
-    lam = float(res.params["lam"])
-    return res, _summary(
-        res,
-        {
-            "case": "mjqm-max-rate",
-            "scenario": "five-class-exp",
-            "objective": "maximise lam (cost = -lam)",
-            "lam": lam,
-            "lam_gradient": float(res.relaxed_params["lam"]),
-            "targets": {"W": [target] * wl.n_classes},
-            "params": {"lam": lam},
-            "metrics": {"W": res.metrics["W"].tolist(), "W_ci": res.metrics["W_ci"].tolist()},
-            "sizes": sz,
-        },
+    return _five_class_case(
+        "mjqm-max-rate",
+        fast,
+        progress,
+        seed,
+        param="lam",
+        x0=MAX_RATE["lam0"],
+        box=lambda wl: Box(0.01, 0.999 * float(wl.lambda_ideal()), log=True),
+        at=lambda x: {"lam": x},
+        cost=lambda x: -x,
+        polish=((0.8, 4.0), lambda x, s: x / s),
+        target=("W", MAX_RATE["wait_target"], ("W", "W_ci")),
+        head={"objective": "maximise lam (cost = -lam)"},
     )
 
 
@@ -163,35 +178,20 @@ def mjqm_speedup(fast: bool = False, progress=None, seed: int = 0):
     """Smallest server speed-up of the five-class MJQM (exponential) at ``SPEEDUP["lam"]``
     such that the 90th percentile of the waiting time of every class stays under
     ``SPEEDUP["p90_target"]``."""
-    wl, sz, sampler, k_eval = _five_class_setup(fast, seed)
     lam = SPEEDUP["lam"]
-    target = SPEEDUP["p90_target"]
-    v_min = 1.001 * lam / float(wl.lambda_ideal())
-    fw = sz["forward"]
-    problem = Problem(
-        params0={"speed": jnp.asarray(SPEEDUP["speed0"])},
-        transforms={"speed": Box(v_min, 20.0, log=True)},
-        cost=lambda p: p["speed"],
-        metrics=lambda p: sampler.metrics({"lam": jnp.asarray(lam), "speed": p["speed"]}),
-        targets=[Target("W_p90", target, index=c) for c in range(wl.n_classes)],
-        evaluate=lambda p: forward_metrics(wl, lam, speed=float(p["speed"]), key=k_eval, **fw),
-        polish=lambda p, s: {"speed": p["speed"] * s},
-    )
-    res = _minimize(problem, sz, fast, (0.5, 4.0), progress)
-    speed = float(res.params["speed"])
-    return res, _summary(
-        res,
-        {
-            "case": "mjqm-speedup",
-            "scenario": "five-class-exp",
-            "lam": lam,
-            "speed": speed,
-            "speed_gradient": float(res.relaxed_params["speed"]),
-            "targets": {"W_p90": [target] * wl.n_classes},
-            "params": {"speed": speed},
-            "metrics": {"W_p90": res.metrics["W_p90"].tolist(), "W": res.metrics["W"].tolist()},
-            "sizes": sz,
-        },
+    return _five_class_case(
+        "mjqm-speedup",
+        fast,
+        progress,
+        seed,
+        param="speed",
+        x0=SPEEDUP["speed0"],
+        box=lambda wl: Box(1.001 * lam / float(wl.lambda_ideal()), 20.0, log=True),
+        at=lambda x: {"lam": lam, "speed": x},
+        cost=lambda x: x,
+        polish=((0.5, 4.0), lambda x, s: x * s),
+        target=("W_p90", SPEEDUP["p90_target"], ("W_p90", "W")),
+        head={"lam": lam},
     )
 
 

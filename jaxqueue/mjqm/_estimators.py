@@ -54,9 +54,11 @@ IDLE_LEVEL = 0.999
 Student t statistic with ``R - 1`` degrees of freedom): the level of the drift test."""
 
 
-def few_replications_reason(n: int) -> str:
-    """The one-line reason of status ``unconverged`` below ``MIN_REPLICATIONS`` replications."""
-    return RULES.few_reason(n)
+def unconverged_reason(replications: int, thin: str) -> str:
+    """The one-line reason of status ``unconverged``, in :func:`jaxqueue.stats.judge`'s
+    order: fewer than ``MIN_REPLICATIONS`` replications, else ``thin`` (a class measured in
+    fewer than 2 replications, in the engine's words)."""
+    return RULES.few_reason(replications) if replications < MIN_REPLICATIONS else thin
 
 
 def wait_histogram(workload, hist_range=None, bins_per_octave: int = 16):

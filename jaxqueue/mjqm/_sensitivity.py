@@ -43,6 +43,7 @@ from ._inputs import jobs_from_uniforms, n_uniforms
 from ._sensitivity_start import start_derivative
 from ._stability import check_load
 from ._workload import Workload
+from .engines.events._result import response_halves
 from .engines.events._simulate import _float, _runs
 from .engines.recurrence import run_jobs, sample_backward
 from .options import Differences, Start
@@ -284,8 +285,7 @@ def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
         with np.errstate(invalid="ignore", divide="ignore"):
             per = num / cnt
         y = num.sum(1) / np.maximum(cnt.sum(1), 1)
-        late = a.late_resp / np.maximum(a.late_cnt, 1)
-        early = (a.resp.sum(1) - a.late_resp) / np.maximum(cnt.sum(1) - a.late_cnt, 1)
+        early, late = response_halves(a)
         return y, per, np.stack([early, late, num.sum(1), sq, cnt.sum(1)], axis=1)
 
     logits = np.log(np.asarray(workload.probs, np.float64))

@@ -12,12 +12,11 @@ from ....stats import effective_samples as _effective_jobs
 from ....stats import ratio_ci as _ratio_ci
 from ..._estimators import (
     MIN_EFFECTIVE,
-    MIN_REPLICATIONS,
     QUANTILES,
     RULES,
     Tails,
-    few_replications_reason,
     quantile_fields,
+    unconverged_reason,
 )
 from ..._workload import Workload
 
@@ -92,10 +91,9 @@ class PolicyResult(Tails, Result):
         """Why the status is not ``ok``, in one line."""
         if self.status == Status.overflow:
             return f"an arrival found the job buffer full at {self.buffer} jobs; raise max_buffer"
-        if self.status == Status.unconverged and self.replications < MIN_REPLICATIONS:
-            return few_replications_reason(self.replications)
         if self.status == Status.unconverged:
-            return "a class was measured in fewer than 2 replications; raise n_jobs"
+            thin = "a class was measured in fewer than 2 replications; raise n_jobs"
+            return unconverged_reason(self.replications, thin)
         return (
             f"the mean response grew by {self.drift:.3g} (relative) from the first half to the "
             f"second, the event cap was reached, or {self.n_eff:.3g} effective responses per "
@@ -188,8 +186,7 @@ def _summarise(
     a = jax.tree.map(lambda x: np.asarray(x).T, acc)  # replications first
     cnt = a.cnt.sum(1)
     resp = a.resp.sum(1)
-    early = (resp - a.late_resp) / np.maximum(cnt - a.late_cnt, 1)
-    late = a.late_resp / np.maximum(a.late_cnt, 1)
+    early, late = response_halves(a)
     scale = float(resp.sum() / max(cnt.sum(), 1))
     inc, growing = drift(early, late, scale)
     n_eff = _effective_jobs(resp, a.resp2.sum(1), cnt)
@@ -232,6 +229,13 @@ def _summarise(
         wait_hists=wait_hists,
         response_hists=a.rhist.reshape(len(cnt), len(probs), -1),
     )
+
+
+def response_halves(a):
+    """The mean response of the first and of the second half of each replication's measured
+    jobs (the drift test's input), from the sums ``a`` with the replications first."""
+    early = (a.resp.sum(1) - a.late_resp) / np.maximum(a.cnt.sum(1) - a.late_cnt, 1)
+    return early, a.late_resp / np.maximum(a.late_cnt, 1)
 
 
 def _with_zero_waits(hist, counts):

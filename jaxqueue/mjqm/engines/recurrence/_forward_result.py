@@ -32,12 +32,11 @@ from ..._estimators import (
     IDLE_LEVEL,
     MIN_CONTROL_REPS,
     MIN_EFFECTIVE,
-    MIN_REPLICATIONS,
     QUANTILES,
     RULES,
     Tails,
-    few_replications_reason,
     quantile_fields,
+    unconverged_reason,
 )
 from ..._tails import response_hists
 from ..._workload import Workload
@@ -106,10 +105,9 @@ class ForwardResult(Tails, Result):
 
     def status_reason(self) -> str:
         """Why the status is not ``ok``, in one line."""
-        if self.status == Status.unconverged and self.n_replications < MIN_REPLICATIONS:
-            return few_replications_reason(self.n_replications)
         if self.status == Status.unconverged:
-            return "a class has waiting times in fewer than 2 replications; raise n_jobs"
+            thin = "a class has waiting times in fewer than 2 replications; raise n_jobs"
+            return unconverged_reason(self.n_replications, thin)
         return (
             f"a stationarity check failed (mean wait growth {self.wait_growth:.4g} between "
             f"halves, idle-server identity t = {self.idle_z:.2f}, {self.n_eff:.3g} effective "

@@ -18,6 +18,7 @@ from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Coxian, Erlang, Exponential, HyperExponential
 from jaxqueue.mjqm import Workload, exact, exact_lambda_c, lambda_c_closed_form, stability_limit
 from jaxqueue.mjqm._exact._api import _ph_lambda_c
+from tests.references.mjqm_exact_values import FIVE_CLASS_EXP_LAMBDA_C
 
 H2 = HyperExponential(np.array([0.5, 3.0]), np.array([0.8, 0.2]))
 
@@ -31,6 +32,9 @@ def test_one_phase_laws_equal_the_exponential_qbd():
         np.testing.assert_allclose(
             float(_ph_lambda_c(wl)), float(exact_lambda_c(wl)), rtol=1e-10, atol=0
         )
+    # the limit the tabulated five-class-exp values are at fractions of
+    five = float(exact_lambda_c(scenarios.get("five-class-exp")))
+    np.testing.assert_allclose(five, FIVE_CLASS_EXP_LAMBDA_C, rtol=1e-10, atol=0)
     # a hyperexponential whose phases have one mean is exponential
     same = HyperExponential(np.array([1.5, 1.5]), np.array([0.3, 0.7]))
     w1 = Workload(5, [1, 3], [0.6, 0.4], [Exponential(1.0), same])

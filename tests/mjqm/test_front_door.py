@@ -1,6 +1,8 @@
 """``mjqm.simulate``, the one front door: the engine chosen from the policy, the same numbers as
 the engine called directly, and one-line refusals."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,14 +34,24 @@ def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers():
     _same(ra, engines.recurrence.simulate(WL, 0.8, RandomAssignment(), key=key, **KW))
 
 
-def test_a_job_list_policy_runs_on_the_event_engine_with_its_numbers():
+def test_a_job_list_policy_runs_on_the_event_engine_with_its_numbers(monkeypatch):
     key = jax.random.key(6)
     res = mjqm.simulate(WL, 1.2, "msf", key=key, **KW)
     assert isinstance(res, mjqm.PolicyResult)
     direct = mjqm.simulate_policy(WL, 1.2, MostServersFirst(), key=key, **KW)
     assert np.array_equal(np.asarray(res.wait_mean.mean), np.asarray(direct.wait_mean.mean))
-    fcfs_events = mjqm.simulate(WL, 1.2, "fcfs", key=key, engine="events", **KW)
-    assert isinstance(fcfs_events, mjqm.PolicyResult)
+    # engine="events" sends fcfs to the event engine with the options (a spy: the event
+    # engine's fcfs numbers are checked in tests/mjqm/policies)
+    calls = []
+
+    @functools.wraps(engines.events.simulate)
+    def spy(workload, lam, policy, **kw):
+        calls.append((workload, lam, policy, kw))
+        return "ran on events"
+
+    monkeypatch.setattr(engines.events, "simulate", spy)
+    assert mjqm.simulate(WL, 1.2, "fcfs", key=key, engine="events", **KW) == "ran on events"
+    assert calls == [(WL, 1.2, FCFS(), dict(key=key, **KW))]
 
 
 @pytest.mark.parametrize(

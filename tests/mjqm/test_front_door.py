@@ -24,14 +24,25 @@ def _same(a, b):
             assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True), f
 
 
-def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers():
+def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers(monkeypatch):
     key = jax.random.key(5)
     res = mjqm.simulate(WL, 1.2, key=key, **KW)
     assert isinstance(res, mjqm.ForwardResult)
     _same(res, engines.recurrence.simulate(WL, 1.2, key=key, **KW))
     _same(res, mjqm.simulate(WL, 1.2, FCFS(), key=key, **KW))
+    # random assignment goes to the recurrence engine with the options (a spy: its numbers
+    # there are checked in tests/mjqm/test_forward.py against independent M/M/1 queues)
+    calls = []
+
+    @functools.wraps(engines.recurrence.simulate)
+    def spy(workload, lam, policy, **kw):
+        calls.append((workload, lam, policy, kw))
+        return "ran on recurrence"
+
+    monkeypatch.setattr(engines.recurrence, "simulate", spy)
     ra = mjqm.simulate(WL, 0.8, RandomAssignment(), key=key, **KW)
-    _same(ra, engines.recurrence.simulate(WL, 0.8, RandomAssignment(), key=key, **KW))
+    assert ra == "ran on recurrence"
+    assert calls == [(WL, 0.8, RandomAssignment(), dict(key=key, **KW))]
 
 
 def test_a_job_list_policy_runs_on_the_event_engine_with_its_numbers(monkeypatch):

@@ -42,6 +42,8 @@ __all__ = [
 
 
 def _positive(name: str, value) -> None:
+    if not _is_concrete(value):
+        return  # a traced value (jit, grad) was checked where it was made
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
@@ -122,8 +124,7 @@ class Exponential(Law):
     n_uniforms = 1
 
     def __check_init__(self):
-        if _is_concrete(self.mean_):
-            _positive("Exponential mean", self.mean_)
+        _positive("Exponential mean", self.mean_)
 
     def mean(self):
         return jnp.asarray(self.mean_)
@@ -151,8 +152,7 @@ class Erlang(Law):
     def __check_init__(self):
         if not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"Erlang k must be a positive integer, got {self.k!r}")
-        if _is_concrete(self.mean_):
-            _positive("Erlang mean", self.mean_)
+        _positive("Erlang mean", self.mean_)
 
     @property
     def n_uniforms(self):  # type: ignore[override]
@@ -187,8 +187,7 @@ class HyperExponential(Law):
     n_uniforms = 2
 
     def __check_init__(self):
-        if _is_concrete(self.means):
-            _positive("HyperExponential means", self.means)
+        _positive("HyperExponential means", self.means)
         if _is_concrete(self.probs):
             p = _probabilities("HyperExponential probs", self.probs)
             if np.shape(self.means) != p.shape:
@@ -261,8 +260,7 @@ class Deterministic(Law):
     n_uniforms = 0
 
     def __check_init__(self):
-        if _is_concrete(self.value):
-            _positive("Deterministic value", self.value)
+        _positive("Deterministic value", self.value)
 
     def mean(self):
         return jnp.asarray(self.value)
@@ -318,8 +316,7 @@ class PhaseCount(Law):
     n_uniforms = None
 
     def __check_init__(self):
-        if _is_concrete(self.phase_mean):
-            _positive("PhaseCount phase_mean", self.phase_mean)
+        _positive("PhaseCount phase_mean", self.phase_mean)
         if _is_concrete(self.probs):
             _probabilities("PhaseCount probs", self.probs)
         if _is_concrete(self.counts):
@@ -372,8 +369,7 @@ class Coxian(Law):
     def __check_init__(self):
         if np.ndim(self.rates) != 1 or np.shape(self.cont) != (np.shape(self.rates)[0] - 1,):
             raise ValueError("Coxian needs k rates and k - 1 continuation probabilities")
-        if _is_concrete(self.rates):
-            _positive("Coxian rates", self.rates)
+        _positive("Coxian rates", self.rates)
         if _is_concrete(self.cont):
             c = np.asarray(self.cont, dtype=float)
             if np.any((c < 0) | (c > 1)) or not np.all(np.isfinite(c)):

@@ -65,18 +65,19 @@ def test_single_server_lindley(law, exact, size):
         assert abs(r.wait_var[0] - 3.0) < 0.1 * 3.0  # Var W = rho (2 - rho) / (mu - lam)^2
 
 
-def test_one_core_jobs_are_mmc():
-    w = Workload(3, [1], [1.0], [Exponential(1.0)])
-    # the sizes of test_idle_control_variate_on_mmc: one compiled kernel for both
-    r = simulate(
-        w,
-        2.0,
-        key=jax.random.key(12),
-        n_jobs=10_000,
-        n_replications=128,
-        dtype=jnp.float64,
-        level=0.99,
-    )
+MM3 = Workload(3, [1], [1.0], [Exponential(1.0)])
+MM3_KW = dict(key=jax.random.key(5), n_jobs=10_000, n_replications=128, dtype=jnp.float64)
+
+
+@pytest.fixture(scope="module")
+def mm3():
+    """M/M/3 at rho = 2/3, 95% intervals: the run of test_one_core_jobs_are_mmc and
+    test_idle_control_variate_on_mmc."""
+    return simulate(MM3, 2.0, **MM3_KW)
+
+
+def test_one_core_jobs_are_mmc(mm3):
+    r = mm3
     assert_within_ci(r.wait_mean[0], *r.wait_mean_ci[0], erlang_c_wait(3, 2.0, 1.0), what="W")
     assert_within_ci(r.idle_servers, *r.idle_servers_ci, 1.0, what="idle = s - lam E[sigma]")
     assert r.hol_idle_servers == 0.0
@@ -479,18 +480,16 @@ def test_cli_simulate_strict_exit_status(capsys):
     assert main([*argv, "--strict"]) == 3
 
 
-def test_idle_control_variate_on_mmc(monkeypatch):
+def test_idle_control_variate_on_mmc(mm3, monkeypatch):
     """End to end on M/M/3 at rho = 2/3 (Erlang C), the same 128 replications with and without
     the control: the corrected estimate holds the exact wait and its interval is narrower."""
     import jaxqueue.mjqm.engines.recurrence._forward_result as fwd
 
-    w = Workload(3, [1], [1.0], [Exponential(1.0)])
     want = erlang_c_wait(3, 2.0, 1.0)
-    kw = dict(key=jax.random.key(5), n_jobs=10_000, n_replications=128, dtype=jnp.float64)
-    r = simulate(w, 2.0, **kw)
+    r = mm3
     assert_within_ci(r.wait_mean[0], *r.wait_mean_ci[0], want, what="W")
     monkeypatch.setattr(fwd, "MIN_CONTROL_REPS", 10**9)
-    plain = simulate(w, 2.0, **kw)
+    plain = simulate(MM3, 2.0, **MM3_KW)
     assert_within_ci(plain.wait_mean[0], *plain.wait_mean_ci[0], want, what="W plain")
     width = np.diff(r.wait_mean_ci[0])[0] / np.diff(plain.wait_mean_ci[0])[0]
     assert width < 0.9, width

@@ -147,8 +147,13 @@ def _pile_growth(w, n, n_piles, key):
     return np.asarray(jax.jit(jax.vmap(one))(jnp.arange(n_piles)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("small", [Exponential(1.0), Deterministic(1.0)])
 def test_eq8_closed_form_matches_pile_growth(small):
+    """(Slow. The default suite: tests/mjqm/test_stability.py::
+    test_eq8_two_implementations_and_pile, the closed form against eq. (8) summed term by term
+    to 1e-10 and the QBD to 1e-9, and pile_growth's interval covering it, for exponential and
+    deterministic one-core jobs.)"""
     w = Workload(6, [1, 6], [0.9, 0.1], [small, Exponential(2.0)])
     lam_c = lambda_c_closed_form(w)
     g = _pile_growth(w, 20_000, 32, jax.random.key(1))

@@ -98,8 +98,8 @@ def test_solve_unchecked_batch_flags_unstable_rows():
     assert_close(out["T"][0], bf_numpy(sets, mu, lam), rtol=1e-10)
     assert np.all(np.isinf(np.asarray(out["T"][1]))) and float(out["psi"][1]) == 0.0
     f = lambda m: solve_unchecked(pool, jnp.asarray(lams[1]), mu=m)["T"]
-    for jac in (jax.jacrev, jax.jacfwd):
-        assert np.all(np.isfinite(np.asarray(jac(f)(jnp.asarray(mu)))))
+    for jac in (jax.jacrev, jax.jacfwd):  # jitted: one compile each
+        assert np.all(np.isfinite(np.asarray(jax.jit(jac(f))(jnp.asarray(mu)))))
 
 
 def test_random_degree_mixture_matches_subset_recursion():

@@ -38,15 +38,18 @@ def at_load(pool, w, frac):
 
 # ---------------------------------------------------------------- closed forms (M model)
 
+# jitted: one compile each for every load (eagerly, each op compiles on its own)
+m_model_jit, m_model_total_L_jit = jax.jit(m_model), jax.jit(m_model_total_L)
+
 
 @pytest.mark.parametrize("rho", [0.3, 0.8, 0.97])
 def test_m_model_symmetric_closed_forms(rho):
     lam = np.array([0.6, 0.4]) * rho * 3 / 1.0
     res = solve(m_model_pool(), lam)
-    ref = m_model(*lam)
+    ref = m_model_jit(*lam)
     for f in ("psi", "L", "T", "gamma", "psi_server", "psi_class", "busy_servers"):
         assert_close(getattr(res, f), getattr(ref, f), rtol=1e-11, what=f)
-    assert_close(res.L_total, m_model_total_L(*lam), rtol=1e-11)
+    assert_close(res.L_total, m_model_total_L_jit(*lam), rtol=1e-11)
 
 
 @pytest.mark.parametrize("rho", [0.5, 0.95])
@@ -54,11 +57,11 @@ def test_m_model_asymmetric_closed_forms(rho):
     # paper mu = (1, 0, 1): class 1 on servers {1, 3}, class 2 on server {3}; here 2 servers
     lam = np.full(2, rho)  # total capacity 2, split equally
     res = solve(m_model_pool(asymmetric=True), lam)
-    ref = m_model(lam[0], lam[1], 1.0, 0.0, 1.0)
+    ref = m_model_jit(lam[0], lam[1], 1.0, 0.0, 1.0)
     for f in ("psi", "L", "T", "gamma", "psi_class"):
         assert_close(getattr(res, f), getattr(ref, f), rtol=1e-11, what=f)
     assert_close(res.psi_server, np.asarray(ref.psi_server)[[0, 2]], rtol=1e-11)
-    assert_close(res.L_total, m_model_total_L(lam[0], lam[1], 1.0, 0.0, 1.0), rtol=1e-11)
+    assert_close(res.L_total, m_model_total_L_jit(lam[0], lam[1], 1.0, 0.0, 1.0), rtol=1e-11)
 
 
 def test_dedicated_servers_product_form_float32():
@@ -84,7 +87,7 @@ def test_three_routes_for_L_agree():
     lam = at_load(pool, w, 0.93)
     res = solve(pool, lam)
     lam_j = jnp.asarray(lam)
-    L_grad = lam_j * jax.grad(lambda l: log_inv_psi(pool, l))(lam_j)
+    L_grad = lam_j * jax.jit(jax.grad(lambda l: log_inv_psi(pool, l)))(lam_j)
     L_thm2 = mean_numbers_recursive(pool, lam)
     assert_close(res.L, L_grad, rtol=1e-10, atol=1e-12, what="adjoint vs jax.grad")
     assert_close(L_thm2, L_grad, rtol=1e-10, atol=1e-12, what="Theorem 2 vs jax.grad")
@@ -129,7 +132,9 @@ def test_gradient_of_response_time_in_mu():
     h = 1e-6
     fd = np.array([(t0(mu + h * e) - t0(mu - h * e)) / (2 * h) for e in np.eye(3)])
     assert_close(g, fd, rtol=1e-6, atol=1e-10)
-    ref = jax.grad(lambda m: m_model(lam[0], lam[1], m[0], m[1], m[2]).T[0])(jnp.asarray(mu))
+    ref = jax.jit(jax.grad(lambda m: m_model(lam[0], lam[1], m[0], m[1], m[2]).T[0]))(
+        jnp.asarray(mu)
+    )
     assert_close(g, ref, rtol=1e-9)
 
 

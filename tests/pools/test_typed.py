@@ -173,11 +173,11 @@ def test_gradients_match_central_differences():
         return r.T_mean + jnp.sum(r.L * jnp.arange(1, 6)) + r.busy_servers / 100
 
     f = jax.jit(obj)
-    g_lam, g_mu = jax.grad(f, argnums=(0, 1))(lam, mu)
+    g_lam, g_mu = jax.jit(jax.grad(f, argnums=(0, 1)))(lam, mu)
     assert_close(g_lam, _fd(lambda x: float(f(jnp.asarray(x), mu)), lam, 1e-5), rtol=1e-6)
     assert_close(g_mu, _fd(lambda x: float(f(lam, jnp.asarray(x))), mu, 1e-5), rtol=1e-6)
     # L_i = lam_i d log(1/psi) / d lam_i (eq. (6)) through log_inv_psi as well
-    gl = jax.grad(lambda x: log_inv_psi(pool, x))(lam)
+    gl = jax.jit(jax.grad(lambda x: log_inv_psi(pool, x)))(lam)
     assert_close(lam * gl, solve(pool, lam).L, rtol=1e-10)
 
 

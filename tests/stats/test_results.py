@@ -162,7 +162,7 @@ def test_pile_growth_unconverged_throws():
 
 def test_exact_result_status():
     # one compiled kernel for both (the status of an eager call: tests/mjqm/test_exact.py)
-    batch = jax.vmap(lambda lam: exact(MM2, lam))
+    batch = jax.jit(jax.vmap(lambda lam: exact(MM2, lam)))
     ok = batch(jnp.array([1.0, 1.5]))
     unstable = batch(jnp.array([1.0, 2.5]))  # crosses the limit
     assert ok.status is Status.ok and unstable.status is Status.unstable

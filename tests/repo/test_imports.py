@@ -49,6 +49,7 @@ KNOWN_CYCLES: set[tuple[str, ...]] = set()
 #: ``KNOWN_CYCLES``, a listed one that is gone should be removed.
 KNOWN_LAYER_BREAKS: set[tuple[str, str]] = set()
 
+
 def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -190,13 +190,17 @@ def test_scheduler_too_few_replications_throw():
 
 def test_optimize_result_is_immutable_and_infeasible_throws():
     lam = 0.7
+    engine = SubsetBF([[0]])  # one jitted engine for the three runs
+
+    def metrics(p):
+        return engine.metrics(p["mu"], jnp.array([lam]))
 
     def run(throw, t=1e-2):
         problem = Problem(
             params0={"mu": jnp.array([3.0])},
             transforms={"mu": Positive()},
             cost=lambda p: p["mu"][0],
-            metrics=lambda p: SubsetBF([[0]]).metrics(p["mu"], jnp.array([lam])),
+            metrics=metrics,
             targets=[Target("T", t, index=0)],
         )
         return minimize(problem, steps=2, rounds=1, throw=throw)

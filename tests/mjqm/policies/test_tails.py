@@ -117,10 +117,12 @@ def _cli(argv, capsys):
 def test_cli_quantiles_tails_and_the_stability_column(tmp_path, capsys):
     """``mjqm simulate --policy msf --tail`` puts the quantiles, their intervals and the
     tails (keys as given) in its JSON, overall and per class; ``mjqm compare --quantiles``
-    prints p50, p90, p99 and each policy's limit with its method, and marks a load beyond the
-    limit ``unstable`` without a figure; ``mjqm compare --plot --json``: the policies in
-    order, each with its limit, the run's status ``unstable``, and the figure."""
+    tabulates p50, p90, p99 and each policy's limit with its method, and marks a load beyond
+    the limit ``unstable`` without a figure; with ``--plot --json``: the policies in order,
+    each with its limit, the run's status ``unstable``, and the figure."""
     import json
+
+    from jaxqueue.cli._mjqm_policies import _compare_table
 
     f = tmp_path / "small.toml"
     f.write_text(SMALL)
@@ -137,23 +139,27 @@ def test_cli_quantiles_tails_and_the_stability_column(tmp_path, capsys):
     assert res["stability"]["method"] and "ci" in res["stability"]
     status, out, _ = _cli(argv, capsys)
     assert status == 0 and "response p50" in out and "response P(> 2.50)" in out
-    cmp = ["mjqm", "compare", *common, "--policies", "fcfs,msf", "--loads", "0.5,1.1"]
-    status, out, _ = _cli([*cmp, "--quantiles"], capsys)
-    assert status == 0
-    head, rule, *rows = out.splitlines()[1:]
-    assert head.split()[5:9] == ["p50", "p90", "p99", "p99"]
-    fcfs_beyond = [r for r in rows if r.split()[:2] == ["fcfs", "1.1"]]
-    assert len(fcfs_beyond) == 1 and "unstable" in fcfs_beyond[0]
-    assert "(exact)" in fcfs_beyond[0] or "(closed-form)" in fcfs_beyond[0]
+    # 1.2 lambda_c is beyond lambda_ideal too: msf runs 0.5 alone, the kernel of the simulate
+    # command above (one load, the same sizes); the text table is the JSON's (what the
+    # command prints without --json)
+    cmp = ["mjqm", "compare", *common, "--policies", "fcfs,msf", "--loads", "0.5,1.2"]
     fig = tmp_path / "cmp.png"
-    status, out, _ = _cli([*cmp, "--plot", str(fig), "--json"], capsys)
+    status, out, _ = _cli([*cmp, "--quantiles", "--plot", str(fig), "--json"], capsys)
     res = json.loads(out)
     assert status == 0 and fig.stat().st_size > 0
+    head, rule, *rows = _compare_table(res, quantiles=True).splitlines()[1:]
+    assert head.split()[5:9] == ["p50", "p90", "p99", "p99"]
+    fcfs_beyond = [r for r in rows if r.split()[:2] == ["fcfs", "1.2"]]
+    assert len(fcfs_beyond) == 1 and "unstable" in fcfs_beyond[0]
+    assert "(exact)" in fcfs_beyond[0] or "(closed-form)" in fcfs_beyond[0]
     assert [p["policy"] for p in res["policies"]] == ["fcfs", "msf"]
-    fcfs = res["policies"][0]
+    fcfs, msf = res["policies"]
     assert fcfs["stability"]["lambda_c"] == pytest.approx(res["lambda_c"])
     assert fcfs["rows"][1]["status"] == "unstable" and "response_mean" not in fcfs["rows"][1]
+    assert msf["rows"][1]["status"] == "unstable" and "response_mean" not in msf["rows"][1]
     assert res["status"] == "unstable"
-    row = res["policies"][1]["rows"][0]
+    row = msf["rows"][0]
     assert "response_mean_ci" in row
     assert {"response_quantiles", "response_quantiles_ci", "wait_quantiles"} <= set(row)
+    assert fcfs["rows"][0]["method"] == "exact" and "p50" not in fcfs["rows"][0]
+    assert set(fcfs["rows"][0]["response_quantiles"]) == {"0.5", "0.9", "0.99"}

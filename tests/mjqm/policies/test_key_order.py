@@ -3,6 +3,7 @@ pairwise comparisons of the slots (up to ``_PAIRWISE`` slots, what the event eng
 a sort of the slots (beyond), served sets equal on random job lists with many ties, inside the
 engine's ``settling`` and outside it."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -44,14 +45,17 @@ def _job_lists(seed, B=12, R=256):
 @pytest.mark.parametrize("B", [12, pytest.param(128, marks=pytest.mark.slow)])
 def test_pairwise_order_serves_what_the_sorted_order_serves(name, B, monkeypatch):
     pol = parse_policy(name).bind(scenarios.get("five-class-exp"))
-    for seed in range(3):
-        jobs = _job_lists(seed, B=B, R=256 if B < 64 else 32)
-        paired = np.asarray(pol.select(jobs, 20, NEEDS))
-        with settling(jnp.int32(1)):
-            settled = np.asarray(pol.select(jobs, 20, NEEDS))
-        monkeypatch.setattr(_base, "_PAIRWISE", 0)
-        sorted_ = np.asarray(pol.select(jobs, 20, NEEDS))
-        monkeypatch.setattr(_base, "_PAIRWISE", 128)
-        assert paired.sum() > 100  # something is served
-        np.testing.assert_array_equal(paired, sorted_)
-        np.testing.assert_array_equal(settled, sorted_)
+    R = 256 if B < 64 else 32
+    # the three seeds side by side (one call per order: the ops run eagerly, one at a time)
+    lists = [_job_lists(seed, B=B, R=R) for seed in range(3)]
+    jobs = jax.tree.map(lambda *x: jnp.concatenate(x, axis=-1), *lists)
+    paired = np.asarray(pol.select(jobs, 20, NEEDS))
+    with settling(jnp.int32(1)):
+        settled = np.asarray(pol.select(jobs, 20, NEEDS))
+    monkeypatch.setattr(_base, "_PAIRWISE", 0)
+    sorted_ = np.asarray(pol.select(jobs, 20, NEEDS))
+    monkeypatch.setattr(_base, "_PAIRWISE", 128)
+    for seed in range(3):  # something is served in each
+        assert paired[:, seed * R : (seed + 1) * R].sum() > 100
+    np.testing.assert_array_equal(paired, sorted_)
+    np.testing.assert_array_equal(settled, sorted_)

@@ -97,10 +97,10 @@ def test_quantile_gradients_match_central_differences():
     """(Slow: 16 CPU-s.) The default suite differentiates this solve's mean wait
     (``test_exact_ph_solver.py``) and the quantiles of the exponential one
     (``test_exact_wait.py``)."""
-    n = exact(_grad_system(0.5, 2.0, 0.35), 0.5).wait_distribution(quantiles=(0.9,)).steps
+    n = exact(_grad_system(2.0, 0.35, 0.5), 0.5).wait_distribution(quantiles=(0.9,)).steps
 
     def f(lam, rate, x):
-        r = exact(_grad_system(lam, rate, x), lam)
+        r = exact(_grad_system(rate, x, 0.5), lam)
         return r.wait_quantile(0.9, steps=n) + r.wait_quantile(0.9, 1, steps=n)
 
     x0 = (0.5, 2.0, 0.35)

@@ -36,7 +36,7 @@ from ..._jit import refused
 from ..._memory import memory_budget
 from ...dist import Exponential
 from .._workload import Workload
-from ._ph import lambda_c_sparse, ph_key, ph_rates
+from ._ph import lambda_c_sparse, ph_key, ph_rates, traced
 from ._ph_levels import ph_level_sizes, ph_levels
 from ._ph_solve import ph_forms, ph_lambda_c_dense, ph_metrics, ph_numbers
 from ._ph_structure import PHKey, ph_counts, ph_structure
@@ -141,8 +141,7 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
         1.795
     """
     if not _all_exponential(workload):
-        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(workload))
-        return _ph_lambda_c(workload, MAX_PH_PHASES if traced else MAX_PH_IAD_PHASES)
+        return _ph_lambda_c(workload, MAX_PH_PHASES if traced(workload) else MAX_PH_IAD_PHASES)
     s, cores = _check_exponential(workload, arrivals=False)
     mu, p = _numbers(workload)
     return _lambda_c_jit(s, cores, mu, p)

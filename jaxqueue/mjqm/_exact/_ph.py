@@ -40,14 +40,20 @@ def phase_forms(services) -> list[tuple[Array, Array]]:
     return out
 
 
+def traced(law) -> bool:
+    """Whether any parameter of ``law`` (or any pytree) is traced."""
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(law))
+
+
 def _structural(law):
-    """``law`` with every traced parameter replaced by a positive placeholder of its shape
-    (summing to one), so that its phase form shows the supports (traced under ``grad``)."""
+    """``law`` with every traced parameter replaced by a placeholder of its shape, each entry
+    ``1 / (size + 1)``: positive and below one, so that the phase form shows every support a
+    traced value may have (a Coxian's exit next to a continuation probability of one half)."""
 
     def placeholder(x):
         if not isinstance(x, jax.core.Tracer):
             return x
-        return np.full(np.shape(x), 1.0 / max(1, np.size(x)))
+        return np.full(np.shape(x), 1.0 / (np.size(x) + 1.0))
 
     return jax.tree_util.tree_map(placeholder, law)
 
@@ -65,7 +71,9 @@ def ph_key(workload: Workload, s: int, cores: tuple[int, ...]) -> PHKey:
         tol = max(1e-9, 64 * np.finfo(dt).eps)  # rounding in the law's own dtype
         a, T = np.asarray(a, dtype=float), np.asarray(T, dtype=float)
         t = -T.sum(1)
-        if abs(a.sum() - 1.0) > tol or np.any(a < 0) or np.any(t < -tol * np.abs(T).max()):
+        checked = not traced(workload.services[i])  # placeholders need not sum to one
+        bad_sum = checked and abs(a.sum() - 1.0) > tol
+        if bad_sum or np.any(a < 0) or np.any(t < -tol * np.abs(T).max()):
             raise ValueError(
                 f"exact: class {i}: the phase form must have alpha >= 0 summing to 1 and a "
                 "sub-generator T with non-negative exit rates"

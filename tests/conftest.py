@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 
 import jax
 import pytest
@@ -21,6 +23,24 @@ _FAST_COMPILE = (
 )
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+
+# One persistent compilation cache per run, shared by the xdist workers (they inherit the
+# variable): a program compiled again (a fresh closure, the other worker, after
+# jax.clear_caches) is read back instead of rebuilt. JAXQUEUE_TEST_CACHE=0 turns it off.
+_OWN_CACHE = None
+if os.environ.get("JAXQUEUE_TEST_CACHE", "1") != "0":
+    if not os.environ.get("JAXQUEUE_TEST_CACHE_DIR"):
+        _OWN_CACHE = tempfile.mkdtemp(prefix="jaxqueue-tests-xla-")
+        os.environ["JAXQUEUE_TEST_CACHE_DIR"] = _OWN_CACHE
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAXQUEUE_TEST_CACHE_DIR"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHE is not None:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
+
 
 # Tests that call the command line in-process leave the persistent compilation cache off
 # (tests/pools/test_cli.py checks the cache in a subprocess).

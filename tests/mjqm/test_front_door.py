@@ -24,6 +24,19 @@ def _same(a, b):
             assert np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True), f
 
 
+def _spy(monkeypatch, engine, answer):
+    """Replace ``engine.simulate`` by a stand-in that records its calls and returns ``answer``."""
+    calls = []
+
+    @functools.wraps(engine.simulate)
+    def spy(workload, lam, policy, **kw):
+        calls.append((workload, lam, policy, kw))
+        return answer
+
+    monkeypatch.setattr(engine, "simulate", spy)
+    return calls
+
+
 def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers(monkeypatch):
     key = jax.random.key(5)
     res = mjqm.simulate(WL, 1.2, key=key, **KW)
@@ -32,14 +45,7 @@ def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers(monkeypatch):
     _same(res, mjqm.simulate(WL, 1.2, FCFS(), key=key, **KW))
     # random assignment goes to the recurrence engine with the options (a spy: its numbers
     # there are checked in tests/mjqm/test_forward.py against independent M/M/1 queues)
-    calls = []
-
-    @functools.wraps(engines.recurrence.simulate)
-    def spy(workload, lam, policy, **kw):
-        calls.append((workload, lam, policy, kw))
-        return "ran on recurrence"
-
-    monkeypatch.setattr(engines.recurrence, "simulate", spy)
+    calls = _spy(monkeypatch, engines.recurrence, "ran on recurrence")
     ra = mjqm.simulate(WL, 0.8, RandomAssignment(), key=key, **KW)
     assert ra == "ran on recurrence"
     assert calls == [(WL, 0.8, RandomAssignment(), dict(key=key, **KW))]
@@ -53,14 +59,7 @@ def test_a_job_list_policy_runs_on_the_event_engine_with_its_numbers(monkeypatch
     assert np.array_equal(np.asarray(res.wait_mean.mean), np.asarray(direct.wait_mean.mean))
     # engine="events" sends fcfs to the event engine with the options (a spy: the event
     # engine's fcfs numbers are checked in tests/mjqm/policies)
-    calls = []
-
-    @functools.wraps(engines.events.simulate)
-    def spy(workload, lam, policy, **kw):
-        calls.append((workload, lam, policy, kw))
-        return "ran on events"
-
-    monkeypatch.setattr(engines.events, "simulate", spy)
+    calls = _spy(monkeypatch, engines.events, "ran on events")
     assert mjqm.simulate(WL, 1.2, "fcfs", key=key, engine="events", **KW) == "ran on events"
     assert calls == [(WL, 1.2, FCFS(), dict(key=key, **KW))]
 

@@ -91,17 +91,22 @@ def _share(text: str) -> float:
     return x
 
 
+def _add_servers(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--servers``, the machine size of a job log (``workload fit`` and ``--trace``)."""
+    p.add_argument(
+        "--servers",
+        type=count(1),
+        default=None,
+        help=f"{prefix}the machine size (default: the log's MaxProcs header)",
+    )
+
+
 def register(top, group) -> None:
     """Add ``jaxqueue workload fit``."""
     p = command(group("workload", "workloads from cluster job logs"), "fit", _fit)
     p.add_argument("log", metavar="LOG", help="the job log (.swf or .csv, optionally .gz)")
     p.add_argument("--out", required=True, metavar="FILE.toml", help="the workload file")
-    p.add_argument(
-        "--servers",
-        type=count(1),
-        default=None,
-        help="the machine size (default: the log's MaxProcs header)",
-    )
+    _add_servers(p)
     p.add_argument("--max-classes", type=count(1), default=8, help="at most this many classes")
     p.add_argument(
         "--min-share",
@@ -249,12 +254,7 @@ def add_trace_options(p: argparse.ArgumentParser) -> None:
         "easy-backfilling:estimate=requested: EASY backfilling planned with the log's "
         "requested times",
     )
-    p.add_argument(
-        "--servers",
-        type=count(1),
-        default=None,
-        help="--trace: the machine size (default: the log's MaxProcs header)",
-    )
+    _add_servers(p, "--trace: ")
     p.add_argument(
         "--compare-recorded",
         action="store_true",

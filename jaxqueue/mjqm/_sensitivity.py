@@ -36,14 +36,25 @@ import numpy as np
 from jax import lax
 
 from .._random import job_uniforms
-from ..stats import Estimate, Result, Status, drift, effective_samples, judge, mean_ci
+from ..stats import (
+    Estimate,
+    Result,
+    Status,
+    drift,
+    effective_samples,
+    judge,
+    mean_ci,
+    quantile_ci,
+    quantile_from_hist,
+)
 from ._estimators import RULES
 from ._exact import scaled_wait_mean
 from ._inputs import jobs_from_uniforms, n_uniforms
 from ._sensitivity_start import start_derivative
 from ._stability import check_load
 from ._workload import Workload
-from .engines.events._result import response_halves
+from .engines.events._accumulate import _wait_bins
+from .engines.events._result import _with_zero_waits, response_halves
 from .engines.events._simulate import _float, _runs
 from .engines.recurrence import run_jobs, sample_backward
 from .options import Differences, Start
@@ -263,14 +274,18 @@ def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, start, dtype, h, di
     return out, methods, (y, yc, halves)
 
 
-def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
-    """Central differences with common random numbers on the event engine (mean metrics)."""
+def _events(workload, lam, pol, wrt, kind, q, key, n_jobs, R, warm, dtype, h):
+    """Central differences with common random numbers on the event engine. A quantile is
+    each replication's own, from its waiting-time histogram (``quantile_from_hist``); the
+    last output is then the per-replication histograms of the base run and their edges (the
+    value's interval), else ``None``."""
     if "scale" in wrt:
         raise ValueError(
             f"wrt: scale is supported for FCFS only; under policy {pol.label} use lam, logits"
         )
     dt = _float(dtype)
     C = workload.n_classes
+    edges = _wait_bins(workload)[3]
     cut = []  # a run stopped early (buffer full at its cap, event cap): its sums are partial
 
     def metric(lam_, probs):
@@ -282,14 +297,20 @@ def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
         num = a.resp if kind == "response" else a.wait
         sq = (a.resp2 if kind == "response" else a.wait2).sum(1)
         cnt = a.cnt
+        early, late = response_halves(a)
+        halves = np.stack([early, late, num.sum(1), sq, cnt.sum(1)], axis=1)
+        if kind == "quantile":
+            hists = _with_zero_waits(a.hist.reshape(R, C, -1), cnt)
+            y = np.asarray([quantile_from_hist(x, edges, q) for x in hists.sum(1)])
+            per = np.asarray([[quantile_from_hist(x, edges, q) for x in r] for r in hists])
+            return y, per, halves, hists
         with np.errstate(invalid="ignore", divide="ignore"):
             per = num / cnt
         y = num.sum(1) / np.maximum(cnt.sum(1), 1)
-        early, late = response_halves(a)
-        return y, per, np.stack([early, late, num.sum(1), sq, cnt.sum(1)], axis=1)
+        return y, per, halves, None
 
     logits = np.log(np.asarray(workload.probs, np.float64))
-    y, yc, halves = metric(lam, np.exp(logits))
+    y, yc, halves, hists = metric(lam, np.exp(logits))
     out, methods = {}, {}
     for name in wrt:
         step = (h if h is not None else _STEP[name]) * (lam if name == "lam" else 1.0)
@@ -304,7 +325,17 @@ def _events(workload, lam, pol, wrt, kind, key, n_jobs, R, warm, dtype, h):
             cols.append(((up[0] - dn[0]) / (2 * step), (up[1] - dn[1]) / (2 * step)))
         out[name] = (np.stack([c[0] for c in cols], -1), np.stack([c[1] for c in cols], -1))
         methods[name] = "crn-difference"
-    return out, methods, (y, yc, halves), cut
+    pooled = None if hists is None else (hists, edges)
+    return out, methods, (y, yc, halves), cut, pooled
+
+
+def _pooled_quantile(hists, edges, q, level):
+    """The quantile ``q`` of the replications' pooled histograms ``(R, C, bins)`` with its
+    interval (``quantile_ci``), overall and ``(C,)`` per class."""
+    value = quantile_ci(hists.sum(1), edges, q, level)
+    per = [quantile_ci(hists[:, c], edges, q, level) for c in range(hists.shape[1])]
+    stack = lambda f: np.asarray([getattr(e, f) for e in per], np.float64)  # noqa: E731
+    return value, Estimate(stack("mean"), stack("low"), stack("high"), value.n, level)
 
 
 def sensitivity(
@@ -333,7 +364,9 @@ def sensitivity(
         lam: arrival rate (checked against ``lambda_ideal``, a closed form or ``limit``
             unless ``override``).
         policy: ``None`` or FCFS (the recurrence), or any policy (name or object) run by the
-            event engine with central differences (``wrt`` lam, logits; mean metrics).
+            event engine with central differences (``wrt`` lam, logits; a quantile's value is
+            that of the pooled histograms with Woodruff's interval, its derivative the mean of
+            the replications' own quantiles' differences).
         wrt: a subset of ``("lam", "scale", "logits")``.
         metric: ``wait_mean``, ``response_mean``, ``wait_pNN`` or ``wait_quantile(q)``.
         key: PRNG key (the backward start uses a half, the jobs the other).
@@ -373,8 +406,6 @@ def sensitivity(
     warm = int(n_warmup) if n_warmup is not None else (0 if start == "backward" else n_jobs // 5)
     if not 0 <= warm <= n_jobs - 4:
         raise ValueError(f"n_warmup: need 0 <= n_warmup <= n_jobs - 4, got {warm}, {n_jobs}")
-    if not fcfs and kind == "quantile":
-        raise ValueError(f"metric: {metric} under policy {pol.label} is not supported (FCFS only)")
     lam = check_load(workload, lam, limit=limit, policy=pol, override=override)
     kb, kf = jax.random.split(key)
     R = int(n_replications)
@@ -407,18 +438,21 @@ def sensitivity(
         out, methods, (y, yc, halves) = _fcfs(
             workload, lam, wrt, kind, q, kf, n_jobs, R, warm, (W0, dW0, past), dtype, h, everywhere
         )
-        cut = []
+        cut, pooled = [], None
     else:
         start = "empty"
-        out, methods, (y, yc, halves), cut = _events(
-            workload, lam, pol, wrt, kind, kf, n_jobs, R, warm, dtype, h
+        out, methods, (y, yc, halves), cut, pooled = _events(
+            workload, lam, pol, wrt, kind, q, kf, n_jobs, R, warm, dtype, h
         )
     est = {n: mean_ci(np.asarray(v[0], np.float64), level=level) for n, v in out.items()}
     est = {n: (_squeeze(e) if n == "lam" else e) for n, e in est.items()}
     est_c = {n: mean_ci(np.asarray(v[1], np.float64), level=level) for n, v in out.items()}
     est_c = {n: (_squeeze(e) if n == "lam" else e) for n, e in est_c.items()}
-    value = mean_ci(np.asarray(y, np.float64), level=level)
-    value_c = mean_ci(np.asarray(yc, np.float64), level=level)
+    if pooled is None:
+        value = mean_ci(np.asarray(y, np.float64), level=level)
+        value_c = mean_ci(np.asarray(yc, np.float64), level=level)
+    else:
+        value, value_c = _pooled_quantile(*pooled, q, level)
     halves = np.asarray(halves, np.float64)
     _, growing = drift(halves[:, 0], halves[:, 1], float(value.mean))
     counts = halves[:, 4] if halves.shape[1] > 4 else np.full(R, float(n_jobs - warm))

@@ -162,6 +162,71 @@ def test_event_policy_crn_difference_agrees_with_the_reference_simulator():
     assert est.low - slack <= d <= est.high + slack, (est, d)
 
 
+def test_event_quantile_crn_difference_agrees_with_exact_quantile_differences():
+    """window:1 (FCFS run by the event engine): d wait_p90 / d lam from the replications'
+    histogram quantiles against a central difference of the exact quantile, and the pooled
+    quantile's interval against the exact quantile."""
+    lam, h = _lam(), 1e-4
+    res = sensitivity(
+        small(),
+        lam,
+        "window:1",
+        wrt=("lam",),
+        metric="wait_p90",
+        key=jax.random.key(13),
+        n_jobs=2000,
+        n_replications=16,
+        level=0.999,
+    )
+    assert res.methods == {"lam": "crn-difference"} and res.start == "empty"
+    q = lambda x: float(exact(small(), x).wait_quantile(0.9))  # noqa: E731
+    d = (q(lam + h) - q(lam - h)) / (2 * h)
+    e = res.derivatives["lam"]
+    assert e.low <= d <= e.high, (e, d)
+    assert res.value.low <= q(lam) <= res.value.high, (res.value, q(lam))
+
+
+@pytest.mark.slow
+def test_event_quantile_crn_difference_agrees_with_the_reference_simulator():
+    """server-filling: d wait_p99 / d lam (CRN differences of the replications' histogram
+    quantiles) against a long CRN central difference of the empirical quantile of
+    tests/references/mjqm_events.py, and the value against the reference's quantile. The fast
+    guard: test_event_quantile_crn_difference_agrees_with_exact_quantile_differences."""
+    from tests.references.mjqm_events import event_simulate
+
+    lam = _lam(0.7)
+    res = sensitivity(
+        small(),
+        lam,
+        "server-filling",
+        wrt=("lam",),
+        metric="wait_p99",
+        key=jax.random.key(17),
+        n_jobs=8000,
+        n_replications=64,
+        level=0.99,
+    )
+    assert res.methods == {"lam": "crn-difference"}
+    rng = np.random.default_rng(1)
+    n, h = 1_000_000, 0.02 * lam
+    cls = rng.choice(2, size=n, p=PROBS)
+    sigma = rng.exponential(1.0, size=n) * np.asarray(MEANS)[cls]
+    e = rng.exponential(1.0, size=n)
+    alpha = np.asarray([1, 2])[cls]
+
+    def p99(x):
+        out = event_simulate(4, alpha, sigma, e / x, warmup=n // 20, policy="server-filling")
+        return float(np.quantile(out["wait"][n // 20 :], 0.99))
+
+    d = (p99(lam + h) - p99(lam - h)) / (2 * h)
+    est = res.derivatives["lam"]
+    slack = 2 * float(est.half_width)  # the reference's own noise: one long run, no interval
+    assert est.low - slack <= d <= est.high + slack, (est, d)
+    v, ref = res.value, p99(lam)
+    slack = float(v.half_width)  # the reference's run is longer than the estimate's total
+    assert v.low - slack <= ref <= v.high + slack, (v, ref)
+
+
 SMALL_TOML = """
 servers = 4
 [[classes]]

@@ -197,7 +197,8 @@ def fit(
 
     Raises:
         ValueError: one line (a malformed log, no machine size, a bad option, fewer than two
-            submit times, a class whose run times are all 0).
+            submit times, a class whose run times are all 0, under ``laws="empirical"``
+            a class with a run time of 0).
     """
     if isinstance(max_classes, bool) or not isinstance(max_classes, int) or max_classes < 1:
         raise ValueError(f"fit: max_classes must be an integer >= 1, got {max_classes!r}")
@@ -224,6 +225,12 @@ def fit(
             raise ValueError(
                 f"{ran.path}: the {int(mask.sum())} jobs of {cores} cores all ran 0 s: no "
                 "service law"
+            )
+        if laws == "empirical" and not np.all(x > 0):
+            raise ValueError(
+                f"{ran.path}: {int(np.sum(x <= 0))} of the {x.size} jobs of {cores} cores ran "
+                "0 s: an empirical law takes positive run times; fit with laws='ph' or "
+                "'exponential'"
             )
         c2 = float(x.var() / m**2)
         law, fields = _ph(m, c2, laws, x)

@@ -120,6 +120,34 @@ def test_report_figures_by_hand(tmp_path):
     assert c["law"] == {"law": "erlang", "mean": 3.0, "k": 3}
     assert c["fitted_scv"] == pytest.approx(1 / 3) and c["work_share"] == pytest.approx(1.0)
     assert traces.fit(path).lam == pytest.approx(1.0)
+    # p99 of 1, 2, 3, 6 (linear interpolation): 3 + 0.97 * 3; the fitted one solves the
+    # Erlang-3 (phase rate 1) cdf 1 - exp(-t) (1 + t + t^2 / 2) = 0.99; the Kolmogorov-Smirnov
+    # distance is largest just below 6: F(6) - 3 / 4 = 1 / 4 - 25 exp(-6)
+    assert c["p99"] == pytest.approx(5.91, rel=1e-12)
+    t = c["fitted_p99"]
+    assert 1 - np.exp(-t) * (1 + t + t**2 / 2) == pytest.approx(0.99, abs=1e-10)
+    assert c["ks"] == pytest.approx(0.25 - 25 * np.exp(-6), rel=1e-9)
+
+
+def test_empirical_laws(tmp_path):
+    """``laws="empirical"``: each class resamples its own run times (the fitted moments and
+    p99 are the log's, the KS distance 0); no workload-file form; a class with a run time of 0
+    (a job that ran, in handwritten.swf) is refused in one line naming the log."""
+    path = tmp_path / "one.csv"
+    path.write_text("# MaxProcs: 4\nsubmit,cores,runtime\n0,2,1\n1,2,6\n2,2,3\n3,2,2\n")
+    f = traces.fit(path, laws="empirical")
+    (c,) = f.classes
+    assert c["law"] == {"law": "empirical"} and c["ks"] == 0.0
+    assert c["fitted_mean"] == pytest.approx(3.0) and c["fitted_scv"] == pytest.approx(3.5 / 9)
+    assert c["fitted_p99"] == c["p99"] == pytest.approx(5.91, rel=1e-12)
+    np.testing.assert_array_equal(np.asarray(f.workload.services[0].values), [1, 6, 3, 2])
+    with pytest.raises(ValueError, match="no workload-file form"):
+        f.to_toml()
+    with pytest.raises(ValueError) as err:
+        traces.fit(DATA / "handwritten.swf", laws="empirical")
+    msg = str(err.value)
+    assert msg.startswith(str(DATA / "handwritten.swf")) and "\n" not in msg
+    assert "1 of the 2 jobs of 1 cores ran 0 s" in msg, msg
 
 
 def test_cli_writes_an_ordinary_workload_file(tmp_path, capsys):

@@ -7,6 +7,7 @@ and replay it through the event engine.
   moments, the arrival rate, a report; ``Fit.to_toml()`` is a workload file).
 """
 
+from ._fit import ARRIVALS as ARRIVALS
 from ._fit import LAWS as LAWS
 from ._fit import Fit as Fit
 from ._fit import fit as fit

@@ -13,8 +13,11 @@ Erlang-``k`` with ``k = round(1 / c2)`` below (exponential at ``k = 1``), the tw
 hyperexponential with balanced means (``p_i m_i`` equal) above; ``"exponential"`` keeps only
 the mean; ``"empirical"`` keeps the class's run times (:class:`~jaxqueue.dist.Empirical`; no
 file form).
-Arrivals: rate ``(n - 1) / (last - first submit)``, Poisson; the inter-arrival ``scv`` is
-reported (1 for Poisson arrivals). Goodness of fit: the Kolmogorov-Smirnov distance between a
+Arrivals: rate ``(n - 1) / (last - first submit)``; Poisson (``arrivals="poisson"``, the
+default: what the exact solver and workload files take) with the inter-arrival ``scv``
+reported (1 for Poisson arrivals), or a renewal law (``arrivals="renewal"``): the inter-arrival
+times fitted by their two moments by the rule of the service laws (an ``scv`` within 5% of 1
+stays Poisson). Goodness of fit: the Kolmogorov-Smirnov distance between a
 class's run times and its fitted law.
 """
 
@@ -33,10 +36,12 @@ from ..mjqm import Workload
 from ._read import JobLog
 from ._replay import trace_jobs
 
-__all__ = ["Fit", "fit", "LAWS"]
+__all__ = ["Fit", "fit", "LAWS", "ARRIVALS"]
 
 #: The ``laws`` :func:`fit` takes.
 LAWS = ("ph", "exponential", "empirical")
+#: The ``arrivals`` :func:`fit` takes.
+ARRIVALS = ("poisson", "renewal")
 _MAX_ERLANG = 100
 _EXP_BAND = 0.05  # an scv this close to 1 is fitted by the exponential
 
@@ -117,13 +122,16 @@ class Fit:
     """A workload fitted to a job log (:func:`fit`).
 
     Attributes:
-        workload: the fitted :class:`~jaxqueue.mjqm.Workload` (Poisson arrivals).
+        workload: the fitted :class:`~jaxqueue.mjqm.Workload` (its ``arrival``: ``None``
+            for Poisson arrivals, else the fitted renewal law).
         lam: the arrival rate. interarrival_scv: the log's inter-arrival scv.
         classes: one dict per class: ``cores``, ``prob``, ``jobs``, ``sizes`` (the core counts
             merged into it), ``law`` (the file fields), ``mean`` / ``fitted_mean``, ``scv`` /
             ``fitted_scv``, ``p99`` / ``fitted_p99``, ``work_share``, ``ks`` (goodness of
             fit: the Kolmogorov-Smirnov distance).
         rule: the class rule, in words. log: the jobs that ran.
+        arrival_law: the file fields of the inter-arrival law of mean 1 (the exponential for
+            Poisson arrivals).
     """
 
     workload: Workload
@@ -133,6 +141,7 @@ class Fit:
     rule: str
     log: JobLog
     laws: str
+    arrival_law: dict
 
     def as_dict(self) -> dict:
         """The JSON object of ``jaxqueue workload fit``."""
@@ -142,7 +151,8 @@ class Fit:
             "servers_from": self.log.servers_from,
             "jobs": len(self.log),
             "lam": self.lam,
-            "arrivals": "poisson",
+            "arrivals": "poisson" if self.workload.arrival is None else "renewal",
+            "arrival_law": self.arrival_law,
             "interarrival_scv": self.interarrival_scv,
             "laws": self.laws,
             "rule": self.rule,
@@ -154,6 +164,11 @@ class Fit:
         if self.laws == "empirical":
             raise ValueError(
                 "an empirical law has no workload-file form; fit with laws='ph' or 'exponential'"
+            )
+        if self.workload.arrival is not None:
+            raise ValueError(
+                "a renewal arrival law has no workload-file form (Poisson arrivals only); fit "
+                "with arrivals='poisson'"
             )
         name = name or self.workload.name
 
@@ -183,6 +198,7 @@ def fit(
     laws: str = "ph",
     min_share: float = 0.01,
     servers: int | None = None,
+    arrivals: str = "poisson",
 ) -> Fit:
     """Fit a workload to the job log ``log`` (a :class:`JobLog` or a path; its jobs that ran)
     by the rules of the module docstring.
@@ -191,6 +207,7 @@ def fit(
         max_classes: the most classes (>= 1). laws: one of :data:`LAWS`.
         min_share: a core count held by fewer jobs than this share is merged upwards.
         servers: the machine size (default: the log's ``MaxProcs``).
+        arrivals: one of :data:`ARRIVALS` (module docstring).
 
     Returns:
         :class:`Fit` (``.workload``, ``.lam``, the report ``.classes``, ``.to_toml()``).
@@ -204,6 +221,8 @@ def fit(
         raise ValueError(f"fit: max_classes must be an integer >= 1, got {max_classes!r}")
     if laws not in LAWS:
         raise ValueError(f"fit: laws must be one of {', '.join(LAWS)}, got {laws!r}")
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"fit: arrivals must be one of {', '.join(ARRIVALS)}, got {arrivals!r}")
     if not 0.0 <= min_share < 1.0:
         raise ValueError(f"fit: min_share must lie in [0, 1), got {min_share!r}")
     ran, s, _, _ = trace_jobs(log, servers)
@@ -213,6 +232,7 @@ def fit(
     lam = (len(ran) - 1) / span
     gaps = np.diff(ran.submit)
     ia_scv = float(gaps.var() / gaps.mean() ** 2)
+    arrival, ia_fields = _ph(1.0, ia_scv if arrivals == "renewal" else 1.0, "ph", gaps)
     kept, cls = _classes(ran.cores, max_classes, min_share)
     x_all = ran.runtime
     total_work = float(np.sum(ran.cores * x_all))
@@ -266,5 +286,8 @@ def fit(
     for suffix in (".gz", ".swf", ".csv"):
         base = base.removesuffix(suffix)
     name = base if ran.format in ("swf", "csv") and base else "fitted"
-    wl = Workload(s, kept, np.asarray(probs), services, name=name)
-    return Fit(wl, lam, ia_scv, rows, rule, ran, laws)
+    poisson = ia_fields["law"] == "exponential"
+    wl = Workload(
+        s, kept, np.asarray(probs), services, arrival=None if poisson else arrival, name=name
+    )
+    return Fit(wl, lam, ia_scv, rows, rule, ran, laws, ia_fields)

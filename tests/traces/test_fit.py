@@ -175,4 +175,34 @@ def test_fit_reports_bursty_arrivals():
     f = traces.fit(traces.synthetic(wl, 1.0, 20_000, key=jax.random.key(4)))
     assert f.lam == pytest.approx(1.0, rel=0.05)
     assert f.interarrival_scv == pytest.approx(4.0, rel=0.25)
-    assert f.as_dict()["arrivals"] == "poisson"
+    assert f.as_dict()["arrivals"] == "poisson" and f.workload.arrival is None
+
+
+def test_fit_renewal_arrivals():
+    """``arrivals="renewal"``: the bursty log's inter-arrival times fitted by two moments (a
+    balanced hyperexponential of mean 1 and the log's scv), used by the package's simulators
+    (a log drawn from the fitted workload has that scv); a Poisson log stays Poisson; no file
+    form for a renewal law."""
+    p = 0.5 * (1 + np.sqrt(3 / 5))
+    bursty = HyperExponential([1 / (2 * p), 1 / (2 * (1 - p))], [p, 1 - p])
+    wl = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2, arrival=bursty)
+    f = traces.fit(traces.synthetic(wl, 1.0, 20_000, key=jax.random.key(4)), arrivals="renewal")
+    law = f.workload.arrival
+    assert isinstance(law, HyperExponential) and f.as_dict()["arrivals"] == "renewal"
+    assert f.arrival_law["law"] == "hyperexponential"
+    assert float(law.mean()) == pytest.approx(1.0, rel=1e-12)
+    assert float(law.var()) == pytest.approx(f.interarrival_scv, rel=1e-12)
+    q = np.asarray(law.probs) * np.asarray(law.means)
+    assert q[0] == pytest.approx(q[1], rel=1e-12)  # balanced means
+    again = traces.synthetic(f.workload, f.lam, 20_000, key=jax.random.key(6))
+    gaps = np.diff(again.submit)
+    assert gaps.var() / gaps.mean() ** 2 == pytest.approx(f.interarrival_scv, rel=0.25)
+    with pytest.raises(ValueError, match="renewal arrival law has no workload-file form"):
+        f.to_toml()
+    poisson = Workload(4, [1, 2], [0.5, 0.5], [Exponential(1.0)] * 2)
+    g = traces.fit(
+        traces.synthetic(poisson, 1.0, 20_000, key=jax.random.key(4)), arrivals="renewal"
+    )
+    assert g.workload.arrival is None and g.arrival_law == {"law": "exponential", "mean": 1.0}
+    with pytest.raises(ValueError, match="arrivals must be one of poisson, renewal"):
+        traces.fit(DATA / "handwritten.swf", arrivals="hawkes")

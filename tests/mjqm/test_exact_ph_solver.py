@@ -161,7 +161,11 @@ def test_refusals_are_one_line():
             0.1,
             ["not Poisson", "Erlang"],
         ),
-        (scenarios.get("five-class-hyperexp"), 0.5, ["25,263 phases", "GB", "mjqm simulate"]),
+        (
+            scenarios.get("five-class-hyperexp"),
+            0.5,
+            ["25,263 phases", "494 GB", "R is dense (25,263^2, 5.11 GB", "mjqm simulate"],
+        ),
         (scenarios.get("five-class-erlang3"), 0.5, ["324,780 phases", "GB"]),
         (_workload("s2-erlang2-exp"), 1.2, ["lambda_c = 1.12787", "stability limit"]),
         (_workload("s2-erlang2-exp"), -1.0, ["positive"]),

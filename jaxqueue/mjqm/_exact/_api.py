@@ -101,11 +101,14 @@ def _check_size(size: dict, what: str) -> None:
     """Refuse, in one line, a ``what`` (the QBD, the phase-type QBD) beyond the limits on its
     phases per level and its memory."""
     budget, label = memory_budget(MAX_BYTES)
-    if size["phases"] > MAX_PHASES or size["bytes"] > budget:
+    n = size["phases"]
+    if n > MAX_PHASES or size["bytes"] > budget:
         raise ValueError(
-            f"exact: the {what} of this workload has {size['phases']:,} phases per level and "
+            f"exact: the {what} of this workload has {n:,} phases per level and "
             f"needs about {size['bytes'] / 1e9:.3g} GB (limits: {MAX_PHASES} phases, {label}); "
-            "use `mjqm simulate` or `mjqm sample`"
+            f"sparse blocks do not avoid it: the tail matrix R is dense ({n:,}^2, "
+            f"{8 * n**2 / 1e9:.3g} GB each; truncated levels instead: docs/concepts/exact.md, "
+            "beyond the dense limit); use `mjqm simulate` or `mjqm sample`"
         )
 
 

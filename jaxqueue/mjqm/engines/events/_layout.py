@@ -125,14 +125,16 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
     return Layout(per_need=True, pick=_picks.fronts_by_arrival)
 
 
-def first_buffer(workload, layout: Layout) -> int:
+def first_buffer(workload, layout: Layout, loads: int = 1) -> int:
     """Deque entries to start with. Most layouts touch one entry of a deque per event, so a
     round hardly costs more with more entries, while the replications that overflow go on
     alone, where a round costs its fixed overhead for a handful of them: four times the most
-    jobs in service and 8 more, at least 64. A layout whose pick may pass over its FIFO body
-    (``inside``): twice the most jobs in service and 8 more, at least 16. Rounded up to a
-    power of 2. Every job in a row: twice the most jobs in service and 8 more, at least 32;
-    ordered by a key pairwise (``by_key``), the most in service and 8 more, at least 16."""
+    jobs in service and 8 more, at least 64; with several ``loads`` side by side four times
+    that (their highest load fills the deques most, and each growth compiles the kernel
+    anew). A layout whose pick may pass over its FIFO body (``inside``): twice the most jobs
+    in service and 8 more, at least 16. Rounded up to a power of 2. Every job in a row: twice
+    the most jobs in service and 8 more, at least 32; ordered by a key pairwise (``by_key``),
+    the most in service and 8 more, at least 16."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
     if layout.by_key:  # a round costs the square of its rows
         return max(16, 1 << math.ceil(math.log2(most + 8)))
@@ -140,4 +142,4 @@ def first_buffer(workload, layout: Layout) -> int:
         return max(32, 1 << math.ceil(math.log2(2 * (most + 8))))
     if layout.inside:
         return max(16, 1 << math.ceil(math.log2(2 * (most + 8))))
-    return max(64, 1 << math.ceil(math.log2(4 * (most + 8))))
+    return max(64, 1 << math.ceil(math.log2(4 * (most + 8)))) * (4 if loads > 1 else 1)

@@ -209,7 +209,8 @@ def _runs(
     n_replications, warmup, n_jobs = sizes
     layout = layout_of(pol, workload.s, needs_of(workload))
     max_buffer = min(max_buffer, layout.max_buffer)
-    B = min(buffer or first_buffer(workload, layout), max_buffer)
+    loads = 1 if np.ndim(lam) == 0 else len(np.unique(lam))  # several side by side
+    B = min(buffer or first_buffer(workload, layout, loads), max_buffer)
     ids = np.arange(n_replications) if reps is None else np.asarray(reps)
     lams = None if np.ndim(lam) == 0 else np.asarray(lam, dt)
     args = (jnp.asarray(lam, dt), key) if lams is None else None

@@ -10,6 +10,7 @@ CASE_NAMES = (
     "degree-mix",
     "mjqm-max-rate",
     "mjqm-max-rate-exact",
+    "mjqm-p99-server-filling",
     "mjqm-speedup",
     "traffic-split",
     "typed-capacity",

@@ -19,7 +19,9 @@ Each case builds a :class:`~jaxqueue.optimize.Problem`, runs
   every class's mean wait under a target; ``mjqm-max-rate-exact`` the same on the exact waits
   of :func:`jaxqueue.mjqm.exact` (Newton's method on ``dW/dlam``);
 * ``mjqm-speedup``: the same queue at a fixed arrival rate: the smallest server speed-up
-  keeping every class's 90th percentile of the wait under a target.
+  keeping every class's 90th percentile of the wait under a target;
+* ``mjqm-p99-server-filling``: five-class-bpareto under server-filling, the largest rate
+  keeping the p99 wait under a target (Newton on :func:`jaxqueue.mjqm.sensitivity`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..pools import Pool, TypedPool, solve, stability
 from ..pools.structured import random_assignment_kernel, random_load_ratios
-from . import _mjqm_cases
+from . import _mjqm_cases, _mjqm_quantile
 from ._bf import SubsetBF, m_model_metrics, random_degree_metrics
 from ._minimize import minimize
 from ._problem import Positive, Problem, Simplex, Target
@@ -400,9 +402,9 @@ def degree_mix(fast: bool = False, progress=None):
     )
 
 
-def _mjqm_case(name):
+def _mjqm_case(name, module=_mjqm_cases):
     def run(fast: bool = False, progress=None):
-        return getattr(_mjqm_cases, name.replace("-", "_"))(fast=fast, progress=progress)
+        return getattr(module, name.replace("-", "_"))(fast=fast, progress=progress)
 
     return run
 
@@ -416,6 +418,7 @@ CASES: dict[str, Callable] = {
     "mjqm-max-rate": _mjqm_case("mjqm-max-rate"),
     "mjqm-speedup": _mjqm_case("mjqm-speedup"),
     "mjqm-max-rate-exact": _mjqm_case("mjqm-max-rate-exact"),
+    "mjqm-p99-server-filling": _mjqm_case("mjqm-p99-server-filling", _mjqm_quantile),
 }
 
 

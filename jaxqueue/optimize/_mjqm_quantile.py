@@ -1,0 +1,277 @@
+"""The largest arrival rate whose wait quantile meets a target under an event-engine policy.
+
+``mjqm-p99-server-filling``: five-class-bpareto under server-filling, p99 of the wait of all
+jobs at most ``P99["target"]``. No exact solver reaches it; the value and its derivative in
+``lam`` come from :func:`jaxqueue.mjqm.sensitivity` (common-random-number central differences
+of the replications' quantiles, each with a Student t interval), on one key at every rate (a
+sample-average problem: the iteration does not chase fresh noise). Then an independent long
+:func:`jaxqueue.mjqm.simulate` on another key re-checks the answer, and a grid search over the
+rate on the same sample reaches its answer to the same precision for a cost comparison.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+
+from jaxqueue.dist import HyperExponential
+from jaxqueue.mjqm import Workload, sensitivity, simulate
+from jaxqueue.scenarios import get as get_scenario
+
+from ._problem import OptimizeResult, Target, target_status
+from ._report import summarize as _summary
+
+__all__ = ["quantile_max_rate", "grid_max_rate", "mjqm_p99_server_filling", "P99"]
+
+P99 = {"policy": "server-filling", "q": 0.99, "target": 100.0, "lam0": 0.5, "rtol": 0.05}
+"""The full case: scenario five-class-bpareto, its target on the p99 wait, the starting rate
+and the precision (the answer's upper confidence bound within ``rtol`` under the target)."""
+
+P99_FAST = {"policy": "server-filling", "q": 0.99, "target": 10.0, "lam0": 0.3, "rtol": 0.1}
+"""The fast case on :func:`small_hyperexp_workload`."""
+
+
+def small_hyperexp_workload() -> Workload:
+    """Two classes on ``s = 4`` servers (1 and 2 cores, probabilities 0.6 / 0.4),
+    hyperexponential services of means 1 and 2 (squared coefficient of variation 5.5): the
+    ``fast`` size of ``mjqm-p99-server-filling`` (``lambda_ideal = 1.818``)."""
+    return Workload(
+        4,
+        [1, 2],
+        np.array([0.6, 0.4]),
+        [
+            HyperExponential(np.array([5.5, 0.5]), np.array([0.1, 0.9])),
+            HyperExponential(np.array([11.0, 1.0]), np.array([0.1, 0.9])),
+        ],
+        name="two-class-hyperexp-4",
+    )
+
+
+def _sizes(fast: bool) -> dict:
+    if fast:
+        return {
+            "search": {"n_jobs": 2000, "n_replications": 16},
+            "check": {"n_jobs": 20000, "n_replications": 16},
+            "max_iter": 8,
+        }
+    return {
+        "search": {"n_jobs": 10000, "n_replications": 32},
+        "check": {"n_jobs": 40000, "n_replications": 64},
+        "max_iter": 12,
+    }
+
+
+def _jobs(sizes: dict) -> int:
+    return int(sizes["n_jobs"]) * int(sizes["n_replications"])
+
+
+def quantile_max_rate(
+    workload, policy, q, target, *, lam0, hi0, key, sizes, rtol, max_iter, progress=None
+) -> dict:
+    """Largest ``lam`` whose wait quantile ``q`` under ``policy`` meets ``target``, by a
+    safeguarded Newton iteration on simulated values and derivatives with intervals.
+
+    At each rate :func:`~jaxqueue.mjqm.sensitivity` (``wrt=("lam",)``, on ``key``) gives the
+    quantile ``V`` with its interval ``[V_lo, V_hi]`` and ``dV/dlam`` with ``[D_lo, D_hi]``.
+    Stopping rule: ``target (1 - rtol) <= V_hi <= target`` (the rate meets the target with
+    confidence and is within ``rtol`` of it). Bracket: ``lo``, the largest rate with ``V_hi <=
+    target``; ``hi``, the smallest with ``V_lo > target`` or a run that is not stationary.
+    Step: Newton on ``phi = lam / V - lam / aim`` (linear in ``lam`` for the M/M/1 shape
+    ``a lam / (b - lam)``; ``aim = target (1 - rtol / 2) / (1 + h)`` with ``h`` the value's
+    relative half-width, so the next ``V_hi`` lands in the window), divided by ``1 + r`` with
+    ``r`` the derivative's relative half-width (the interval sets the step: a noisy slope
+    moves less); a step out of ``(lo, hi)`` or without a positive slope bisects instead.
+
+    Returns:
+        dict with ``lam`` (the best rate meeting the target with confidence), ``value``,
+        ``value_ci``, ``derivative``, ``derivative_ci``, ``converged``, ``iterations``, ``jobs``
+        (simulated jobs: three runs of ``sizes`` per rate) and ``history`` per rate.
+    """
+    lo, hi, lam = 0.0, float(hi0), float(lam0)
+    hist = {"lam": [], "value": [], "value_ci": [], "derivative": [], "derivative_ci": []}
+    hist["step"], best, converged, jobs, step = [], None, False, 0, "start"
+    for it in range(int(max_iter)):
+        res = sensitivity(
+            workload,
+            lam,
+            policy,
+            wrt=("lam",),
+            metric=f"wait_quantile({q})",
+            key=key,
+            override=True,
+            **sizes,
+        )
+        jobs += 3 * _jobs(sizes)
+        v, d = res.value, res.derivatives["lam"]
+        V, V_lo, V_hi = float(v.mean), float(v.low), float(v.high)
+        D, D_lo, D_hi = float(d.mean), float(d.low), float(d.high)
+        row = (lam, V, [V_lo, V_hi], D, [D_lo, D_hi], step)
+        for k, x in zip(hist, row, strict=True):
+            hist[k].append(x)
+        if progress is not None:
+            viol = math.log(V / target) if V > 0 and math.isfinite(V) else math.inf
+            progress(it, {"round": it + 1, "rounds": max_iter, "cost": -lam, "violation": viol})
+        usable = res.status not in ("overflow", "nonstationary") and math.isfinite(V_hi)
+        if usable and V_hi <= target:
+            lo = max(lo, lam)
+            best = (lam, V, [V_lo, V_hi], D, [D_lo, D_hi])
+            if V_hi >= target * (1.0 - rtol):
+                converged = True
+                break
+        elif not usable or V_lo > target:
+            hi = min(hi, lam)
+        new = math.nan
+        if usable and V > 0 and D > 0:
+            aim = target * (1.0 - 0.5 * rtol) / (1.0 + (V_hi - V) / V)
+            dphi = 1.0 / V - lam * D / V**2 - 1.0 / aim
+            if dphi < 0:
+                damp = 1.0 + 0.5 * (D_hi - D_lo) / D  # a noisy slope: a shorter step
+                new = lam - (lam / V - lam / aim) / dphi / damp
+        if math.isfinite(new) and lo < new < hi:
+            lam, step = new, "newton"
+        else:
+            lam, step = 0.5 * (lo + hi), "bisect"
+        if hi - lo <= 0.25 * rtol * max(lo, 1e-300):
+            break
+    if best is None:
+        raise RuntimeError("quantile_max_rate: no rate meeting the target was found")
+    lam, V, V_ci, D, D_ci = best
+    return {
+        "lam": lam,
+        "value": V,
+        "value_ci": V_ci,
+        "derivative": D,
+        "derivative_ci": D_ci,
+        "converged": converged,
+        "iterations": len(hist["lam"]),
+        "jobs": jobs,
+        "history": hist,
+    }
+
+
+def grid_max_rate(workload, policy, q, target, *, lam0, lam_hi, key, sizes, rtol) -> dict:
+    """The grid search the Newton iteration is compared with: the rates ``lam0 (1 + rtol /
+    e)^k`` upwards (``e``: the elasticity ``d log V / d log lam`` at the answer, so that
+    neighbouring rates' quantiles differ by about ``rtol``), each simulated once on ``key``
+    with ``sizes`` (:func:`~jaxqueue.mjqm.simulate`, the quantile's interval), until the first
+    whose upper bound exceeds ``target`` (or ``lam_hi``). Returns ``lam`` (the last rate
+    meeting the target with confidence; ``nan`` if none), ``value_ci``, ``points`` and
+    ``jobs``."""
+    ratio = 1.0 + float(rtol)
+    lam, best, points = float(lam0), (math.nan, [math.nan, math.nan]), 0
+    while lam < lam_hi:
+        r = simulate(workload, lam, policy, key=key, **sizes)
+        points += 1
+        e = r.wait_quantile_ci(q)
+        if r.status in ("overflow", "nonstationary") or not float(e.high) <= target:
+            break
+        best = (lam, [float(e.low), float(e.high)])
+        lam *= ratio
+    return {"lam": best[0], "value_ci": best[1], "points": points, "jobs": points * _jobs(sizes)}
+
+
+def _recheck(workload, policy, q, lam, key, sizes) -> dict:
+    r = simulate(workload, lam, policy, key=key, **sizes)
+    e = r.wait_quantile_ci(q)
+    return {
+        "value": float(e.mean),
+        "ci": [float(e.low), float(e.high)],
+        "status": str(r.status),
+        "jobs": _jobs(sizes),
+    }
+
+
+def mjqm_p99_server_filling(fast: bool = False, progress=None, seed: int = 0):
+    """The largest arrival rate of five-class-bpareto under server-filling such that the
+    99th percentile of the wait of all jobs is at most ``P99["target"]``
+    (:func:`quantile_max_rate`), re-checked by an independent long simulation, with the cost
+    (simulated jobs) of a grid search reaching the same answer. With ``fast`` the same on
+    :func:`small_hyperexp_workload` (``P99_FAST``)."""
+    c = P99_FAST if fast else P99
+    wl = small_hyperexp_workload() if fast else get_scenario("five-class-bpareto")
+    sz = _sizes(fast)
+    k = jax.random.key(seed)
+    k_opt, k_check = jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)
+    pol, q, target, rtol = c["policy"], c["q"], c["target"], c["rtol"]
+    lam_ideal = float(wl.lambda_ideal())
+    sol = quantile_max_rate(
+        wl,
+        pol,
+        q,
+        target,
+        lam0=c["lam0"],
+        hi0=lam_ideal,
+        key=k_opt,
+        sizes=sz["search"],
+        rtol=rtol,
+        max_iter=sz["max_iter"],
+        progress=progress,
+    )
+    lam = sol["lam"]
+    check = _recheck(wl, pol, q, lam, k_check, sz["check"])
+    elasticity = max(sol["derivative"] * lam / sol["value"], 1.0)
+    grid = grid_max_rate(
+        wl,
+        pol,
+        q,
+        target,
+        lam0=c["lam0"],
+        lam_hi=lam_ideal,
+        key=k_opt,
+        sizes=sz["search"],
+        rtol=rtol / elasticity,
+    )
+    grid["check"] = _recheck(wl, pol, q, grid["lam"], k_check, sz["check"])
+    name = f"W_p{round(100 * q)}"
+    metrics = {name: check["value"], "margin": 1.0 - lam / lam_ideal}
+    target_obj = Target(name, target)
+    slack = [target_obj.slack(metrics)]
+    stable = check["status"] not in ("overflow", "nonstationary")
+    met = bool(stable and slack[0] >= 0)
+    h = sol["history"]
+    res = OptimizeResult(
+        params={"lam": np.asarray(lam)},
+        cost=-lam,
+        metrics=metrics,
+        slack=slack,
+        targets_met=met,
+        stable=stable,
+        history={
+            "cost": -np.asarray(h["lam"]),
+            "violation": np.log(np.asarray(h["value"]) / target),
+            "loss": -np.asarray(h["lam"]),
+        },
+        relaxed_params={"lam": np.asarray(lam)},
+        polish_factor=1.0,
+        status=target_status(met, stable),
+        targets=[target_obj.label],
+    )
+    return res, _summary(
+        res,
+        {
+            "case": "mjqm-p99-server-filling",
+            "scenario": wl.name,
+            "policy": pol,
+            "objective": f"maximise lam (cost = -lam), wait quantile {q:g} of all jobs",
+            "lam": lam,
+            "lambda_ideal": lam_ideal,
+            "targets": {name: [target]},
+            "params": {"lam": lam},
+            "metrics": {name: check["value"], f"{name}_ci": check["ci"]},
+            "search": {
+                "value": sol["value"],
+                "value_ci": sol["value_ci"],
+                "derivative": sol["derivative"],
+                "derivative_ci": sol["derivative_ci"],
+                "converged": sol["converged"],
+                "iterations": sol["iterations"],
+                "jobs": sol["jobs"],
+                "history": sol["history"],
+            },
+            "recheck": check,
+            "grid": grid,
+            "sizes": sz,
+        },
+    )

@@ -550,6 +550,14 @@ def activity(desc: str):
         bar.close()
 
 
+def on_bar():
+    """A ``callable(str)`` that shows its text after the live progress bar of :func:`activity`
+    (the fraction done of a run), or ``None`` when no bar is shown (the run then skips the
+    work of telling it)."""
+    bar = _BAR.get()
+    return None if bar is None else bar.set_postfix_str
+
+
 def log(msg: str) -> None:
     """Progress and logs go to stderr (process 0 only) through :data:`LOGGER` (info level)."""
     LOGGER.info(msg)

@@ -23,6 +23,7 @@ from ._common import (
     log,
     names_a_file,
     nonnegative,
+    on_bar,
     positive,
     usage_errors,
 )
@@ -155,6 +156,7 @@ def _run(args) -> int:
         queue_size=args.queue_size,
         max_queue_size=cap,
         level=args.level,
+        progress=on_bar(),
     )
     out = {
         "pool": args.pool,

@@ -14,7 +14,7 @@ holding time ``1 / R`` of each state instead of a sampled one (unbiased, less va
 per-class mean numbers of jobs give the delays of eq. (9) by Little's law.
 
 Two layouts of the same chain (the same jumps from the same uniforms, tested equal): class
-queues (class pools, :func:`_fifo_chain`: a FIFO ring per class, O(N S) per jump) and
+queues (class pools, :func:`_fifo_blocks`: a FIFO ring per class, O(N S) per jump) and
 per-server queues (random assignment, :func:`_server_step`: each server lists the jobs it may
 serve in queue order, O(sqrt(S) + D C) per jump for rows of C entries).
 
@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, Int
 
 from .._random import bits_to_unit, keypair, threefry2x32
 
-__all__ = ["KernelParams", "KernelSpec", "ChainStats", "run_chain"]
+__all__ = ["KernelParams", "KernelSpec", "ChainStats", "chain_start", "run_blocks", "run_chain"]
 
 
 class KernelSpec(eqx.Module):
@@ -652,8 +652,9 @@ def _like_key(key, tree):
     return jax.tree.map(lambda x: x + zero.astype(x.dtype), tree)
 
 
-def _fifo_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
-    """:func:`run_chain` on class queues: ``(totals, event counts, n_max, n)``.
+def _fifo_blocks(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
+    """:func:`run_chain` on class queues, as :func:`_chain_blocks` (totals, event counts,
+    n_max, n).
 
     The carry of a jump is the rings, one int32 vector ``meta`` (heads, sizes, next stamp,
     number of jobs, its maximum, the block's event counts), the block's float totals, and
@@ -702,9 +703,12 @@ def _fifo_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
         counts = meta[-4:] * jnp.array([on, on, on, True], jnp.int32)  # overflow: warm-up too
         return ring, meta, total + on.astype(dtype) * acc, events + counts
 
+    def result(carry):
+        _, meta, tot, ev = carry
+        return tot, ev, meta[2 * N + 1] + meta[2 * N], meta[2 * N]
+
     init = _like_key(key, (ring0, meta0, zero, jnp.zeros((4,), jnp.int32)))
-    _, meta, tot, ev = jax.lax.fori_loop(0, n_warm + n_chunks, block, init)
-    return tot, ev, meta[2 * N + 1] + meta[2 * N], meta[2 * N]
+    return init, block, result
 
 
 def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> ChainStats:
@@ -725,11 +729,34 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
     Returns:
         ``ChainStats`` of the measured jumps.
     """
+    init, block, result = _chain_blocks(spec, params, key, n_warm, n_chunks)
+    return _chain_stats(spec, result(jax.lax.fori_loop(0, n_warm + n_chunks, block, init)))
+
+
+def chain_start(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
+    """The state of one replication of :func:`run_chain` before its first block."""
+    return _chain_blocks(spec, params, key, n_warm, n_chunks)[0]
+
+
+def run_blocks(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks, state, lo, hi):
+    """Blocks ``lo`` to ``hi - 1`` of :func:`run_chain` from ``state`` (:func:`chain_start`
+    for ``lo = 0``): ``(state after them, ChainStats so far)``. The blocks in a few calls give
+    the numbers of one call (the same operations in the same order)."""
+    _, block, result = _chain_blocks(spec, params, key, n_warm, n_chunks)
+    state = jax.lax.fori_loop(lo, hi, block, state)
+    return state, _chain_stats(spec, result(state))
+
+
+def _chain_blocks(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
+    """The loop of :func:`run_chain` in pieces: ``(initial state, block(c, state) -> state,
+    result(state) -> (totals, event counts, n_max, n))``."""
+    blocks = _fifo_blocks if spec.class_queues else _server_blocks
+    return blocks(spec, params, key, n_warm, n_chunks)
+
+
+def _chain_stats(spec: KernelSpec, result) -> ChainStats:
     N = spec.n_classes
-    if spec.class_queues:
-        tot, ev, n_max, n = _fifo_chain(spec, params, key, n_warm, n_chunks)
-    else:
-        tot, ev, n_max, n = _server_chain(spec, params, key, n_warm, n_chunks)
+    tot, ev, n_max, n = result
     return ChainStats(
         time=tot[0],
         area=tot[4 : 4 + N],
@@ -746,8 +773,8 @@ def run_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks) -> 
     )
 
 
-def _server_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
-    """:func:`run_chain` on per-server queues: ``(totals, event counts, n_max, n)``."""
+def _server_blocks(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks):
+    """:func:`run_chain` on per-server queues, as :func:`_chain_blocks`."""
     dtype = params.mu_ext.dtype
     N = spec.n_classes
     state0 = _server_state(spec, dtype)
@@ -782,5 +809,4 @@ def _server_chain(spec: KernelSpec, params: KernelParams, key, n_warm, n_chunks)
 
     i32 = jnp.zeros((), jnp.int32)
     init = _like_key(key, (state0, zero[:-4], jnp.zeros((4,), jnp.int32), i32, i32))
-    _, tot, ev, n_max, n = jax.lax.fori_loop(0, n_warm + n_chunks, block, init)
-    return tot, ev, n_max, n
+    return init, block, lambda carry: carry[1:]

@@ -18,6 +18,7 @@ not much longer than its own correlation time, too short to tell), ``unconverged
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time as _time
 
@@ -29,7 +30,7 @@ from .._sharding import batch_mesh, shard_batch, to_host
 from .._tables import per_class
 from ..dist import Law, PhaseMixture, phase_mixture
 from ..stats import Result, Status, StatusRules, drift, judge, log_mean_ci
-from ._kernel import KernelParams, KernelSpec, run_chain
+from ._kernel import KernelParams, KernelSpec, chain_start, run_blocks, run_chain
 from ._model import RandomModel, as_assignment, check_stability
 
 __all__ = ["SchedResult", "simulate", "simulate_sweep", "MIN_REPLICATIONS", "MIN_EFFECTIVE"]
@@ -51,6 +52,9 @@ Whitt 1989, and relaxation time ``1 / (1 - sqrt(rho))^2``), so with the default 
 as the run) ``n_eff >= 5`` means a warm-up of >= 5 relaxation times (start-empty bias
 <= e^-5 of the initial deficit) and halves of >= 5 tau_int each, nearly independent, for the
 drift test to compare. Below, the run is too short to tell."""
+
+PARTS = 20
+"""Calls a run with ``progress`` is split into (the fraction done is told after each)."""
 
 
 class SchedResult(Result):
@@ -153,13 +157,44 @@ def _run_batch(spec: KernelSpec, params: KernelParams, key, reps, n_warm, n_chun
     r)``): one ``vmap`` over the R P pairs, replication-major (each device's replications keep
     every point), stats shaped (P, R, ...). One map, not one per axis: each map batches the
     kernel's loops again."""
-    P, R = params.lam.shape[0], reps.shape[0]
+    flat, keys = _pairs(params, key, reps)
+    out = jax.vmap(run_chain, in_axes=(None, 0, 0, None, None))(spec, flat, keys, n_warm, n_chunks)
+    return _points_first(out, reps.shape[0], params.lam.shape[0])
+
+
+def _points_first(stats, R, P):
+    """Stats of the R P pairs (replication-major) shaped (P, R, ...)."""
+    return jax.tree_util.tree_map(
+        lambda x: jnp.swapaxes(x.reshape(R, P, *x.shape[1:]), 0, 1), stats
+    )
+
+
+def _pairs(params, key, reps):
+    """The parameters and keys of the R P pairs of :func:`_run_batch`."""
+    R = reps.shape[0]
     keys = jax.vmap(lambda r: jax.random.fold_in(key, r))(reps)
     flat = jax.tree_util.tree_map(lambda x: jnp.tile(x, (R,) + (1,) * (x.ndim - 1)), params)
-    out = jax.vmap(run_chain, in_axes=(None, 0, 0, None, None))(
-        spec, flat, jnp.repeat(keys, P), n_warm, n_chunks
+    return flat, jnp.repeat(keys, params.lam.shape[0])
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _start_blocks(spec: KernelSpec, params: KernelParams, key, reps, n_warm, n_chunks):
+    """The state of every pair of :func:`_run_batch` before its first block."""
+    flat, keys = _pairs(params, key, reps)
+    return jax.vmap(chain_start, in_axes=(None, 0, 0, None, None))(
+        spec, flat, keys, n_warm, n_chunks
     )
-    return jax.tree_util.tree_map(lambda x: jnp.swapaxes(x.reshape(R, P, *x.shape[1:]), 0, 1), out)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _run_blocks(spec: KernelSpec, params: KernelParams, key, reps, n_warm, n_chunks, state, lo, hi):
+    """Blocks ``lo`` to ``hi - 1`` of :func:`_run_batch` from ``state``: ``(state after them,
+    stats shaped (P, R, ...) so far)`` (one program for every ``lo``, ``hi``)."""
+    flat, keys = _pairs(params, key, reps)
+    state, out = jax.vmap(run_blocks, in_axes=(None, 0, 0, None, None, 0, None, None))(
+        spec, flat, keys, n_warm, n_chunks, state, lo, hi
+    )
+    return state, _points_first(out, reps.shape[0], params.lam.shape[0])
 
 
 def _abstract(x, sharded: bool = False):
@@ -169,17 +204,39 @@ def _abstract(x, sharded: bool = False):
 
 
 @functools.lru_cache(maxsize=16)  # the most recently used executables, one per signature
-def _executable(spec: KernelSpec, abstract_args: tuple):
-    return _run_batch.lower(spec, *abstract_args).compile()
+def _executable(fn, spec: KernelSpec, abstract_args: tuple):
+    return fn.lower(spec, *abstract_args).compile()
 
 
-def _compiled(spec, params, key, reps, counts):
-    """The ahead-of-time compiled ``_run_batch`` for these arguments (so that the timed call
-    excludes compilation). Returns ``(executable, seconds spent compiling or looking up)``."""
-    shapes = jax.tree_util.tree_map(_abstract, (params, key, *counts))
-    abstract = (shapes[0], shapes[1], _abstract(reps, sharded=True), *shapes[2:])
+def _compiled(fn, spec, args, placed=(2,)):
+    """The ahead-of-time compiled ``fn(spec, *args)`` (so that the timed call excludes
+    compilation); it depends on the sharding of the arguments numbered in ``placed`` (the
+    replications, the state of the pairs). Returns ``(executable, seconds spent compiling or
+    looking up)``."""
+    abstract = tuple(
+        jax.tree_util.tree_map(functools.partial(_abstract, sharded=i in placed), a)
+        for i, a in enumerate(args)
+    )
     t0 = _time.perf_counter()
-    return _executable(spec, abstract), _time.perf_counter() - t0
+    return _executable(fn, spec, abstract), _time.perf_counter() - t0
+
+
+def _run_in_parts(spec, args, progress, label):
+    """``_run_batch(spec, *args)`` as :data:`PARTS` calls of one program (:func:`_run_blocks`),
+    the state handed from call to call, telling ``progress`` the blocks done after each.
+    Returns ``(stats, compile s, run s)``."""
+    start, c_start = _compiled(_start_blocks, spec, args)
+    state = start(*args)
+    n = int(args[3]) + int(args[4])
+    bounds = [*range(0, n, -(-n // PARTS)), n]
+    lo = jnp.asarray(0, jnp.int32)
+    run, c_run = _compiled(_run_blocks, spec, (*args, state, lo, lo), placed=(2, 5))
+    t0 = _time.perf_counter()
+    for lo, hi in itertools.pairwise(bounds):
+        state, stats = run(*args, state, jnp.asarray(lo, jnp.int32), jnp.asarray(hi, jnp.int32))
+        jax.block_until_ready(stats)
+        progress(f"{label}{hi}/{n} blocks of {spec.chunk} jumps ({hi / n:.0%})")
+    return stats, c_start + c_run, _time.perf_counter() - t0
 
 
 def _replications(replications: int):
@@ -208,6 +265,7 @@ def simulate_sweep(
     level: float = 0.95,
     dtype=None,
     throw: bool = False,
+    progress=None,
 ) -> SchedResult:
     """Simulate the scheduler at P sweep points, R replications each.
 
@@ -232,6 +290,8 @@ def simulate_sweep(
         dtype: float dtype of the simulation (default: JAX's default float).
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
             (default: return the result with its status).
+        progress: optional ``callable(str)``, told the blocks of ``chunk`` jumps done (warm-up
+            included) out of all, in :data:`PARTS` steps; the numbers are those without it.
 
     Returns:
         ``SchedResult`` with a leading sweep axis.
@@ -252,7 +312,15 @@ def simulate_sweep(
     reps = _replications(replications)
     counts = (jnp.asarray(n_warm, jnp.int32), jnp.asarray(n_chunks, jnp.int32))
     stats, q_used, compile_s, elapsed, runs = _run_points(
-        params, shape, chunk, (key, reps), counts, replications, queue_size, max_queue_size
+        params,
+        shape,
+        chunk,
+        (key, reps),
+        counts,
+        replications,
+        queue_size,
+        max_queue_size,
+        progress,
     )
     res = _summary(
         stats,
@@ -337,11 +405,14 @@ def _kernel_params(pool, lam, alpha, mix, dtype):
     return params, (S, width, N, random_d, single)
 
 
-def _run_points(params, shape, chunk, keys, counts, replications, queue_size, max_queue_size):
+def _run_points(
+    params, shape, chunk, keys, counts, replications, queue_size, max_queue_size, progress
+):
     """Run every point at the initial buffer size; rerun only the points whose buffer
     overflowed with a doubled size (same ``keys``, the key and the replication indices: a run
-    that does not overflow does not depend on the size). Returns ``(stats (P, R, ...), buffer
-    size used per point, compile s, run s, points run)``."""
+    that does not overflow does not depend on the size). With ``progress``, each run goes in
+    parts (:func:`_run_in_parts`). Returns ``(stats (P, R, ...), buffer size used per point,
+    compile s, run s, points run)``."""
     P = params.lam.shape[0]
     pending = np.arange(P)
     q = int(queue_size)
@@ -352,10 +423,16 @@ def _run_points(params, shape, chunk, keys, counts, replications, queue_size, ma
     while pending.size:
         # the points rerun, selected on the host (a gather would compile per shape)
         sub = jax.tree_util.tree_map(lambda x, i=pending: jax.device_put(np.asarray(x)[i]), params)
-        compiled, c_s = _compiled(KernelSpec(q, *shape, chunk), sub, *keys, counts)
-        t0 = _time.perf_counter()
-        part = jax.block_until_ready(compiled(sub, *keys, *counts))
-        elapsed += _time.perf_counter() - t0
+        spec, args = KernelSpec(q, *shape, chunk), (sub, *keys, *counts)
+        if progress is None:
+            compiled, c_s = _compiled(_run_batch, spec, args)
+            t0 = _time.perf_counter()
+            part = jax.block_until_ready(compiled(*args))
+            run_s = _time.perf_counter() - t0
+        else:
+            again = f"{pending.size} of {P} points again with a buffer of {q}: " if runs else ""
+            part, c_s, run_s = _run_in_parts(spec, args, progress, again)
+        elapsed += run_s
         compile_s += c_s
         runs += pending.size
         part = jax.tree_util.tree_map(lambda x: to_host(x)[:, :replications], part)

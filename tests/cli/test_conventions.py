@@ -137,9 +137,16 @@ def test_progress_line_on_stderr_leaves_stdout_alone_internal(monkeypatch, capsy
     out, err = capsys.readouterr()
     assert json.loads(out)["delay"] > 0
     assert "jaxqueue sched simulate: 00:0" in err and "sched simulate: 4 replications" in err
+    # the fraction done: 2,000 warm-up and 2,000 measured jumps in blocks of 1,000
+    assert "2/4 blocks of 1000 jumps (50%)" in err and "4/4 blocks of 1000 jumps (100%)" in err
     assert main([*argv, "-q"]) == 0
-    err = capsys.readouterr().err
+    quiet, err = capsys.readouterr()
     assert "00:0" not in err and "replications x" not in err  # warnings only
+    # the run told its fraction on the bar gives the numbers of one run without a bar
+    timed = ("jumps_per_s", "elapsed_s")
+    assert {k: v for k, v in json.loads(out).items() if k not in timed} == {
+        k: v for k, v in json.loads(quiet).items() if k not in timed
+    }
 
 
 def test_demo_json_is_one_object_internal(monkeypatch, capsys):

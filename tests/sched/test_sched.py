@@ -325,6 +325,25 @@ def test_buffer_grows_and_result_independent_of_buffer():
     np.testing.assert_array_equal(small.L_reps, big.L_reps)
 
 
+def test_progress_tells_the_fraction_done_and_changes_no_number():
+    """``progress``: the blocks done out of all (45 blocks of 200 jumps, warm-up included, told
+    every 3 blocks), from the start again for the point rerun with a larger buffer; every
+    number as in one call without it."""
+    pool, lam = ClassAssignment([[0]], [1.0]), [[0.3], [0.9]]
+    kw = dict(key=jax.random.key(3), replications=8, jumps=5000, warmup=4000, chunk=200)
+    kw.update(law=get_law("exp"), m=np.ones(2), queue_size=16, max_queue_size=32)
+    told = []
+    res = simulate_sweep(pool, lam, progress=told.append, **kw)
+    plain = simulate_sweep(pool, lam, **kw)
+    steps = [f"{k}/45 blocks of 200 jumps ({k / 45:.0%})" for k in range(3, 46, 3)]
+    assert steps[0] == "3/45 blocks of 200 jumps (7%)" and steps[-1].startswith("45/45")
+    again = [f"1 of 2 points again with a buffer of 32: {t}" for t in steps]
+    assert list(plain.queue_size) == [16, 32] and told == steps + again
+    for name, value in vars(plain).items():
+        if name not in ("jumps_per_s", "compile_s"):
+            np.testing.assert_array_equal(getattr(res, name), value, err_msg=name)
+
+
 def test_random_assignment_row_overflow_grows_the_buffer():
     """A full server row (C = 8 entries at a 64-job buffer) drops the arrival and counts it;
     the rerun with a larger buffer (and rows) gives the numbers of a large buffer from the

@@ -400,9 +400,9 @@ def sensitivity(
     start = Start.check("sensitivity", "start", start)
     differences = Differences.check("sensitivity", "differences", differences)
     n_warmup, h, everywhere = start.n_warmup, differences.h, differences.everywhere
-    start = start.kind
-    pol = FCFS() if policy is None else parse_policy(policy)
+    pol = FCFS() if policy is None else parse_policy(policy).bind(workload)
     fcfs = isinstance(pol, FCFS)
+    start = start.kind if fcfs else "empty"  # the event engine starts its queues empty
     warm = int(n_warmup) if n_warmup is not None else (0 if start == "backward" else n_jobs // 5)
     if not 0 <= warm <= n_jobs - 4:
         raise ValueError(f"n_warmup: need 0 <= n_warmup <= n_jobs - 4, got {warm}, {n_jobs}")
@@ -440,7 +440,6 @@ def sensitivity(
         )
         cut, pooled = [], None
     else:
-        start = "empty"
         out, methods, (y, yc, halves), cut, pooled = _events(
             workload, lam, pol, wrt, kind, q, kf, n_jobs, R, warm, dtype, h
         )

@@ -152,24 +152,33 @@ def quantile_max_rate(
 
 
 def grid_max_rate(workload, policy, q, target, *, lam0, lam_hi, key, sizes, rtol) -> dict:
-    """The grid search the Newton iteration is compared with: the rates ``lam0 (1 + rtol /
-    e)^k`` upwards (``e``: the elasticity ``d log V / d log lam`` at the answer, so that
-    neighbouring rates' quantiles differ by about ``rtol``), each simulated once on ``key``
-    with ``sizes`` (:func:`~jaxqueue.mjqm.simulate`, the quantile's interval), until the first
-    whose upper bound exceeds ``target`` (or ``lam_hi``). Returns ``lam`` (the last rate
-    meeting the target with confidence; ``nan`` if none), ``value_ci``, ``points`` and
-    ``jobs``."""
-    ratio = 1.0 + float(rtol)
-    lam, best, points = float(lam0), (math.nan, [math.nan, math.nan]), 0
+    """The grid search the Newton iteration is compared with: the rates ``lam0 (1 + rtol)^k``
+    upwards, each simulated once with ``sizes`` on the sample of :func:`quantile_max_rate`'s
+    value runs on ``key`` (``sensitivity`` draws its jobs from the second half of its key:
+    the same quantile at the same rate), until the first whose upper bound exceeds ``target``
+    (or ``lam_hi``). Returns ``lam`` (the last rate meeting the target with confidence;
+    ``nan`` if none), ``value_ci``, ``points``, ``jobs`` and ``history`` (``lam``,
+    ``value_ci`` per point)."""
+    jobs_key = jax.random.split(key)[1]
+    lam, best = float(lam0), (math.nan, [math.nan, math.nan])
+    hist = {"lam": [], "value_ci": []}
     while lam < lam_hi:
-        r = simulate(workload, lam, policy, key=key, **sizes)
-        points += 1
+        r = simulate(workload, lam, policy, key=jobs_key, **sizes)
         e = r.wait_quantile_ci(q)
+        hist["lam"].append(lam)
+        hist["value_ci"].append([float(e.low), float(e.high)])
         if r.status in ("overflow", "nonstationary") or not float(e.high) <= target:
             break
         best = (lam, [float(e.low), float(e.high)])
-        lam *= ratio
-    return {"lam": best[0], "value_ci": best[1], "points": points, "jobs": points * _jobs(sizes)}
+        lam *= 1.0 + float(rtol)
+    points = len(hist["lam"])
+    return {
+        "lam": best[0],
+        "value_ci": best[1],
+        "points": points,
+        "jobs": points * _jobs(sizes),
+        "history": hist,
+    }
 
 
 def _recheck(workload, policy, q, lam, key, sizes) -> dict:
@@ -211,7 +220,7 @@ def mjqm_p99_server_filling(fast: bool = False, progress=None, seed: int = 0):
     )
     lam = sol["lam"]
     check = _recheck(wl, pol, q, lam, k_check, sz["check"])
-    elasticity = max(sol["derivative"] * lam / sol["value"], 1.0)
+    elasticity = sol["derivative"] * lam / sol["value"]  # d log V / d log lam
     grid = grid_max_rate(
         wl,
         pol,
@@ -221,7 +230,7 @@ def mjqm_p99_server_filling(fast: bool = False, progress=None, seed: int = 0):
         lam_hi=lam_ideal,
         key=k_opt,
         sizes=sz["search"],
-        rtol=rtol / elasticity,
+        rtol=rtol / elasticity if elasticity > 0 else rtol,
     )
     grid["check"] = _recheck(wl, pol, q, grid["lam"], k_check, sz["check"])
     name = f"W_p{round(100 * q)}"
@@ -271,7 +280,7 @@ def mjqm_p99_server_filling(fast: bool = False, progress=None, seed: int = 0):
                 "history": sol["history"],
             },
             "recheck": check,
-            "grid": grid,
+            "grid": grid | {"spacing": rtol / elasticity if elasticity > 0 else rtol},
             "sizes": sz,
         },
     )

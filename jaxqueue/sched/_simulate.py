@@ -226,7 +226,7 @@ def _run_in_parts(spec, args, progress, label):
     the state handed from call to call, telling ``progress`` the blocks done after each.
     Returns ``(stats, compile s, run s)``."""
     start, c_start = _compiled(_start_blocks, spec, args)
-    state = start(*args)
+    state = jax.device_put(start(*args), args[2].sharding)  # the replications' devices
     n = int(args[3]) + int(args[4])
     bounds = [*range(0, n, -(-n // PARTS)), n]
     lo = jnp.asarray(0, jnp.int32)

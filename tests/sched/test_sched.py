@@ -574,7 +574,8 @@ def test_slow_random_assignment_baseline():
 
 @pytest.mark.slow
 def test_slow_sharded_replications_match_single_device():
-    """Replications sharded over 4 host devices (6 padded to 8) give the same numbers."""
+    """Replications sharded over 4 host devices (6 padded to 8) give the same numbers, with
+    ``progress`` (the run in parts) too."""
     import json
     import os
     import pathlib
@@ -589,7 +590,11 @@ def test_slow_sharded_replications_match_single_device():
         "r = simulate(ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0]), [1.0, 1.0],"
         " get_law('bimodal'), m=1.0, key=jax.random.key(5), replications=6, jumps=3000,"
         " warmup=0, queue_size=32)\n"
-        "print(json.dumps({'n': len(jax.devices()), 'L': r.L_reps.tolist()}))\n"
+        "p = simulate(ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0]), [1.0, 1.0],"
+        " get_law('bimodal'), m=1.0, key=jax.random.key(5), replications=6, jumps=3000,"
+        " warmup=0, queue_size=32, progress=lambda text: None)\n"
+        "print(json.dumps({'n': len(jax.devices()), 'L': r.L_reps.tolist(),"
+        " 'P': p.L_reps.tolist()}))\n"
     )
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
@@ -599,6 +604,7 @@ def test_slow_sharded_replications_match_single_device():
     )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["n"] == 4
+    assert got["P"] == got["L"]  # the run in parts, its state kept on the devices
     ref = simulate(
         ClassAssignment([[0, 2], [1, 2]], [1.0, 1.0, 1.0]),
         [1.0, 1.0],

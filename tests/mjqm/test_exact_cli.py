@@ -111,6 +111,8 @@ def test_exact_quantiles_and_tail_json_are_erlang_c(tmp_path, capsys):
         assert list(o["wait_quantiles"]) == ["0.5", ".9", "0.99"]
         assert list(o["wait_tail"]) == ["0", "1", "10.0"]
         assert o["p_wait"] == pytest.approx(C, abs=1e-10)
+        # the reported bound on the uniformisation's truncation of P(W > t)
+        assert 0.0 <= o["wait_tail_error"] <= 1e-10
         for key, t in (("0", 0.0), ("1", 1.0), ("10.0", 10.0)):
             assert o["wait_tail"][key] == pytest.approx(C * math.exp(-0.5 * t), abs=1e-10)
         for key, q in (("0.5", 0.5), (".9", 0.9), ("0.99", 0.99)):

@@ -67,7 +67,9 @@ def test_phase_type_json_keys_and_numbers(tmp_path, capsys):
     assert set(res["wait_quantiles"]) == {"0.5", "0.99"} and set(res["wait_tail"]) == {"0.5", "2"}
     assert res["wait_quantiles"]["0.99"] == pytest.approx(exp["wait_quantile"], rel=1e-6)
     assert res["wait_tail"]["2"] == pytest.approx(exp["wait_tail"][1], rel=1e-6)
+    assert 0.0 <= res["wait_tail_error"] <= 1e-10
     for k, c in enumerate(res["classes"]):
+        assert 0.0 <= c["wait_tail_error"] <= 1e-10
         assert c["wait_mean"] == pytest.approx(exp["wait_mean_class"][k], rel=1e-6)
         assert c["p_wait"] == pytest.approx(exp["p_wait_class"][k], rel=1e-6)
         assert c["wait_tail"]["0.5"] == pytest.approx(exp["wait_tail_class"][0][k], rel=1e-6)

@@ -91,16 +91,23 @@ def mean_ci(
     m = jnp.mean(x, axis=axis)
     sd = jnp.std(x, axis=axis, ddof=1)
     se = sd / np.sqrt(n)
-    c = 0.0
+    if isinstance(m, jax.core.Tracer):
+        return Estimate(m, m - q * se, m + q * se, n, level)
+    # concrete: the rest on the host (one XLA program less each), but the divisions: XLA
+    # divides by a scalar its own way; ``f``: the dtype jnp takes numpy float64 values in
+    f = jax.dtypes.canonicalize_dtype(np.float64).type
+    m, sd, se, c = np.asarray(m), np.asarray(sd), np.asarray(se), 0.0
     if shape and n >= 3:
-        d = np.asarray(x - jnp.expand_dims(m, axis), dtype=np.float64)
-        s = np.where(np.asarray(sd) > 0, np.asarray(sd, dtype=np.float64), 1.0)
+        d = np.asarray(np.asarray(x) - np.expand_dims(m, axis), dtype=np.float64)
+        s = np.where(sd > 0, sd.astype(np.float64), 1.0)
         g = np.mean(d**3, axis=axis) / s**3
         k = np.mean(d**4, axis=axis) / s**4 - 3.0
         df = np.clip(2.0 / (2.0 / (n - 1) + np.maximum(k, 0.0) / n), 2.0, n - 1.0)
-        q = jnp.asarray(stdtrit(df, 0.5 + level / 2.0), dtype=m.dtype)
-        c = jnp.clip(g * (2 * q * q + 1) / (6 * np.sqrt(n)), -q / 2, q / 2)
-    return Estimate(m, m - (q - c) * se, m + (q + c) * se, n, level)
+        q = np.asarray(stdtrit(df, 0.5 + level / 2.0), dtype=m.dtype)
+        c = np.asarray(jnp.asarray(g.astype(f) * (2 * q * q + 1)) / (6 * np.sqrt(n)))
+        c = np.clip(c, -q / 2, q / 2)
+    lo, hi = m - (q - c) * se, m + (q + c) * se
+    return Estimate(*(jnp.asarray(v) for v in (m, lo, hi)), n, level)
 
 
 def log_mean_ci(x: Float[ArrayLike, "n ..."], *, axis: int = 0, level: float = 0.95) -> Estimate:

@@ -1,4 +1,5 @@
-"""`jaxqueue mjqm exact`: the JSON contract and every refusal as one line with exit status 2."""
+"""`jaxqueue mjqm exact`: the JSON contract and every refusal as one line (exit status 2 for a
+malformed command line, 1 for a refusal by the model or the file)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from jaxqueue.mjqm import Workload, exact, exact_lambda_c, simulate
 
 from ._minimize import Polish, minimize
 from ._mjqm import MJQMSampler, five_class_workload
-from ._problem import Box, OptimizeResult, Problem, Target, target_status
+from ._problem import Box, Problem, Target, max_rate_result, newton_rate_step
 from ._report import summarize as _summary
 
 __all__ = [
@@ -293,16 +293,7 @@ def exact_max_rate(
                 break
         else:
             hi = min(hi, lam)
-        new = math.nan
-        if finite and w > 0:
-            phi = lam / w - lam / aim
-            dphi = 1.0 / w - lam * dw / w**2 - 1.0 / aim
-            if dphi < 0:
-                new = lam - phi / dphi
-        if math.isfinite(new) and lo < new < hi:
-            lam, step = new, "newton"
-        else:
-            lam, step = 0.5 * (lo + hi), "bisect"
+        lam, step = newton_rate_step(lam, w, dw, aim, lo, hi, usable=finite and w > 0)
         if hi - lo <= 1e-15 * hi:
             break
     if best is None:
@@ -340,27 +331,8 @@ def mjqm_max_rate_exact(fast: bool = False, progress=None, seed: int = 0):
         "margin": 1.0 - lam / sol["lambda_c"],
     }
     targets = [Target("W", target, index=c) for c in range(wl.n_classes)]
-    slack = [t.slack(metrics) for t in targets]
-    stable = metrics["margin"] > 0
-    met = bool(stable and min(slack) >= 0)
     h = sol["history"]
-    res = OptimizeResult(
-        params={"lam": np.asarray(lam)},
-        cost=-lam,
-        metrics=metrics,
-        slack=slack,
-        targets_met=met,
-        stable=stable,
-        history={
-            "cost": -np.asarray(h["lam"]),
-            "violation": np.log(np.asarray(h["W"]) / target),
-            "loss": -np.asarray(h["lam"]),
-        },
-        relaxed_params={"lam": np.asarray(lam)},
-        polish_factor=1.0,
-        status=target_status(met, bool(stable)),
-        targets=[t.label for t in targets],
-    )
+    res = max_rate_result(lam, metrics, targets, metrics["margin"] > 0, h["lam"], h["W"], target)
     return res, _summary(
         res,
         {

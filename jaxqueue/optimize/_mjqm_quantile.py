@@ -20,7 +20,7 @@ from jaxqueue.dist import HyperExponential
 from jaxqueue.mjqm import Workload, sensitivity, simulate
 from jaxqueue.scenarios import get as get_scenario
 
-from ._problem import OptimizeResult, Target, target_status
+from ._problem import Target, max_rate_result, newton_rate_step
 from ._report import summarize as _summary
 
 __all__ = ["quantile_max_rate", "grid_max_rate", "mjqm_p99_server_filling", "P99"]
@@ -122,17 +122,10 @@ def quantile_max_rate(
                 break
         elif not usable or V_lo > target:
             hi = min(hi, lam)
-        new = math.nan
-        if usable and V > 0 and D > 0:
-            aim = target * (1.0 - 0.5 * rtol) / (1.0 + (V_hi - V) / V)
-            dphi = 1.0 / V - lam * D / V**2 - 1.0 / aim
-            if dphi < 0:
-                damp = 1.0 + 0.5 * (D_hi - D_lo) / D  # a noisy slope: a shorter step
-                new = lam - (lam / V - lam / aim) / dphi / damp
-        if math.isfinite(new) and lo < new < hi:
-            lam, step = new, "newton"
-        else:
-            lam, step = 0.5 * (lo + hi), "bisect"
+        usable = usable and V > 0 and D > 0
+        aim = target * (1.0 - 0.5 * rtol) / (1.0 + (V_hi - V) / V) if usable else target
+        damp = 1.0 + 0.5 * (D_hi - D_lo) / D if usable else 1.0  # a noisy slope: shorter step
+        lam, step = newton_rate_step(lam, V, D, aim, lo, hi, usable=usable, damp=damp)
         if hi - lo <= 0.25 * rtol * max(lo, 1e-300):
             break
     if best is None:
@@ -205,57 +198,30 @@ def mjqm_p99_server_filling(fast: bool = False, progress=None, seed: int = 0):
     k_opt, k_check = jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)
     pol, q, target, rtol = c["policy"], c["q"], c["target"], c["rtol"]
     lam_ideal = float(wl.lambda_ideal())
+    search = {"lam0": c["lam0"], "key": k_opt, "sizes": sz["search"]}  # one sample for both
     sol = quantile_max_rate(
         wl,
         pol,
         q,
         target,
-        lam0=c["lam0"],
         hi0=lam_ideal,
-        key=k_opt,
-        sizes=sz["search"],
         rtol=rtol,
         max_iter=sz["max_iter"],
         progress=progress,
+        **search,
     )
     lam = sol["lam"]
     check = _recheck(wl, pol, q, lam, k_check, sz["check"])
     elasticity = sol["derivative"] * lam / sol["value"]  # d log V / d log lam
-    grid = grid_max_rate(
-        wl,
-        pol,
-        q,
-        target,
-        lam0=c["lam0"],
-        lam_hi=lam_ideal,
-        key=k_opt,
-        sizes=sz["search"],
-        rtol=rtol / elasticity if elasticity > 0 else rtol,
-    )
+    spacing = rtol / elasticity if elasticity > 0 else rtol
+    grid = grid_max_rate(wl, pol, q, target, lam_hi=lam_ideal, rtol=spacing, **search)
     grid["check"] = _recheck(wl, pol, q, grid["lam"], k_check, sz["check"])
     name = f"W_p{round(100 * q)}"
     metrics = {name: check["value"], "margin": 1.0 - lam / lam_ideal}
-    target_obj = Target(name, target)
-    slack = [target_obj.slack(metrics)]
     stable = check["status"] not in ("overflow", "nonstationary")
-    met = bool(stable and slack[0] >= 0)
     h = sol["history"]
-    res = OptimizeResult(
-        params={"lam": np.asarray(lam)},
-        cost=-lam,
-        metrics=metrics,
-        slack=slack,
-        targets_met=met,
-        stable=stable,
-        history={
-            "cost": -np.asarray(h["lam"]),
-            "violation": np.log(np.asarray(h["value"]) / target),
-            "loss": -np.asarray(h["lam"]),
-        },
-        relaxed_params={"lam": np.asarray(lam)},
-        polish_factor=1.0,
-        status=target_status(met, stable),
-        targets=[target_obj.label],
+    res = max_rate_result(
+        lam, metrics, [Target(name, target)], stable, h["lam"], h["value"], target
     )
     return res, _summary(
         res,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -229,3 +230,45 @@ class OptimizeResult(Result):
             return "the model is unstable at the returned parameters"
         missed = [t for t, s in zip(self.targets, self.slack, strict=False) if s < 0]
         return f"targets missed at the returned parameters: {', '.join(map(str, missed))}"
+
+
+def newton_rate_step(lam, value, slope, aim, lo, hi, *, usable=True, damp=1.0):
+    """The next rate of a safeguarded Newton search for ``value(lam) = aim`` (a wait growing
+    with ``lam``): a Newton step on ``phi = lam / value - lam / aim`` (linear in ``lam`` for
+    the M/M/1 shape ``a lam / (b - lam)``), divided by ``damp``, where it is ``usable``,
+    descends and lands inside the bracket ``(lo, hi)``; else bisection. Returns
+    ``(lam, "newton" | "bisect")``."""
+    new = math.nan
+    if usable:
+        dphi = 1.0 / value - lam * slope / value**2 - 1.0 / aim
+        if dphi < 0:
+            new = lam - (lam / value - lam / aim) / dphi / damp
+    if math.isfinite(new) and lo < new < hi:
+        return new, "newton"
+    return 0.5 * (lo + hi), "bisect"
+
+
+def max_rate_result(lam, metrics, targets, stable, lams, values, bound) -> OptimizeResult:
+    """The :class:`OptimizeResult` of a largest-arrival-rate search (no polish): the answer
+    ``lam``, its re-evaluated ``metrics`` against ``targets``, and the iterates ``lams`` with
+    their values of the binding metric against ``bound`` as the history."""
+    slack = [t.slack(metrics) for t in targets]
+    met = bool(stable and min(slack) >= 0)
+    lams = np.asarray(lams)
+    return OptimizeResult(
+        params={"lam": np.asarray(lam)},
+        cost=-lam,
+        metrics=metrics,
+        slack=slack,
+        targets_met=met,
+        stable=bool(stable),
+        history={
+            "cost": -lams,
+            "violation": np.log(np.asarray(values) / bound),
+            "loss": -lams,
+        },
+        relaxed_params={"lam": np.asarray(lam)},
+        polish_factor=1.0,
+        status=target_status(met, bool(stable)),
+        targets=[t.label for t in targets],
+    )

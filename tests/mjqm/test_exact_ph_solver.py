@@ -21,7 +21,7 @@ import pytest
 
 from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Coxian, Erlang, Exponential, HyperExponential
-from jaxqueue.mjqm import Workload, exact, exact_lambda_c
+from jaxqueue.mjqm import Workload, exact, exact_lambda_c, exact_size
 from jaxqueue.mjqm._exact._api import _ph_exact
 from tests.references import closed_forms as cf
 from tests.references import mjqm_ph_ctmc as ref
@@ -177,3 +177,16 @@ def test_refusals_are_one_line():
         assert "\n" not in msg and msg.startswith("exact: "), msg
         for n in needles:
             assert n in msg, (n, msg)
+
+
+def test_exact_size_is_the_size_the_refusal_names():
+    """``exact_size`` of a phase-type workload is the phase-type QBD's (the figures of its
+    refusal), not the exponential QBD's of the same phase counts (226.6 GB here)."""
+    wl = scenarios.get("five-class-hyperexp")
+    size = exact_size(wl)
+    with pytest.raises(ValueError) as err:
+        exact(wl, 0.5)
+    assert size["phases"] == 25_263 and size["levels"] == 21
+    assert f"{size['phases']:,} phases per level and needs about {size['bytes'] / 1e9:.3g} GB" in (
+        str(err.value)
+    )

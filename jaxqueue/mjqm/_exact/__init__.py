@@ -9,7 +9,7 @@ from ._api import check_exact as check_exact
 from ._api import exact as exact
 from ._api import exact_lambda_c as exact_lambda_c
 from ._api import exact_lambda_c_or_none as exact_lambda_c_or_none
+from ._api import exact_size as exact_size
 from ._api import scaled_wait_mean as scaled_wait_mean
 from ._result import ExactResult as ExactResult
-from ._structure import exact_size as exact_size
 from ._wait import WaitDistribution as WaitDistribution

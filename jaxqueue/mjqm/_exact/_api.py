@@ -36,13 +36,13 @@ from ..._jit import refused
 from ..._memory import memory_budget
 from ...dist import Exponential
 from .._workload import Workload
-from ._ph import lambda_c_sparse, ph_key, ph_rates, traced
+from ._ph import lambda_c_sparse, ph_key, ph_rates, phase_forms, traced
 from ._ph_levels import ph_level_sizes, ph_levels
 from ._ph_solve import ph_forms, ph_lambda_c_dense, ph_metrics, ph_numbers
 from ._ph_structure import PHKey, ph_counts, ph_structure
 from ._result import ExactResult
 from ._solve import _functionals, _global_down, _lambda_c, _solve
-from ._structure import _shape, _structure, exact_size
+from ._structure import _shape, _structure, qbd_size
 
 __all__ = [
     "ExactResult",
@@ -85,7 +85,7 @@ def _check_exponential(workload: Workload, arrivals: bool = True) -> tuple[int, 
             )
     if arrivals:
         _check_poisson(workload)
-    _check_size(exact_size(workload), "QBD")
+    _check_size(qbd_size(workload), "QBD")
     return s_c
 
 
@@ -257,6 +257,22 @@ def _refuse_beyond(lam, lam_c, dtype) -> None:
             f"stability limit lambda_c = {float(lam_c):.10g}: too close to solve accurately "
             f"in {dtype}"
         )
+
+
+def exact_size(workload: Workload) -> dict:
+    """Sizes of the QBD :func:`exact` builds for ``workload``, before anything is built:
+    ``phases`` (head phases per level), ``service_vectors``, ``levels``, ``bytes`` (peak
+    memory in float64): the exponential QBD's (with ``seconds``, a rough time on one CPU
+    core) for exponential laws or a law without a phase form, :func:`ph_exact_size` (with
+    ``slots``, the largest level) for other phase-type laws: the figures its refusal names."""
+    if _all_exponential(workload):
+        return qbd_size(workload)
+    try:
+        phase_forms(workload.services)
+    except ValueError:
+        return qbd_size(workload)
+    s, cores = _shape(workload)
+    return ph_exact_size(ph_key(workload, s, cores))
 
 
 def ph_exact_size(key: PHKey) -> dict:

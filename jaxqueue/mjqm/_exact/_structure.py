@@ -23,11 +23,12 @@ def _count_by_used(s: int, cores: tuple[int, ...]) -> list[int]:
     return c
 
 
-def exact_size(workload: Workload) -> dict:
-    """Sizes of the QBD of ``workload`` before anything is built: ``phases`` (head phases, the
-    repeating block), ``service_vectors``, ``levels`` (boundary levels ``N*``), ``bytes``
-    (peak memory estimate in float64) and ``seconds`` (a rough time estimate on one CPU core).
-    With phase-type services a service vector counts the jobs per (class, phase)."""
+def qbd_size(workload: Workload) -> dict:
+    """Sizes of the exponential QBD of ``workload`` before anything is built: ``phases``
+    (head phases, the repeating block), ``service_vectors``, ``levels`` (boundary levels
+    ``N*``), ``bytes`` (peak memory estimate in float64) and ``seconds`` (a rough time
+    estimate on one CPU core). With phase-type services a service vector counts the jobs per
+    (class, phase)."""
     s, cores = _shape(workload)
     c = _count_by_used(s, _type_cores(workload, cores))
     phases = sum(sum(c[max(0, s - a + 1) :]) for a in cores)

@@ -62,7 +62,9 @@ def simulate(workload, lam, policy: str | Policy | None = None, *, key, engine="
     pol = parse_policy("fcfs" if policy is None else policy)
     chosen = _engine_of(pol, engine)
     run = recurrence.simulate if chosen == "recurrence" else events.simulate
-    accepted = inspect.signature(run).parameters
+    # the event engine's one-rate call takes the options of its several-rate call
+    spec = recurrence.simulate if chosen == "recurrence" else events.simulate_loads
+    accepted = {*inspect.signature(spec).parameters, "throw"}
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise ValueError(

@@ -58,43 +58,15 @@ def simulate(
     lam: float,
     policy: str | Policy = "fcfs",
     *,
-    key: PRNGKeyArray,
-    n_jobs: int = 20_000,
-    n_replications: int = 64,
-    warmup: int | None = None,
-    dtype=None,
-    level: float = 0.95,
-    max_buffer: int = 4096,
-    execution: Execution = Execution(),
-    limit=None,
-    override: bool = False,
-    progress=None,
     throw: bool = False,
+    **options,
 ) -> PolicyResult:
-    """Event simulation of the MJQM under ``policy`` (module docstring), ``n_replications``
-    independent queues started empty (the engine's state layout: ``_layout.layout_of``).
+    """Event simulation of the MJQM under ``policy`` at one arrival rate ``lam``:
+    :func:`simulate_loads` at ``[lam]``, whose keyword options (``key``, ``n_jobs``,
+    ``n_replications``, ``warmup``, ``dtype``, ``level``, ``max_buffer``, ``execution``,
+    ``limit``, ``override``, ``progress``) it takes.
 
     Args:
-        workload: one pool of ``s`` identical servers (any service and arrival laws).
-        lam: arrival rate; refused at or beyond ``lambda_ideal``, the policy's closed form or
-            ``limit`` unless ``override``.
-        policy: a name of :data:`~jaxqueue.mjqm.policies.POLICIES` (``"window:4"``) or a
-            policy object.
-        key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
-        n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
-        dtype: float dtype (default float64 under x64). level: confidence level.
-        max_buffer: most entries per job deque (and the layout's own ``max_buffer``: 2^14 for
-            easy-backfilling, whose pick packs a FIFO position into 16 bits of an int32); a
-            replication that fills it gives the status ``overflow``.
-        execution: the devices and the first deque size
-            (:class:`~jaxqueue.mjqm.options.Execution`: ``devices``, ``buffer``, default
-            ``_layout.first_buffer``; the replications that overflow go on with twice the
-            entries, up to ``max_buffer``); no number depends on it.
-        limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
-            :func:`~jaxqueue.mjqm.stability_limit` for this policy, a number, or ``None`` (the
-            cheap checks only; the status catches a load beyond the limit).
-        override: skip the stability checks.
-        progress: optional ``callable(str)`` told of each run once the arguments are checked.
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
             (default: return the result with its status).
 
@@ -102,26 +74,10 @@ def simulate(
         :class:`PolicyResult`.
 
     Raises:
-        ValueError: a bad argument, a workload with several resource types or specific
-            servers, or (without ``override``) ``lam`` at or beyond a known limit.
+        ValueError: as :func:`simulate_loads`.
         EstimateError: with ``throw``, a status other than ``ok``.
     """
-    (res,) = simulate_loads(
-        workload,
-        [lam],
-        policy,
-        key=key,
-        n_jobs=n_jobs,
-        n_replications=n_replications,
-        warmup=warmup,
-        dtype=dtype,
-        level=level,
-        max_buffer=max_buffer,
-        execution=execution,
-        limit=limit,
-        override=override,
-        progress=progress,
-    )
+    (res,) = simulate_loads(workload, [lam], policy, **options)
     return res.raise_for_status() if throw else res
 
 
@@ -142,11 +98,42 @@ def simulate_loads(
     override: bool = False,
     progress=None,
 ) -> list[PolicyResult]:
-    """:func:`simulate` at each arrival rate of ``lams``, in one kernel call: the loads side
-    by side as columns of one batch (``len(lams) x n_replications``), each result equal to
-    that of :func:`simulate` at its rate alone (the same replications, the same numbers).
-    Arguments as :func:`simulate`; every rate is checked before any run (``ValueError``,
-    ``UnstableLoadError``)."""
+    """Event simulation of the MJQM under ``policy`` (module docstring) at each arrival rate
+    of ``lams``, ``n_replications`` independent queues started empty per rate (the engine's
+    state layout: ``_layout.layout_of``), all in one kernel call: the rates side by side as
+    columns of one batch (``len(lams) x n_replications``), each result equal to that of
+    :func:`simulate` at its rate alone (the same replications, the same numbers). Every rate
+    is checked before any run.
+
+    Args:
+        workload: one pool of ``s`` identical servers (any service and arrival laws).
+        lams: arrival rates; each refused at or beyond ``lambda_ideal``, the policy's closed
+            form or ``limit`` unless ``override``.
+        policy: a name of :data:`~jaxqueue.mjqm.policies.POLICIES` (``"window:4"``) or a
+            policy object.
+        key: PRNG key (job ``n`` of replication ``r`` depends on ``(key, r, n)`` only).
+        n_jobs: jobs per replication, warm-up included. warmup: default ``n_jobs // 5``.
+        dtype: float dtype (default float64 under x64). level: confidence level.
+        max_buffer: most entries per job deque (and the layout's own ``max_buffer``: 2^14 for
+            easy-backfilling, whose pick packs a FIFO position into 16 bits of an int32); a
+            replication that fills it gives the status ``overflow``.
+        execution: the devices and the first deque size
+            (:class:`~jaxqueue.mjqm.options.Execution`: ``devices``, ``buffer``, default
+            ``_layout.first_buffer``; the replications that overflow go on with twice the
+            entries, up to ``max_buffer``); no number depends on it.
+        limit: a :class:`~jaxqueue.mjqm.StabilityResult` of
+            :func:`~jaxqueue.mjqm.stability_limit` for this policy, a number, or ``None`` (the
+            cheap checks only; the status catches a load beyond the limit).
+        override: skip the stability checks.
+        progress: optional ``callable(str)`` told of each run once the arguments are checked.
+
+    Returns:
+        a :class:`PolicyResult` per rate.
+
+    Raises:
+        ValueError: a bad argument, a workload with several resource types or specific
+            servers, or (without ``override``) a rate at or beyond a known limit.
+    """
     pol = parse_policy(policy)
     check_workload(workload)
     pol = pol.bind(workload)  # what it reads from the workload, refused before any run

@@ -366,32 +366,23 @@ def counts_ahead(before, live, need, needs):
 
 def first_fit_counted(candidates, need, free, needs, counts):
     """:func:`first_fit` in a key order given by ``counts`` (:func:`counts_ahead` of the
-    candidates, per need of ``needs``), the same rounds: the jobs a round takes come before
-    every job left, so the need of the jobs left ahead of a job is that of the candidates
-    ahead of it that still fit, less the chosen ones that do."""
-
-    def run(c):
-        chosen, left, free, taken = c
-        left = left & (need <= free)
-        ahead = sum(
-            jnp.where(v <= free, v * (n - t), 0)
-            for v, n, t in zip(needs, counts, taken, strict=True)
-        )
-        take = left & (ahead + need <= free)
-        taken = tuple(
-            t + jnp.sum(take & (need == v), axis=0, dtype=t.dtype)
-            for v, t in zip(needs, taken, strict=True)
-        )
-        free = free - jnp.sum(jnp.where(take, need, 0), axis=0).astype(free.dtype)
-        return chosen | take, left & ~take, free, taken
-
-    def more(c):
-        _, left, free, _ = c
-        return jnp.any(left & (need <= free))
-
+    candidates, per need of ``needs``), without a loop. The free servers only fall along the
+    scan, so the jobs of need ``v`` it starts are the first ``m_v`` candidates of that need,
+    those met while at least ``v`` servers are free. Largest need first, ``m_v`` counts the
+    candidates of need ``v`` where that holds with the larger needs' starts capped at their
+    ``m`` and every smaller need's candidate ahead started (each fits while ``v`` do)."""
     free = jnp.broadcast_to(jnp.asarray(free, need.dtype), need.shape[1:])
-    taken = tuple(jnp.zeros_like(free) for _ in needs)
-    return lax.while_loop(more, run, (jnp.zeros_like(candidates), candidates, free, taken))[0]
+    by_size = sorted(range(len(needs)), key=lambda k: -needs[k])
+    chosen, used = jnp.zeros_like(candidates), jnp.zeros_like(need)
+    for i, k in enumerate(by_size):
+        v = needs[k]
+        # servers left ahead of each job: ``used`` by the larger needs, all of the rest
+        ahead = used + sum(needs[j] * counts[j] for j in by_size[i:])
+        fits = candidates & (need == v) & (ahead + v <= free[None])
+        m = jnp.sum(fits, axis=0, dtype=need.dtype)
+        chosen = chosen | fits
+        used = used + v * jnp.minimum(counts[k], m[None])
+    return chosen
 
 
 class ByRemainingWork(Policy):

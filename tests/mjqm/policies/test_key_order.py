@@ -59,3 +59,22 @@ def test_pairwise_order_serves_what_the_sorted_order_serves(name, B, monkeypatch
         assert paired[:, seed * R : (seed + 1) * R].sum() > 100
     np.testing.assert_array_equal(paired, sorted_)
     np.testing.assert_array_equal(settled, sorted_)
+
+
+@pytest.mark.parametrize("needs", [NEEDS, (1, 2, 4, 8)])
+def test_first_fit_from_counts_equals_the_scan(needs):
+    """``_base.first_fit_counted`` (the starts per need from the counts of the candidates
+    ahead) against ``_base.first_fit`` (the scan, run by run) in arrival order: random
+    candidates, free servers 0..24 per list, the needs in either order, 1 to 33 slots."""
+    rng = np.random.default_rng(len(needs))
+    for B in (1, 6, 33):
+        R = 1000
+        need = rng.choice(needs, size=(B, R)).astype(np.int32)
+        cand = rng.random((B, R)) < rng.random(R)
+        free = rng.integers(0, 25, size=R).astype(np.int32)
+        counts = [np.cumsum(cand & (need == v), axis=0) - (cand & (need == v)) for v in needs]
+        args = jnp.asarray(cand), jnp.asarray(need), jnp.asarray(free)
+        scan = np.asarray(_base.first_fit(*args))
+        counted = _base.first_fit_counted(*args, needs, [jnp.asarray(c, jnp.int32) for c in counts])
+        assert 0 < scan.sum() < cand.sum()  # some start, some do not fit
+        np.testing.assert_array_equal(np.asarray(counted), scan)

@@ -63,7 +63,11 @@ def test_exact_json_contract_from_a_file(tmp_path, capsys):
             1,
         ),
         (["--scenario", "two-class-256", "--load", "1.0"], ["lambda_c = 20.448"], 1),
-        (["--scenario", "borg-cell-b", "--lam", "1"], ["phases", "GB", "mjqm simulate"], 1),
+        (
+            ["--scenario", "borg-cell-b", "--lam", "1"],
+            ["phases", "GB and", "CPU-s", "mjqm simulate"],
+            1,
+        ),
         (["--scenario", "five-class-exp", "--lam", "-1"], ["--lam", "> 0"], 2),
         (["--scenario", "five-class-exp"], ["--lam", "--load"], 2),
         (["--scenario", "m-model-sym", "--lam", "1"], ["not a multiserver-job workload"], 2),

@@ -79,8 +79,16 @@ def test_phase_type_json_keys_and_numbers(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "needles", "code"),
     [
-        (["--scenario", "five-class-erlang3", "--lam", "1.0"], ["324,780 phases", "GB"], 1),
-        (["--scenario", "five-class-hyperexp", "--lam", "1.0"], ["25,263 phases", "GB"], 1),
+        (
+            ["--scenario", "five-class-erlang3", "--lam", "1.0"],
+            ["324,780 phases", "GB and", "CPU-s"],
+            1,
+        ),
+        (
+            ["--scenario", "five-class-hyperexp", "--lam", "1.0"],
+            ["25,263 phases", "GB and", "CPU-s (34 h)"],
+            1,
+        ),
         (["--scenario", "five-class-bpareto", "--lam", "1.0"], ["not phase-type"], 1),
         (["--scenario", "S5", "--lam", "2.0"], ["lambda_c = 1.88052", "stability limit"], 1),
         (["--scenario", "BPARETO", "--lam", "0.5"], ["class 1", "not phase-type"], 1),

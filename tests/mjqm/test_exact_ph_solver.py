@@ -164,9 +164,14 @@ def test_refusals_are_one_line():
         (
             scenarios.get("five-class-hyperexp"),
             0.5,
-            ["25,263 phases", "494 GB", "R is dense (25,263^2, 5.11 GB", "mjqm simulate"],
+            [
+                "25,263 phases",
+                "494 GB and 1.2e+05 CPU-s (34 h)",
+                "R is dense (25,263^2, 5.11 GB",
+                "mjqm simulate",
+            ],
         ),
-        (scenarios.get("five-class-erlang3"), 0.5, ["324,780 phases", "GB"]),
+        (scenarios.get("five-class-erlang3"), 0.5, ["324,780 phases", "GB and", "CPU-s"]),
         (_workload("s2-erlang2-exp"), 1.2, ["lambda_c = 1.12787", "stability limit"]),
         (_workload("s2-erlang2-exp"), -1.0, ["positive"]),
     ]
@@ -181,12 +186,16 @@ def test_refusals_are_one_line():
 
 def test_exact_size_is_the_size_the_refusal_names():
     """``exact_size`` of a phase-type workload is the phase-type QBD's (the figures of its
-    refusal), not the exponential QBD's of the same phase counts (226.6 GB here)."""
+    refusal: phases, memory and time), not the exponential QBD's of the same phase counts
+    (226.6 GB here). Its time is the exponential QBD's model at the largest level (25,263
+    phases, 21 levels: 1.5e-10 (21 + 30) 25,263^3 CPU-s)."""
     wl = scenarios.get("five-class-hyperexp")
     size = exact_size(wl)
     with pytest.raises(ValueError) as err:
         exact(wl, 0.5)
     assert size["phases"] == 25_263 and size["levels"] == 21
-    assert f"{size['phases']:,} phases per level and needs about {size['bytes'] / 1e9:.3g} GB" in (
-        str(err.value)
-    )
+    np.testing.assert_allclose(size["seconds"], 1.5e-10 * 51 * 25_263.0**3, rtol=1e-12)
+    assert (
+        f"{size['phases']:,} phases per level and needs about {size['bytes'] / 1e9:.3g} GB and "
+        f"{size['seconds']:.2g} CPU-s ({size['seconds'] / 3600:.2g} h)"
+    ) in str(err.value)

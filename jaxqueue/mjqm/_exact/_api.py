@@ -42,7 +42,7 @@ from ._ph_solve import ph_forms, ph_lambda_c_dense, ph_metrics, ph_numbers
 from ._ph_structure import PHKey, ph_counts, ph_structure
 from ._result import ExactResult
 from ._solve import _functionals, _global_down, _lambda_c, _solve
-from ._structure import _shape, _structure, qbd_size
+from ._structure import _shape, _structure, qbd_seconds, qbd_size
 
 __all__ = [
     "ExactResult",
@@ -99,17 +99,24 @@ def _check_poisson(workload: Workload) -> None:
 
 def _check_size(size: dict, what: str) -> None:
     """Refuse, in one line, a ``what`` (the QBD, the phase-type QBD) beyond the limits on its
-    phases per level and its memory."""
+    phases per level and its memory, naming both and its time."""
     budget, label = memory_budget(MAX_BYTES)
     n = size["phases"]
     if n > MAX_PHASES or size["bytes"] > budget:
         raise ValueError(
             f"exact: the {what} of this workload has {n:,} phases per level and "
-            f"needs about {size['bytes'] / 1e9:.3g} GB (limits: {MAX_PHASES} phases, {label}); "
+            f"needs about {size['bytes'] / 1e9:.3g} GB and {cpu_time(size['seconds'])} "
+            f"(limits: {MAX_PHASES} phases, {label}); "
             f"sparse blocks do not avoid it: the tail matrix R is dense ({n:,}^2, "
             f"{8 * n**2 / 1e9:.3g} GB each; truncated levels instead: docs/concepts/exact.md, "
             "beyond the dense limit); use `mjqm simulate` or `mjqm sample`"
         )
+
+
+def cpu_time(seconds: float) -> str:
+    """``seconds`` of CPU time in one short phrase (hours beside the seconds past one)."""
+    hours = f" ({seconds / 3600:.2g} h)" if seconds >= 3600 else ""
+    return f"{seconds:.2g} CPU-s{hours}"
 
 
 def _numbers(workload: Workload, dtype=None):
@@ -262,9 +269,10 @@ def _refuse_beyond(lam, lam_c, dtype) -> None:
 def exact_size(workload: Workload) -> dict:
     """Sizes of the QBD :func:`exact` builds for ``workload``, before anything is built:
     ``phases`` (head phases per level), ``service_vectors``, ``levels``, ``bytes`` (peak
-    memory in float64): the exponential QBD's (with ``seconds``, a rough time on one CPU
-    core) for exponential laws or a law without a phase form, :func:`ph_exact_size` (with
-    ``slots``, the largest level) for other phase-type laws: the figures its refusal names."""
+    memory in float64) and ``seconds`` (a rough CPU time, :func:`._structure.qbd_seconds`):
+    the exponential QBD's for exponential laws or a law without a phase form,
+    :func:`ph_exact_size` (with ``slots``, the largest level) for other phase-type laws: the
+    figures its refusal names."""
     if _all_exponential(workload):
         return qbd_size(workload)
     try:
@@ -277,8 +285,9 @@ def exact_size(workload: Workload) -> dict:
 
 def ph_exact_size(key: PHKey) -> dict:
     """Sizes of the phase-type QBD of ``key`` before anything is built: ``phases`` (head
-    phases), ``service_vectors``, ``levels`` (``N*``), ``slots`` (the largest level) and
-    ``bytes`` (the dense global matrices, the stored level blocks and their adjoints)."""
+    phases), ``service_vectors``, ``levels`` (``N*``), ``slots`` (the largest level),
+    ``bytes`` (the dense global matrices, the stored level blocks and their adjoints) and
+    ``seconds`` (:func:`._structure.qbd_seconds` at the largest level)."""
     heads, vectors = ph_counts(key)
     sizes = ph_level_sizes(key)
     g, P = heads + vectors + 1, max(sizes)
@@ -288,6 +297,7 @@ def ph_exact_size(key: PHKey) -> dict:
         "levels": len(sizes) - 1,
         "slots": P,
         "bytes": 8 * (4 * g**2 + 3 * len(sizes) * P**2 + 24 * heads**2),
+        "seconds": qbd_seconds(len(sizes) - 1, P),
     }
 
 

@@ -20,7 +20,7 @@ from jaxqueue.dist import HyperExponential
 from jaxqueue.mjqm import Workload, sensitivity, simulate
 from jaxqueue.scenarios import get as get_scenario
 
-from ._problem import Target, max_rate_result, newton_rate_step
+from ._problem import Target, interval_max_rate, max_rate_result
 from ._report import summarize as _summary
 
 __all__ = ["quantile_max_rate", "grid_max_rate", "mjqm_p99_server_filling", "P99"]
@@ -70,29 +70,17 @@ def _jobs(sizes: dict) -> int:
 def quantile_max_rate(
     workload, policy, q, target, *, lam0, hi0, key, sizes, rtol, max_iter, progress=None
 ) -> dict:
-    """Largest ``lam`` whose wait quantile ``q`` under ``policy`` meets ``target``, by a
-    safeguarded Newton iteration on simulated values and derivatives with intervals.
-
-    At each rate :func:`~jaxqueue.mjqm.sensitivity` (``wrt=("lam",)``, on ``key``) gives the
-    quantile ``V`` with its interval ``[V_lo, V_hi]`` and ``dV/dlam`` with ``[D_lo, D_hi]``.
-    Stopping rule: ``target (1 - rtol) <= V_hi <= target`` (the rate meets the target with
-    confidence and is within ``rtol`` of it). Bracket: ``lo``, the largest rate with ``V_hi <=
-    target``; ``hi``, the smallest with ``V_lo > target`` or a run that is not stationary.
-    Step: Newton on ``phi = lam / V - lam / aim`` (linear in ``lam`` for the M/M/1 shape
-    ``a lam / (b - lam)``; ``aim = target (1 - rtol / 2) / (1 + h)`` with ``h`` the value's
-    relative half-width, so the next ``V_hi`` lands in the window), divided by ``1 + r`` with
-    ``r`` the derivative's relative half-width (the interval sets the step: a noisy slope
-    moves less); a step out of ``(lo, hi)`` or without a positive slope bisects instead.
+    """Largest ``lam`` whose wait quantile ``q`` under ``policy`` meets ``target``:
+    :func:`~jaxqueue.optimize._problem.interval_max_rate` on the quantile ``V`` and ``dV/dlam``
+    of :func:`~jaxqueue.mjqm.sensitivity` (``wrt=("lam",)``, on ``key`` at every rate), a run
+    that overflowed or is not stationary being unusable.
 
     Returns:
-        dict with ``lam`` (the best rate meeting the target with confidence), ``value``,
-        ``value_ci``, ``derivative``, ``derivative_ci``, ``converged``, ``iterations``, ``jobs``
-        (simulated jobs: three runs of ``sizes`` per rate) and ``history`` per rate.
+        :func:`~jaxqueue.optimize._problem.interval_max_rate`'s dict and ``jobs`` (simulated
+        jobs: three runs of ``sizes`` per rate).
     """
-    lo, hi, lam = 0.0, float(hi0), float(lam0)
-    hist = {"lam": [], "value": [], "value_ci": [], "derivative": [], "derivative_ci": []}
-    hist["step"], best, converged, jobs, step = [], None, False, 0, "start"
-    for it in range(int(max_iter)):
+
+    def at(lam):
         res = sensitivity(
             workload,
             lam,
@@ -103,45 +91,19 @@ def quantile_max_rate(
             override=True,
             **sizes,
         )
-        jobs += 3 * _jobs(sizes)
         v, d = res.value, res.derivatives["lam"]
-        V, V_lo, V_hi = float(v.mean), float(v.low), float(v.high)
-        D, D_lo, D_hi = float(d.mean), float(d.low), float(d.high)
-        row = (lam, V, [V_lo, V_hi], D, [D_lo, D_hi], step)
-        for k, x in zip(hist, row, strict=True):
-            hist[k].append(x)
-        if progress is not None:
-            viol = math.log(V / target) if V > 0 and math.isfinite(V) else math.inf
-            progress(it, {"round": it + 1, "rounds": max_iter, "cost": -lam, "violation": viol})
-        usable = res.status not in ("overflow", "nonstationary") and math.isfinite(V_hi)
-        if usable and V_hi <= target:
-            lo = max(lo, lam)
-            best = (lam, V, [V_lo, V_hi], D, [D_lo, D_hi])
-            if V_hi >= target * (1.0 - rtol):
-                converged = True
-                break
-        elif not usable or V_lo > target:
-            hi = min(hi, lam)
-        usable = usable and V > 0 and D > 0
-        aim = target * (1.0 - 0.5 * rtol) / (1.0 + (V_hi - V) / V) if usable else target
-        damp = 1.0 + 0.5 * (D_hi - D_lo) / D if usable else 1.0  # a noisy slope: shorter step
-        lam, step = newton_rate_step(lam, V, D, aim, lo, hi, usable=usable, damp=damp)
-        if hi - lo <= 0.25 * rtol * max(lo, 1e-300):
-            break
-    if best is None:
-        raise RuntimeError("quantile_max_rate: no rate meeting the target was found")
-    lam, V, V_ci, D, D_ci = best
-    return {
-        "lam": lam,
-        "value": V,
-        "value_ci": V_ci,
-        "derivative": D,
-        "derivative_ci": D_ci,
-        "converged": converged,
-        "iterations": len(hist["lam"]),
-        "jobs": jobs,
-        "history": hist,
-    }
+        return {
+            "value": float(v.mean),
+            "value_ci": [float(v.low), float(v.high)],
+            "derivative": float(d.mean),
+            "derivative_ci": [float(d.low), float(d.high)],
+            "usable": res.status not in ("overflow", "nonstationary"),
+        }
+
+    sol = interval_max_rate(
+        at, target, lam0=lam0, hi0=hi0, rtol=rtol, max_iter=max_iter, progress=progress
+    )
+    return sol | {"jobs": 3 * _jobs(sizes) * sol["iterations"]}
 
 
 def grid_max_rate(workload, policy, q, target, *, lam0, lam_hi, key, sizes, rtol) -> dict:

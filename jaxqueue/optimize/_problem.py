@@ -248,27 +248,97 @@ def newton_rate_step(lam, value, slope, aim, lo, hi, *, usable=True, damp=1.0):
     return 0.5 * (lo + hi), "bisect"
 
 
-def max_rate_result(lam, metrics, targets, stable, lams, values, bound) -> OptimizeResult:
+def max_rate_result(
+    lam, metrics, targets, stable, lams, values, bound, *, name="lam", of_rate=None
+) -> OptimizeResult:
     """The :class:`OptimizeResult` of a largest-arrival-rate search (no polish): the answer
     ``lam``, its re-evaluated ``metrics`` against ``targets``, and the iterates ``lams`` with
-    their values of the binding metric against ``bound`` as the history."""
+    their values of the binding metric against ``bound`` as the history. The parameter is
+    ``name`` (default the rate itself, cost ``-lam``); ``of_rate`` maps a rate to that
+    parameter, whose value is then the cost (a server speed that the rate stands for)."""
     slack = [t.slack(metrics) for t in targets]
     met = bool(stable and min(slack) >= 0)
     lams = np.asarray(lams)
+    x, cost = (lam, -lams) if of_rate is None else (of_rate(lam), of_rate(lams))
     return OptimizeResult(
-        params={"lam": np.asarray(lam)},
-        cost=-lam,
+        params={name: np.asarray(x)},
+        cost=-lam if of_rate is None else float(x),
         metrics=metrics,
         slack=slack,
         targets_met=met,
         stable=bool(stable),
         history={
-            "cost": -lams,
+            "cost": cost,
             "violation": np.log(np.asarray(values) / bound),
-            "loss": -lams,
+            "loss": cost,
         },
-        relaxed_params={"lam": np.asarray(lam)},
+        relaxed_params={name: np.asarray(x)},
         polish_factor=1.0,
         status=target_status(met, bool(stable)),
         targets=[t.label for t in targets],
     )
+
+
+def interval_max_rate(at, target, *, lam0, hi0, rtol, max_iter, progress=None) -> dict:
+    """Largest ``lam`` whose simulated value meets ``target``, by a safeguarded Newton
+    iteration on simulated values and derivatives with intervals.
+
+    ``at(lam)`` gives the value ``V`` with its interval ``[V_lo, V_hi]`` and ``dV/dlam`` with
+    ``[D_lo, D_hi]`` (a dict: ``value``, ``value_ci``, ``derivative``, ``derivative_ci``,
+    ``usable``, False for a run that is not stationary, and any keys to keep in the history).
+    Stopping rule: ``target (1 - rtol) <= V_hi <= target`` (the rate meets the target with
+    confidence and is within ``rtol`` of it). Bracket: ``lo``, the largest rate with ``V_hi <=
+    target``; ``hi``, the smallest with ``V_lo > target`` or an unusable run. Step: Newton on
+    ``phi = lam / V - lam / aim`` (:func:`newton_rate_step`; ``aim = target (1 - rtol / 2) /
+    (1 + h)`` with ``h`` the value's relative half-width, so the next ``V_hi`` lands in the
+    window), divided by ``1 + r`` with ``r`` the derivative's relative half-width (the
+    interval sets the step: a noisy slope moves less); a step out of ``(lo, hi)`` or without a
+    positive slope bisects instead.
+
+    Returns:
+        dict with ``lam`` (the best rate meeting the target with confidence), ``value``,
+        ``value_ci``, ``derivative``, ``derivative_ci``, ``converged``, ``iterations`` and
+        ``history`` per rate (``lam``, the keys of ``at`` but ``usable``, ``step``).
+
+    Raises:
+        RuntimeError: no rate met the target.
+    """
+    lo, hi, lam = 0.0, float(hi0), float(lam0)
+    hist, best, converged, step = {"lam": []}, None, False, "start"
+    for it in range(int(max_iter)):
+        row = dict(at(lam))
+        V, (V_lo, V_hi) = row["value"], row["value_ci"]
+        D, (D_lo, D_hi) = row["derivative"], row["derivative_ci"]
+        usable = row.pop("usable") and math.isfinite(V_hi)
+        for k, x in {"lam": lam, **row, "step": step}.items():
+            hist.setdefault(k, []).append(x)
+        if progress is not None:
+            viol = math.log(V / target) if V > 0 and math.isfinite(V) else math.inf
+            progress(it, {"round": it + 1, "rounds": max_iter, "cost": -lam, "violation": viol})
+        if usable and V_hi <= target:
+            lo = max(lo, lam)
+            best = (lam, V, [V_lo, V_hi], D, [D_lo, D_hi])
+            if V_hi >= target * (1.0 - rtol):
+                converged = True
+                break
+        elif not usable or V_lo > target:
+            hi = min(hi, lam)
+        usable = usable and V > 0 and D > 0
+        aim = target * (1.0 - 0.5 * rtol) / (1.0 + (V_hi - V) / V) if usable else target
+        damp = 1.0 + 0.5 * (D_hi - D_lo) / D if usable else 1.0  # a noisy slope: shorter step
+        lam, step = newton_rate_step(lam, V, D, aim, lo, hi, usable=usable, damp=damp)
+        if hi - lo <= 0.25 * rtol * max(lo, 1e-300):
+            break
+    if best is None:
+        raise RuntimeError("interval_max_rate: no rate meeting the target was found")
+    lam, V, V_ci, D, D_ci = best
+    return {
+        "lam": lam,
+        "value": V,
+        "value_ci": V_ci,
+        "derivative": D,
+        "derivative_ci": D_ci,
+        "converged": converged,
+        "iterations": len(hist["lam"]),
+        "history": hist,
+    }

@@ -8,10 +8,12 @@ interval of the mean; Woodruff's interval of the quantile, ``stats.quantile_ci``
 share of runs whose interval holds the truth is the coverage (target 93-97%).
 
 Truths, independent of the estimators: on a small exponential system (``s = 3``, needs 1 and
-2), FCFS from the exact solver (``mjqm.exact``: mean response, p90 of the wait), and msf's
-mean response from the truncated CTMC over the queue contents (``tests/references/mjqm_ctmc``);
-msf's p90 of the response time from a reference run of 256 replications 16x longer than one
-run's (its interval is printed: it must be far narrower than one run's).
+2), FCFS from the exact solver (``mjqm.exact``: mean response, p90 of the wait); the mean
+response of a policy of the truncated CTMC over the queue contents
+(``tests/references/mjqm_ctmc``: msf, least-servers-first, ...) from it; the p90 of the response
+time (and the mean of a policy without a CTMC: maxweight, the size-aware ones) from a reference
+run of 256 replications 16x longer than one run's (its interval is printed: it must be far
+narrower than one run's).
 
     PYTHONPATH=. python benchmarks/bench_tails_coverage.py \
         [--runs 200 --reps 64 --jobs 4000 --policies fcfs,msf]
@@ -66,9 +68,11 @@ def _runs(wl, policy, key, runs, reps, jobs, chunk=32):
             pol, wl, LAM, k, sizes, None, 4096, jax.numpy.float64
         )
         for i in range(n):
-            part = jax.tree.map(lambda x, i=i: np.asarray(x)[..., i * reps : (i + 1) * reps], acc)
+            cols = slice(i * reps, (i + 1) * reps)
+            part = jax.tree.map(lambda x, c=cols: np.ascontiguousarray(np.asarray(x)[..., c]), acc)
+            flags = (bool(overflow[cols].any()), bool(capped[cols].any()), int(B[cols].max()))
             rest = (jobs, jobs // 5, 0.95, ("given", None, None), edges)
-            out.append(_summarise(pol.label, LAM, probs, part, overflow, capped, B, *rest))
+            out.append(_summarise(pol.label, LAM, probs, part, *flags, *rest))
     return out
 
 
@@ -82,36 +86,46 @@ def coverage(results, truth_mean, truth_p90, kind):
     return mean, p90, ok
 
 
+def _truth(wl, policy: str, jobs: int, ctmc) -> tuple[float, float, str, str]:
+    """``(mean response, p90, which p90, how)`` of ``policy``: FCFS from the exact solver; a
+    policy of the truncated CTMC, its mean from it and its response p90 from a reference run
+    of 256 replications 16x longer than one run's; any other, both from that reference run."""
+    if policy == "fcfs":
+        ex = exact(wl, LAM)
+        return float(ex.response_mean), float(ex.wait_quantile(0.9)), "wait", "exact"
+    long = simulate_policy(
+        wl, LAM, policy, key=jax.random.key(99), n_jobs=16 * jobs, n_replications=256
+    )
+    e, m = long.response_quantile_ci(0.9), long.response_mean
+    how = (
+        f"reference run 256 x {16 * jobs} jobs: p90 {float(e.mean):.5f} "
+        f"[{float(e.low):.5f}, {float(e.high):.5f}], mean {float(m.mean):.5f} "
+        f"[{float(m.low):.5f}, {float(m.high):.5f}]"
+    )
+    try:
+        mean = ctmc.ctmc_policy(policy, lam=LAM, max_jobs=16, **CASE)["response_mean"]
+        how += f"; mean from the truncated CTMC {mean:.5f}"
+    except ValueError:  # not a policy of the CTMC
+        mean = float(m.mean)
+    return mean, float(e.mean), "response", how
+
+
 def study(runs: int, reps: int, jobs: int, policies: str = "fcfs,msf") -> list[str]:
     """The coverage lines of the module docstring's study."""
     sys.path.insert(0, ".")
     from tests.references import mjqm_ctmc
 
     wl = workload()
-    ex = exact(wl, LAM)
-    fcfs_truth = (float(ex.response_mean), float(ex.wait_quantile(0.9)))
-    ref = mjqm_ctmc.ctmc_policy("msf", lam=LAM, max_jobs=16, **CASE)
     lines = []
-    msf_truth = (ref["response_mean"], None)
-    if "msf" in policies:
-        long = simulate_policy(
-            wl, LAM, "msf", key=jax.random.key(99), n_jobs=16 * jobs, n_replications=256
-        )
-        e = long.response_quantile_ci(0.9)
-        msf_truth = (ref["response_mean"], float(e.mean))
-        lines.append(
-            f"msf p90 reference {float(e.mean):.5f} [{float(e.low):.5f}, {float(e.high):.5f}] "
-            f"(256 x {16 * jobs} jobs)"
-        )
-    cases = (("fcfs", fcfs_truth, "wait"), ("msf", msf_truth, "response"))
-    for policy, truth, kind in (c for c in cases if c[0] in policies.split(",")):
+    for policy in policies.split(","):
+        mean_t, p90_t, kind, how = _truth(wl, policy, jobs, mjqm_ctmc)
         res = _runs(wl, policy, jax.random.key(1), runs, reps, jobs)
-        mean, p90, ok = coverage(res, *truth, kind)
+        mean, p90, ok = coverage(res, mean_t, p90_t, kind)
         hw = np.median([float(r.response_mean.half_width) for r in res])
         lines.append(
             f"{policy}: {runs} runs of {reps} x {jobs} jobs at lam {LAM}: mean response "
-            f"coverage {mean:.3f} (truth {truth[0]:.5f}, median half-width {hw:.4f}), {kind} "
-            f"p90 coverage {p90:.3f} (truth {truth[1]:.5f}), ok {ok:.2f}"
+            f"coverage {mean:.3f} (truth {mean_t:.5f}, median half-width {hw:.4f}), {kind} "
+            f"p90 coverage {p90:.3f} (truth {p90_t:.5f}), ok {ok:.2f}; truth: {how}"
         )
     return lines
 
@@ -131,7 +145,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=200)
     p.add_argument("--reps", type=int, default=64)
     p.add_argument("--jobs", type=int, default=4000)
-    p.add_argument("--policies", default="fcfs,msf", help="fcfs and/or msf")
+    p.add_argument("--policies", default="fcfs,msf", help="comma-separated policy names")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     print(*study(args.runs, args.reps, args.jobs, args.policies), sep="\n")

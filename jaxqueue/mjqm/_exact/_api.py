@@ -36,7 +36,7 @@ from ..._jit import refused
 from ..._memory import memory_budget
 from ...dist import Exponential
 from .._workload import Workload
-from ._ph import lambda_c_sparse, ph_key, ph_rates, phase_forms, traced
+from ._ph import lambda_c_sparse, ph_key, ph_rates, phase_forms
 from ._ph_levels import ph_level_sizes, ph_levels
 from ._ph_solve import ph_forms, ph_lambda_c_dense, ph_metrics, ph_numbers
 from ._ph_structure import PHKey, ph_counts, ph_structure
@@ -58,12 +58,9 @@ __all__ = [
 # memory limit is MAX_BYTES or half the machine's memory, whichever is less.
 MAX_PHASES = 4000
 MAX_BYTES = 6 * 2**30
-# The saturated phase-type chain of exact_lambda_c: one sparse LU (its fill grows fast with the
-# cascades' reach, so the limit is on the phases); its gradient stops here.
-MAX_PH_PHASES = 30000
-# exact_lambda_c without a gradient, and `mjqm stability`: aggregation-disaggregation (about
-# 1 GB at this size).
-MAX_PH_IAD_PHASES = 400_000
+# The saturated phase-type chain of exact_lambda_c and `mjqm stability`, with its gradient:
+# beyond 30,000 phases aggregation-disaggregation (about 1 GB at this size).
+MAX_PH_PHASES = 400_000
 # stability_limit(method="auto") stops where the direct sparse LU does (seconds, not minutes).
 AUTO_PH_PHASES = 8000
 
@@ -136,10 +133,10 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
     Differentiable in the service means and class probabilities. Exponential services: the
     dense QBD's saturated block; other phase-type laws (Erlang, hyperexponential, Coxian, any
     law with a ``phase_form``): the saturated chain over the jobs in service per (class,
-    phase), one sparse LU on the host with an implicit adjoint (differentiable in the phase
-    forms and the class probabilities), up to :data:`MAX_PH_PHASES` phases; without a gradient
-    up to :data:`MAX_PH_IAD_PHASES` (beyond 30,000 by aggregation-disaggregation onto the
-    class-level phases).
+    phase), one sparse solve on the host with an implicit adjoint (differentiable in the phase
+    forms and the class probabilities), up to :data:`MAX_PH_PHASES` phases (beyond 30,000 by
+    aggregation-disaggregation onto the class-level phases, the adjoint's Poisson equation by
+    the two-level method of the same aggregates).
 
     Raises:
         ValueError: a law without a phase form, resource vectors or specific servers, or a
@@ -151,7 +148,7 @@ def exact_lambda_c(workload: Workload) -> Float[Array, ""]:
         1.795
     """
     if not _all_exponential(workload):
-        return _ph_lambda_c(workload, MAX_PH_PHASES if traced(workload) else MAX_PH_IAD_PHASES)
+        return _ph_lambda_c(workload)
     s, cores = _check_exponential(workload, arrivals=False)
     mu, p = _numbers(workload)
     return _lambda_c_jit(s, cores, mu, p)
@@ -164,8 +161,7 @@ def _ph_lambda_c(workload: Workload, max_phases: int = MAX_PH_PHASES) -> Array:
     if heads > max_phases:
         raise ValueError(
             f"exact: the saturated phase-type chain of this workload has {heads:,} phases "
-            f"({vectors:,} service vectors; limit {max_phases:,} phases for this solve, "
-            f"{MAX_PH_PHASES:,} under a gradient): its "
+            f"({vectors:,} service vectors; limit {max_phases:,} phases for this solve): its "
             "lambda_c is estimated by pile growth (`mjqm stability`)"
         )
     st = ph_structure(key)
@@ -181,11 +177,11 @@ def _ph_lambda_c(workload: Workload, max_phases: int = MAX_PH_PHASES) -> Array:
 def exact_lambda_c_or_none(workload, full: bool = False) -> float | None:
     """:func:`exact_lambda_c` as a float where it applies (one pool of identical servers,
     phase-type services, within the size limits: :data:`AUTO_PH_PHASES` phases for a
-    non-exponential law, :data:`MAX_PH_IAD_PHASES` if ``full``; any arrival law), else
+    non-exponential law, :data:`MAX_PH_PHASES` if ``full``; any arrival law), else
     ``None``."""
     try:
         if not _all_exponential(workload):
-            return float(_ph_lambda_c(workload, MAX_PH_IAD_PHASES if full else AUTO_PH_PHASES))
+            return float(_ph_lambda_c(workload, MAX_PH_PHASES if full else AUTO_PH_PHASES))
         return float(exact_lambda_c(workload))
     except ValueError:
         return None

@@ -3,7 +3,8 @@
 stability limit ``lambda_c = phi . d`` of the saturated chain by one sparse LU on the host
 (scipy), with an implicit adjoint: with ``Q h = -(d - lambda_c 1)`` (Poisson's equation),
 ``d lambda_c / d v_e = phi_src (h_dst - h_src) + phi_src [e a completion]``. The largest
-chains (no gradient) by iterative aggregation-disaggregation onto the class-level phases.
+chains by iterative aggregation-disaggregation onto the class-level phases (``phi``) and the
+two-level method of the same aggregates (``h``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ._ph_structure import PHKey, PHStructure
 
 # Unknowns of the augmented system solved by a direct sparse LU; more go to GMRES + ILU.
 DIRECT_MAX = 12000
-# Head phases beyond which lambda_c (without its gradient) comes from aggregation (_iad): the
+# Head phases beyond which phi and h come from aggregation (_iad, _poisson_two_level): the
 # incomplete LU does not finish there.
 IAD_MIN = 30000
 
@@ -133,9 +134,11 @@ def _host_lambda_c(st: PHStructure, vf, va, vc, need_h: bool = True):
     ac = A @ np.asarray(C.sum(1)).ravel()
     d = np.bincount(st.f_src[st.f_down], weights=vf[st.f_down], minlength=nh) + ac
     q = np.asarray(F.sum(1)).ravel() + ac
-    if not need_h and nh > IAD_MIN:
+    if nh > IAD_MIN:
         phi = _iad(st, F, A, C, q)
-        return float(phi @ d), phi, np.zeros(nh)
+        lam_c = float(phi @ d)
+        h = _poisson_two_level(st, F, A, C, q, phi, lam_c - d) if need_h else np.zeros(nh)
+        return lam_c, phi, h
     Z = sp.bmat([[F - sp.diags(q), A], [C, -sp.identity(nv)]], format="csc")
     solve_t, solve = _solvers(Z[1:, 1:].tocsc())
     u = np.concatenate([[1.0], solve_t(-Z[0, 1:].toarray().ravel())])
@@ -156,13 +159,8 @@ def _iad(st: PHStructure, F, A, C, q, tol=1e-12, max_it=400, smooth=4, omega=0.7
     import scipy.sparse as sp  # (as in _host_lambda_c)
 
     nh = st.nh
-    K = len(st.key.cores)
-    per_class = st.nvec[st.head_n] @ np.eye(K, dtype=np.int64)[st.key.type_class]
-    keys = np.concatenate([per_class, st.head_h[:, None]], axis=1)
-    _, agg = np.unique(keys, axis=0, return_inverse=True)
-    agg = agg.ravel()
-    nc = int(agg.max()) + 1
-    P = sp.csr_matrix((np.ones(nh), (np.arange(nh), agg)), shape=(nh, nc))
+    agg, P = _aggregates(st)
+    nc = P.shape[1]
     B = (F @ P + A @ (C @ P)).tocsr()  # rates from each phase into each aggregate
     FT, AT, CT = F.T.tocsr(), A.T.tocsr(), C.T.tocsr()
     phi = np.full(nh, 1.0 / nh)
@@ -179,6 +177,59 @@ def _iad(st: PHStructure, F, A, C, q, tol=1e-12, max_it=400, smooth=4, omega=0.7
         if res < tol:
             return phi
     return np.full(nh, np.nan)
+
+
+def _aggregates(st: PHStructure):
+    """``(agg, P)``: the aggregate of every head phase (its jobs in service per class and its
+    head's class) and the ``(nh, aggregates)`` 0/1 matrix of that map."""
+    import scipy.sparse as sp  # (as in _host_lambda_c)
+
+    nh = st.nh
+    K = len(st.key.cores)
+    per_class = st.nvec[st.head_n] @ np.eye(K, dtype=np.int64)[st.key.type_class]
+    keys = np.concatenate([per_class, st.head_h[:, None]], axis=1)
+    _, agg = np.unique(keys, axis=0, return_inverse=True)
+    agg = agg.ravel()
+    nc = int(agg.max()) + 1
+    return agg, sp.csr_matrix((np.ones(nh), (np.arange(nh), agg)), shape=(nh, nc))
+
+
+def _poisson_two_level(st: PHStructure, F, A, C, q, phi, b, tol=1e-13, max_it=400):
+    """``h`` with ``Q h = b``, ``h_0 = 0`` (``phi . b = 0``), by the two-level method of
+    :func:`_iad`'s aggregates for right vectors (its coarse step transposed): four damped
+    Jacobi steps, then the coarse correction ``h += P e`` with ``(P^T diag(phi) Q P) e = P^T
+    diag(phi) r`` (the Galerkin operator of the piecewise-constant prolongation, singular with
+    the consistent right-hand side of the residual ``r``: one equation replaced by ``e_0 =
+    0``; Stewart 1994, Introduction to the Numerical Solution of Markov Chains, Ch. 6). ``nan``
+    where ``phi`` is not finite or ``|Q h - b|_1 / |b|_1`` stays above ``tol``."""
+    import scipy.linalg as sl
+    import scipy.sparse as sp
+
+    if not np.all(np.isfinite(phi)):
+        return np.full_like(b, np.nan)
+    agg, P = _aggregates(st)
+    PT = P.T.tocsr()
+
+    def Q(x):
+        return F @ x + A @ (C @ x) - q * x
+
+    Qc = (PT @ sp.diags(phi) @ (F @ P + A @ (C @ P))).toarray() - np.diag(PT @ (phi * q))
+    Qc[0] = 0.0
+    Qc[0, 0] = 1.0
+    lu = sl.lu_factor(Qc)
+    nb = np.abs(b).sum()
+    h = np.zeros_like(b)
+    for _ in range(max_it):
+        for _ in range(4):
+            h = h + 0.7 * (Q(h) - b) / q
+        rc = PT @ (phi * (b - Q(h)))
+        rc[0] = 0.0
+        h = h + sl.lu_solve(lu, rc)[agg]
+        h = h - h[0]
+        res = np.abs(Q(h) - b).sum() / nb
+        if res < tol:
+            return h
+    return np.full_like(b, np.nan)
 
 
 def _solvers(B):

@@ -742,9 +742,10 @@ def test_generated_network_specs_build_or_refuse(doc):
 
 # ------------------------------------------------------------- sizes predicted before allocating
 def test_size_limits_follow_the_machine_memory(monkeypatch):
-    """On a machine with 200 MB of memory, the exact MJQM of five-class-exp (274 MB predicted)
-    and the generic BF recursion on 22 servers (520 MB) are refused before allocating, naming
-    the prediction and the limit; 16 servers (13 MB) pass the same check."""
+    """On a machine with 200 MB of memory, the exact MJQM of five-class-exp (274 MB and
+    1.5e-10 (21 + 30) 1,147^3 = 12 CPU-s predicted) and the generic BF recursion on 22 servers
+    (520 MB) are refused before allocating, naming the prediction and the limit; 16 servers
+    (13 MB) pass the same check."""
     import numpy as np
 
     import jaxqueue._memory as memory
@@ -754,7 +755,8 @@ def test_size_limits_follow_the_machine_memory(monkeypatch):
     from jaxqueue.pools._recursion import check_size
 
     monkeypatch.setattr(memory, "_machine_bytes", lambda: (2e8, "memory"))
-    with pytest.raises(ValueError, match=r"0.274 GB \(limits: 4000 phases, 0.1 GB, half of this"):
+    refusal = r"0.274 GB and 12 CPU-s \(limits: 4000 phases, 0.1 GB, half of this"
+    with pytest.raises(ValueError, match=refusal):
         exact(scenarios.get("five-class-exp"), 1.0)
     big = Pool([list(range(22)), [0, 1]], np.ones(22))
     with pytest.raises(ValueError, match="above the memory limit of 0.1 GB, half of this"):

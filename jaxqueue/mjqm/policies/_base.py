@@ -38,6 +38,7 @@ __all__ = [
     "Policy",
     "PreemptiveByOrder",
     "first_fit",
+    "fit_by_need",
     "fcfs_start",
     "weight_rank",
     "in_key_order",
@@ -254,6 +255,7 @@ def first_fit(
     by_need: tuple[int, ...] | None = None,
     window: int | None = None,
     rank=None,
+    needs: tuple[int, ...] | None = None,
 ) -> Bool[Array, " B"]:
     """Start candidates in scan order (arrival order; with ``by_need``, the distinct needs
     largest first, largest need first and arrival order within a need; with ``rank`` too, the
@@ -262,12 +264,20 @@ def first_fit(
     first ``W`` candidates not yet started may start, and the window slides as they do
     (``W = 1`` stops at the first that does not fit).
 
-    Computed a run at a time: candidates that do not fit in the free servers are dropped (the
-    free count only decreases), the longest prefix (in scan order) of those left whose
-    cumulative need fits starts at once, and the scan goes on while some candidate fits; each
-    round starts at least one job."""
+    With ``by_need`` (no ``rank``), or in arrival order with ``needs`` (every need of the
+    candidates), computed in closed form from the candidates of each need ahead of each job
+    (:func:`fit_by_need`, :func:`first_fit_counted`). Otherwise a run at a time: candidates
+    that do not fit in the free servers are dropped (the free count only decreases), the
+    longest prefix (in scan order) of those left whose cumulative need fits starts at once,
+    and the scan goes on while some candidate fits; each round starts at least one job."""
     if window is not None:
         return _window_fit(candidates, need, free, window)
+    if rank is None and (by_need or needs):
+        ahead = lambda x: cumsum(x) - x  # noqa: E731  (the candidates before, arrival order)
+        counts = counts_ahead(ahead, candidates, need, by_need or needs)
+        if by_need:
+            return fit_by_need(candidates, need, free, by_need, counts)
+        return first_fit_counted(candidates, need, free, needs, counts)
 
     def run(c):
         chosen, left, free = c
@@ -362,6 +372,20 @@ def counts_ahead(before, live, need, needs):
         )
         out += [(packed >> (bits * i)) & ((1 << bits) - 1) for i in range(len(group))]
     return out
+
+
+def fit_by_need(candidates, need, free, by_need, counts):
+    """:func:`first_fit` a need at a time in the order of ``by_need`` (every need of the
+    candidates), ``counts`` the candidates of each need ahead of each job: within a need the
+    first ``free // v`` start."""
+    free = jnp.broadcast_to(jnp.asarray(free, need.dtype), need.shape[1:])
+    chosen = jnp.zeros_like(candidates)
+    for v, c in zip(by_need, counts, strict=True):
+        mine = candidates & (need == v)
+        k = free // v
+        chosen = chosen | (mine & (c < k[None]))
+        free = free - v * jnp.minimum(jnp.sum(mine, axis=0, dtype=need.dtype), k)
+    return chosen
 
 
 def first_fit_counted(candidates, need, free, needs, counts):

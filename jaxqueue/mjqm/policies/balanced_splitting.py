@@ -15,9 +15,8 @@ import math
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from ._base import Jobs, Policy, at_slot, positions
+from ._base import Jobs, Policy, cumsum
 
 
 def default_partition(workload, psi: float = 1.0) -> tuple[tuple[int, ...], int]:
@@ -109,43 +108,21 @@ class BalancedSplitting(Policy):
         return self.step(jobs._replace(mark=mark), s, needs, jnp.zeros_like(jobs.count))[0]
 
     def step(self, jobs: Jobs, s: int, needs, state):
+        # the scan in closed form: a partition (the helpers) blocks at its first job that does
+        # not fit, so what starts there is the longest run whose cumulative need fits
         reserve = self._bound()
-        C = len(reserve)
         run, helper = jobs.run, jobs.mark & jobs.run
         used = jnp.where(run & ~helper, jobs.need, 0)
-        free = jnp.stack(
-            [r - jnp.sum(jnp.where(jobs.cls == c, used, 0), axis=0) for c, r in enumerate(reserve)]
-        )
-        free_h = self.helpers - jnp.sum(jnp.where(helper, jobs.need, 0), axis=0)
-        pos = positions(jobs.need)
         waiting = jobs.waiting
-
-        def scan(b, c):  # job b of the arrival order
-            free, free_h, blocked, blocked_h, start, on_h = c
-            cls, need, w = at_slot(jobs.cls, b), at_slot(jobs.need, b), at_slot(waiting, b) > 0
-            hit = jnp.arange(C)[:, None] == cls[None]
-            room = jnp.sum(jnp.where(hit, free, 0), axis=0)
-            blk = jnp.any(hit & blocked, axis=0)
-            part = w & ~blk & (need <= room)
-            help_ = w & ~part & ~blocked_h & (need <= free_h)
-            free = free - jnp.where(hit & part[None], need[None], 0).astype(free.dtype)
-            blocked = blocked | (hit & (w & ~part)[None])
-            free_h = free_h - jnp.where(help_, need, 0).astype(free_h.dtype)
-            blocked_h = blocked_h | (w & ~part & ~help_ & (need <= self.helpers))
-            here = pos == b
-            return (
-                free,
-                free_h,
-                blocked,
-                blocked_h,
-                start | (here & (part | help_)),
-                on_h | (here & help_),
-            )
-
-        z = jnp.zeros_like(run)
-        init = (free, free_h, jnp.zeros_like(free, bool), jnp.zeros_like(free_h, bool), z, z)
-        out = lax.fori_loop(0, jobs.need.shape[0], scan, init)
-        return run | out[4], jnp.where(run, helper, out[5]), state
+        part = jnp.zeros_like(run)
+        for c, r in enumerate(reserve):
+            mine = waiting & (jobs.cls == c)
+            room = r - jnp.sum(jnp.where(jobs.cls == c, used, 0), axis=0)
+            part = part | (mine & (cumsum(jnp.where(mine, jobs.need, 0)) <= room))
+        free_h = self.helpers - jnp.sum(jnp.where(helper, jobs.need, 0), axis=0)
+        tries = waiting & ~part & (jobs.need <= self.helpers)  # a job too big never blocks
+        help_ = tries & (cumsum(jnp.where(tries, jobs.need, 0)) <= free_h)
+        return run | part | help_, jnp.where(run, helper, help_), state
 
     def closed_form_limit(self, workload) -> float | None:
         """Without helpers, class ``c`` runs FCFS on its own ``k_c = floor(R_c / n_c)`` slots

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import equinox as eqx
 import jax.numpy as jnp
-from jax import lax
 
-from ._base import Jobs, Policy, at_slot, cumsum, fcfs_start, first_fit, first_slot, positions
+from ._base import Jobs, Policy, at_slot, fcfs_start, first_fit, first_slot, positions
 
 
 class EasyBackfillingEstimate(Policy):
@@ -54,9 +53,12 @@ class EasyBackfillingEstimate(Policy):
         waiting = jobs.waiting
         head = first_slot(waiting)
         need_head = at_slot(jobs.need, head)
+        # the earliest estimated end by which the servers freed (those ending no later)
+        # reach the head's need: a pairwise pass over the rows, no sort
         ends = jnp.where(run, est, jnp.inf)
-        ends, freed = lax.sort((ends, jnp.where(run, jobs.need, 0)), dimension=0, num_keys=1)
-        freed = free + cumsum(freed)
-        t_r = jnp.min(jnp.where(freed >= need_head, ends, jnp.inf), axis=0)
+        freed = free + sum(
+            jnp.where(ends[i] <= ends, jobs.need[i] * run[i], 0) for i in range(ends.shape[0])
+        )
+        t_r = jnp.min(jnp.where(run & (freed >= need_head), ends, jnp.inf), axis=0)
         later = waiting & (positions(waiting) > head) & (est <= t_r)
-        return run | first_fit(later, jobs.need, free)
+        return run | first_fit(later, jobs.need, free, needs=tuple(needs))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from ._base import Jobs, Order, Policy, counts_ahead, cumsum, first_fit
+from ._base import Jobs, Order, Policy, counts_ahead, cumsum, first_fit, fit_by_need
 
 
 def fill_prefix(live, need, s: int, needs, before=None):
@@ -20,17 +20,7 @@ def fill_prefix(live, need, s: int, needs, before=None):
     order = Order.MOST_SERVERS.needs(needs)
     counts = counts_ahead(before, live, need, order)
     prefix = live & (sum(v * c for v, c in zip(order, counts, strict=True)) < s)
-    rank = jnp.zeros_like(need)  # the live jobs of its need ahead of it
-    for v, c in zip(order, counts, strict=True):
-        rank = jnp.where(need == v, c, rank)
-    # a first fit within one need takes its first min(count, free // need) jobs
-    free = jnp.full(need.shape[1:], s, jnp.int32)
-    k = jnp.zeros_like(need)
-    for v in order:
-        take = jnp.minimum(jnp.sum(prefix & (need == v), axis=0, dtype=jnp.int32), free // v)
-        k = jnp.where(need == v, take, k)
-        free = free - take * v
-    return prefix & (rank < k)
+    return fit_by_need(prefix, need, s, order, counts)  # the prefix's jobs ahead: the live ones
 
 
 class ServerFilling(Policy):

@@ -165,3 +165,23 @@ def test_gmres_equals_the_sparse_lu_and_the_brute_force(monkeypatch):
     brute = ref.lambda_c(8, [1, 2, 5], [0.6, 0.25, 0.15], *zip(*laws, strict=True))
     assert abs(it - lu) <= 1e-10 * lu and abs(it - brute) <= 1e-10 * brute
     assert abs(it_grad - lu_grad) <= 1e-8 * abs(lu_grad), (it_grad, lu_grad)
+
+
+def test_an_unconverged_iterative_solve_is_refused_under_jit_and_grad(monkeypatch):
+    """An iterative solve that does not converge gives ``nan`` on the host; under ``jax.jit``
+    (the value) and ``jax.grad`` (the adjoint's ``h``) that is a one-line refusal, never a
+    ``nan`` returned as a number."""
+    monkeypatch.setattr(_ph, "IAD_MIN", 0)
+    monkeypatch.setattr(_ph, "_poisson_two_level", lambda st, F, A, C, q, phi, b: b * np.nan)
+
+    def lc(x, p0):
+        return exact_lambda_c(_e3_small(x, p0))
+
+    assert np.isfinite(float(jax.jit(lc)(6.0, 0.6)))  # the value needs no h
+    with pytest.raises(Exception, match="jaxqueue refused the input.*Poisson's equation"):
+        jax.grad(lc)(6.0, 0.6)
+    monkeypatch.setattr(_ph, "_iad", lambda st, F, A, C, q: np.full(st.nh, np.nan))
+    with pytest.raises(Exception, match="jaxqueue refused the input.*did not converge"):
+        jax.jit(lc)(6.0, 0.6)
+    with pytest.raises(ValueError, match="did not converge"):
+        exact_lambda_c(_e3_small(jnp.asarray(6.0), jnp.asarray(0.6)))

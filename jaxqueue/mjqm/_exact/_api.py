@@ -166,11 +166,14 @@ def _ph_lambda_c(workload: Workload, max_phases: int = MAX_PH_PHASES) -> Array:
         )
     st = ph_structure(key)
     out = lambda_c_sparse(st, ph_rates(st, workload))
-    if not isinstance(out, jax.core.Tracer) and not math.isfinite(float(out)):
-        raise ValueError(
-            f"exact: the iterative solve of the saturated chain ({heads:,} phases) did not "
-            "converge; its lambda_c is estimated by pile growth (`mjqm stability`)"
-        )
+    why = (
+        f"exact: the iterative solve of the saturated chain ({heads:,} phases) did not "
+        "converge; its lambda_c is estimated by pile growth (`mjqm stability`)"
+    )
+    if isinstance(out, jax.core.Tracer):  # under jit or grad: a run-time check
+        return eqx.error_if(out, ~jnp.isfinite(out), refused(why))
+    if not math.isfinite(float(out)):
+        raise ValueError(why)
     return out
 
 

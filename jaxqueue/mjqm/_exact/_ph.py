@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import functools
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from ..._jit import refused
 from .._workload import Workload
 from ._ph_structure import PHKey, PHStructure
 
@@ -24,6 +26,10 @@ DIRECT_MAX = 12000
 # Head phases beyond which phi and h come from aggregation (_iad, _poisson_two_level): the
 # incomplete LU does not finish there.
 IAD_MIN = 30000
+_ADJOINT_FAILED = (
+    "exact: the gradient of lambda_c needs Poisson's equation of the saturated chain, whose "
+    "iterative solve did not converge here; lambda_c itself (without jax.grad) is unaffected"
+)
 
 
 def phase_forms(services) -> list[tuple[Array, Array]]:
@@ -202,8 +208,8 @@ def _poisson_two_level(st: PHStructure, F, A, C, q, phi, b, tol=1e-13, max_it=40
     the consistent right-hand side of the residual ``r``: one equation replaced by ``e_0 =
     0``; Stewart 1994, Introduction to the Numerical Solution of Markov Chains, Ch. 6). ``nan``
     where ``phi`` is not finite or ``|Q h - b|_1 / |b|_1`` stays above ``tol``."""
-    import scipy.linalg as sl
-    import scipy.sparse as sp
+    import scipy.linalg as sl  # (as in _host_lambda_c)
+    import scipy.sparse as sp  # (as in _host_lambda_c)
 
     if not np.all(np.isfinite(phi)):
         return np.full_like(b, np.nan)
@@ -287,6 +293,8 @@ def _bwd(st, res, g):
     ``A`` (x -> y) gets ``phi_x ((C h)_y + (1 - h_x) (C 1)_y)``, a row of ``C`` (y -> z) gets
     ``(phi A)_y (h_z + 1) - ((phi h) A)_y``."""
     phi, h, va, vc = res
+    # an iterative adjoint that did not converge gives nan: refused, never a silent nan gradient
+    h = eqx.error_if(h, ~jnp.all(jnp.isfinite(h)), refused(_ADJOINT_FAILED))
     nv = st.nv
     f_src, f_dst = jnp.asarray(st.f_src), jnp.asarray(st.f_dst)
     a_src, a_y = jnp.asarray(st.a_src), jnp.asarray(st.a_y)

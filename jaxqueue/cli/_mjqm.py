@@ -16,6 +16,7 @@ from ._common import (
     interval,
     log,
     mjqm_command,
+    on_bar,
     positive,
     usage_errors,
     workload,
@@ -125,6 +126,7 @@ def _simulate(args: argparse.Namespace) -> int:
         limit=limit,
         override=args.override,
         progress=log,
+        fraction=on_bar(),
     )
     out = res.as_dict(tails=args.tail)
     _add_response(out)

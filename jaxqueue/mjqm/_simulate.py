@@ -47,9 +47,9 @@ def simulate(workload, lam, policy: str | Policy | None = None, *, key, engine="
         **options: the chosen engine's options (``n_jobs``, ``n_replications``, ``warmup``,
             ``dtype``, ``level``, ``execution`` (a :class:`~jaxqueue.mjqm.options.Execution`:
             the devices, and each engine's memory layout), ``limit``, ``override``,
-            ``throw``, and those of one engine only:
-            :func:`jaxqueue.mjqm.engines.recurrence.simulate` (``init``, ``histogram``),
-            :func:`jaxqueue.mjqm.engines.events.simulate` (``max_buffer``, ``progress``)).
+            ``throw``, ``progress`` (a ``callable(str)`` told how the run goes), and those
+            of one engine only: :func:`jaxqueue.mjqm.engines.recurrence.simulate` (``init``,
+            ``histogram``), :func:`jaxqueue.mjqm.engines.events.simulate` (``max_buffer``)).
 
     Returns:
         :class:`~jaxqueue.mjqm.ForwardResult` from the recurrence engine,

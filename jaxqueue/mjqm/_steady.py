@@ -101,6 +101,11 @@ def _first_round(run, n_jobs: int, n_replications: int, seconds: float, progress
     return n
 
 
+def _prefixed(tell: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    """``tell`` with ``prefix`` before each text."""
+    return lambda text: tell(prefix + text)
+
+
 def _start_precise(res: ForwardResult, start_bias: float) -> bool:
     """The backward start's bias bound (on the mean wait of its samples) within a quarter of
     the forward interval's half-width, or the run long enough not to need it (at least
@@ -124,6 +129,7 @@ def simulate_steady(
     override: bool = False,
     progress: Callable[[str], None] | None = None,
     throw: bool = False,
+    fraction: Callable[[str], None] | None = None,
 ) -> ForwardResult:
     """Forward simulation from a (near) stationary start, extended until it passes its
     stationarity checks or the time budget runs out (module docstring).
@@ -150,6 +156,9 @@ def simulate_steady(
         progress: optional callback receiving one line per round.
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the last round's status is
             not ``ok`` (default: return it with its status).
+        fraction: optional ``callable(str)``, told the fraction done of each round
+            (``round k: `` and the text of :func:`simulate`'s ``progress``); the numbers are
+            those without it.
 
     Returns:
         The :class:`ForwardResult` of the last round, with ``rounds`` (jobs, warm-up, status,
@@ -190,6 +199,7 @@ def simulate_steady(
     n = _first_round(pilot, n_jobs, n_replications, left, progress)
     offset, warmup, rounds = 0, n // 10, []
     while True:
+        tell = fraction and _prefixed(fraction, f"round {len(rounds) + 1}: ")
         t1 = time.perf_counter()
         res = simulate(
             workload,
@@ -202,6 +212,7 @@ def simulate_steady(
             dtype=dtype,
             level=level,
             override=True,
+            progress=tell,
         )
         took = time.perf_counter() - t1
         if stationary and res.status == Status.ok and not _start_precise(res, start_bias):

@@ -1,6 +1,7 @@
 """Forward MJSRE simulation against closed forms, the event-driven simulator and the exact
 solver (``jaxqueue.mjqm.exact``; more in ``tests/mjqm/test_vs_exact.py``)."""
 
+import dataclasses
 import io
 import json
 import math
@@ -251,6 +252,16 @@ def test_chunking_even_blocks_with_a_remainder_and_three_job_blocks(five_f32):
     _same_any_chunking(five_f32, (70, 3, 2))
 
 
+def _every_field(r):
+    """Every field of a result but the workload, floats as their bytes (bit for bit)."""
+    out = {}
+    for f in dataclasses.fields(r):
+        v = getattr(r, f.name)
+        if f.name != "workload":
+            out[f.name] = v.tobytes() if isinstance(v, np.ndarray) else np.asarray(v).tobytes()
+    return out
+
+
 def test_same_numbers_on_four_host_devices(five_f32, tmp_path):
     """The run of ``five_f32`` with its replications on 4 host devices (a subprocess) gives
     the numbers of the one device of this process."""
@@ -478,6 +489,51 @@ def test_cli_simulate_strict_exit_status(capsys):
     warnings = [line for line in cap.err.splitlines() if line.startswith("warning")]
     assert len(warnings) == 1 and "nonstationary" in warnings[0]
     assert main([*argv, "--strict"]) == 3
+
+
+def test_progress_tells_the_fraction_done_and_changes_no_number(mm3):
+    """With ``progress`` the run goes in 20 calls of 2 blocks: 1,000 warm-up jobs are 4
+    blocks (3 x 256 + 232), 9,000 measured jobs 36 (35 x 256 + 40); every field equals that
+    of the run in one call (``mm3``) bit for bit."""
+    told = []
+    b = simulate(MM3, 2.0, progress=told.append, **MM3_KW)
+    assert told == [f"{k}/40 blocks of 256 jobs ({k / 40:.0%})" for k in range(2, 41, 2)]
+    assert told[0] == "2/40 blocks of 256 jobs (5%)"
+    assert _every_field(b) == _every_field(mm3)
+
+
+def test_cli_progress_line_tells_the_fraction_done_and_leaves_stdout_alone(
+    tmp_path, monkeypatch, capsys
+):
+    """``mjqm simulate`` with its live line (forced: stderr is not a terminal here) tells the
+    fraction done of each round on stderr; stdout's JSON equals that of the ``-q`` run (no
+    bar, the run in one call) but for the seconds. The sizes of ``mm3`` (the same compiled
+    programs as the tests above); one round (``--max-seconds`` leaves no time for another)."""
+    from jaxqueue.cli import main
+
+    path = tmp_path / "mm3.toml"
+    path.write_text(
+        'servers = 3\n[[classes]]\ncores = 1\nprob = 1.0\nlaw = "exponential"\nmean = 1.0\n'
+    )
+    monkeypatch.setenv("JAXQUEUE_PROGRESS", "1")
+    argv = ["mjqm", "simulate", "--scenario", str(path), "--lam", "2", "--jobs", "10000"]
+    argv += ["--replications", "128", "--dtype", "float64", "--start", "empty"]
+    argv += ["--max-seconds", "0.001", "--json"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "round 1: 2/40 blocks of 256 jobs (5%)" in err
+    assert "round 1: 40/40 blocks of 256 jobs (100%)" in err
+    assert "blocks of" not in out
+    assert main([*argv, "-q"]) == 0
+    quiet, err = capsys.readouterr()
+    assert "blocks of" not in err
+
+    def numbers(text):
+        o = json.loads(text)
+        o["rounds"] = [r[:3] for r in o["rounds"]]  # (jobs, warm-up, status, seconds)
+        return {k: v for k, v in o.items() if k != "elapsed_s"}
+
+    assert numbers(out) == numbers(quiet)
 
 
 def test_idle_control_variate_on_mmc(mm3, monkeypatch):

@@ -10,13 +10,16 @@ the per-job terms (Section 6) are summed in the loop's carry in the state dtype 
 ``chunk`` jobs, and the block sums accumulated across blocks with compensated (Kahan) sums in
 the widest float type enabled; the waits are binned into one histogram per device and
 section of the replications (:data:`HIST_SECTIONS`: the intervals of the quantiles). Memory
-does not grow with the number of jobs and a float32 state does not bias the means. The
-result and its estimators: ``_forward_result.py``.
+does not grow with the number of jobs and a float32 state does not bias the means. With
+``progress``, the blocks run as a few calls of one program, the carry handed from call to call
+(the fraction done told in between, without host callbacks, which would keep the program out
+of the persistent compilation cache). The result and its estimators: ``_forward_result.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -77,23 +80,7 @@ def _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static):
     return merge(W), merge(fsum), merge(counts), hist.sum(axis=0)
 
 
-def _run_tile(
-    workload,
-    lam,
-    key,
-    reps,
-    W0,
-    lo_code,
-    offset,
-    *,
-    n_jobs,
-    warmup,
-    chunk,
-    dtype,
-    step,
-    n_bins,
-    shift,
-):
+def _run_tile(workload, lam, key, reps, W0, lo_code, offset, **static):
     """The forward scan on replications ``reps`` from states ``W0`` ``(R, s)``.
 
     Blocks of ``chunk`` jobs (the last one shorter): the jobs run in a ``lax.scan`` with the
@@ -104,6 +91,23 @@ def _run_tile(
     replications are spread). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist
     (1, G, C, n_bins))`` (``G``: :data:`HIST_SECTIONS`).
     """
+    n_jobs, warmup, chunk = static["n_jobs"], static["warmup"], static["chunk"]
+    warm_body, measured_body, start = _tile_loop(workload, lam, key, reps, lo_code, **static)
+    W = _blocks(warmup, chunk, warm_body, W0.T, offset)
+    W, fsum, _, counts, hist = _blocks(
+        n_jobs - warmup, chunk, measured_body, start(W), offset + warmup
+    )
+    C, n_bins = workload.n_classes, static["n_bins"]
+    return W.T, fsum.T, counts.T, hist.reshape(1, HIST_SECTIONS, C, n_bins)
+
+
+def _tile_loop(
+    workload, lam, key, reps, lo_code, *, n_jobs, warmup, chunk, dtype, step, n_bins, shift
+):
+    """The blocks of :func:`_run_tile` on replications ``reps``: ``(warm_body(W, start,
+    length, b) -> W, measured_body(carry, start, length, b) -> carry, start(W) -> carry)``,
+    the measured carry ``(W (s, R), sums (nf, R), Kahan compensations (nf, R), counts (C, R),
+    hist (G C n_bins,))`` with ``start`` its zero sums after the warm-up."""
     C, T, sizes = workload.n_classes, workload.n_types, workload.servers
     acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
     n_blocks = -(-(n_jobs - warmup) // chunk)
@@ -122,19 +126,17 @@ def _run_tile(
         hist = hist.at[(bins + section).reshape(-1)].add(1, mode="promise_in_bounds")
         return W2, fsum, fcomp, counts + by_class[3].astype(jnp.int32), hist
 
-    W = _blocks(warmup, chunk, warm_body, W0.T, offset)
-    R, nf = W0.shape[0], 3 * C + 1 + 3 * T + 2
-    carry = (
-        W,
-        jnp.zeros((nf, R), acc_dtype),
-        jnp.zeros((nf, R), acc_dtype),
-        jnp.zeros((C, R), jnp.int32),
-        jnp.zeros((HIST_SECTIONS * C * n_bins,), jnp.int32),
-    )
-    W, fsum, _, counts, hist = _blocks(
-        n_jobs - warmup, chunk, measured_body, carry, offset + warmup
-    )
-    return W.T, fsum.T, counts.T, hist.reshape(1, HIST_SECTIONS, C, n_bins)
+    def start(W):
+        R, nf = W.shape[1], 3 * C + 1 + 3 * T + 2
+        return (
+            W,
+            jnp.zeros((nf, R), acc_dtype),
+            jnp.zeros((nf, R), acc_dtype),
+            jnp.zeros((C, R), jnp.int32),
+            jnp.zeros((HIST_SECTIONS * C * n_bins,), jnp.int32),
+        )
+
+    return warm_body, measured_body, start
 
 
 def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist):
@@ -186,6 +188,89 @@ def _blocks(n, chunk, body, carry, first):
     return carry
 
 
+def _blocks_between(n, chunk, body, carry, first, lo, hi):
+    """:func:`_blocks` for the blocks ``lo`` to ``hi - 1`` only (traced bounds, numbered as
+    there: the full blocks, then the shorter last one): the same bodies on the same carry."""
+    full, rest = divmod(n, chunk)
+    if full:
+        carry = jax.lax.fori_loop(
+            jnp.clip(lo, 0, full),
+            jnp.clip(hi, 0, full),
+            lambda b, c: body(c, first + b * chunk, chunk, b),
+            carry,
+        )
+    if rest:
+        carry = jax.lax.cond(
+            (lo <= full) & (full < hi),
+            lambda c: body(c, first + full * chunk, rest, full),
+            lambda c: c,
+            carry,
+        )
+    return carry
+
+
+def _n_blocks(n, chunk):
+    """Blocks of :func:`_blocks` for ``n`` jobs."""
+    return -(-n // chunk)
+
+
+def _part_tile(workload, lam, key, reps, state, lo, hi, lo_code, offset, **static):
+    """Blocks ``lo`` to ``hi - 1`` of :func:`_run_tile` from ``state``, the blocks numbered
+    warm-up first, then measured. ``state``: ``(W (R, s), sums (R, nf), Kahan compensations
+    (R, nf), counts (R, C))``; returns it after those blocks and the histogram counts of their
+    waits ``(1, G C n_bins)``. The blocks in a few calls give the numbers of one call (the
+    same bodies on the same carry, in the same order)."""
+    n_jobs, warmup, chunk = static["n_jobs"], static["warmup"], static["chunk"]
+    warm_body, measured_body, start = _tile_loop(workload, lam, key, reps, lo_code, **static)
+    W, fsum, fcomp, counts = (x.T for x in state)
+    W = _blocks_between(warmup, chunk, warm_body, W, offset, lo, hi)
+    n_warm = _n_blocks(warmup, chunk)
+    carry = (W, fsum, fcomp, counts, start(W)[4])
+    W, fsum, fcomp, counts, hist = _blocks_between(
+        n_jobs - warmup, chunk, measured_body, carry, offset + warmup, lo - n_warm, hi - n_warm
+    )
+    return (W.T, fsum.T, fcomp.T, counts.T), hist[None]
+
+
+def _part_impl(workload, lam, key, reps, state, hist, lo, hi, lo_code, offset, **static):
+    """:func:`_part_tile` on tiles as :func:`_run_impl` (``lax.map``); the histogram counts
+    added to ``hist`` ``(1, G C n_bins)`` (integers: the order does not matter)."""
+    R = reps.shape[0]
+    tile = _replication_tile(R, jax.devices()[0].platform)
+
+    def part(r, x):
+        return _part_tile(workload, lam, key, r, x, lo, hi, lo_code, offset, **static)
+
+    if tile == R:
+        state, h = part(reps, state)
+        return state, hist + h
+    tiles = lambda x: x.reshape(-1, tile, *x.shape[1:])  # noqa: E731
+    state, h = jax.lax.map(lambda x: part(*x), (tiles(reps), jax.tree.map(tiles, state)))
+    merge = lambda x: x.reshape(R, *x.shape[2:])  # noqa: E731
+    return jax.tree.map(merge, state), hist + h.sum(axis=0)
+
+
+def _part_sharded(
+    workload, lam, key, reps, state, hist, lo, hi, lo_code, offset, *, mesh=None, **static
+):
+    """:func:`_part_impl` on each device's share of the replications (as :func:`_run_sharded`;
+    the histogram counts one row per device)."""
+
+    def local(reps, state, hist):
+        return _part_impl(workload, lam, key, reps, state, hist, lo, hi, lo_code, offset, **static)
+
+    if mesh is None:
+        return local(reps, state, hist)
+    rows = P(BATCH)
+    return jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(rows, rows, rows),
+        out_specs=(rows, rows),
+        check_vma=False,
+    )(reps, state, hist)
+
+
 def _run_sharded(workload, lam, key, reps, W0, lo_code, offset, *, mesh=None, **static):
     """:func:`_run_impl` on each device's share of the replications (``shard_map``: every
     device runs the single-device kernel on its own replications; no communication; the
@@ -221,6 +306,37 @@ _run_for = jit_per_platform(_run_sharded, _CPU_OPTIONS, static_argnames=_RUN_STA
 """``_run_for(platform)``: the jitted kernel (:func:`_run_sharded`) for devices of
 ``platform``, with :data:`_CPU_OPTIONS` on the CPU."""
 
+_part_for = jit_per_platform(_part_sharded, _CPU_OPTIONS, static_argnames=_RUN_STATIC)
+"""``_part_for(platform)``: :func:`_part_sharded` jitted as :data:`_run_for` (one program for
+every range of blocks)."""
+
+PARTS = 20
+"""Calls a run with ``progress`` is split into (the fraction done is told after each)."""
+
+
+def _run_in_parts(run, args, progress, *, n_jobs, warmup, chunk, mesh, **static):
+    """The result of ``_run_for``'s kernel as about :data:`PARTS` calls of one program
+    (:data:`_part_for`, ``run``), the state handed from call to call, telling ``progress``
+    the blocks done (warm-up included) after each. ``args``: the kernel's arguments."""
+    workload, lam, key, reps, W0, lo_code, offset = args
+    C, T = workload.n_classes, workload.n_types
+    R, nf = W0.shape[0], 3 * C + 1 + 3 * T + 2
+    acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
+    devices = 1 if mesh is None else mesh.size
+    zeros = (np.zeros((R, nf), acc_dtype), np.zeros((R, nf), acc_dtype), np.zeros((R, C), np.int32))
+    hist = np.zeros((devices, HIST_SECTIONS * C * static["n_bins"]), np.int32)
+    state = shard_batch(mesh, W0, *zeros)
+    (hist,) = shard_batch(mesh, hist)
+    n = _n_blocks(warmup, chunk) + _n_blocks(n_jobs - warmup, chunk)
+    sizes = dict(n_jobs=n_jobs, warmup=warmup, chunk=chunk, mesh=mesh, **static)
+    for lo, hi in itertools.pairwise([*range(0, n, -(-n // PARTS)), n]):
+        bounds = jnp.asarray(lo, jnp.int32), jnp.asarray(hi, jnp.int32)
+        state, hist = run(workload, lam, key, reps, state, hist, *bounds, lo_code, offset, **sizes)
+        jax.block_until_ready(hist)
+        progress(f"{hi}/{n} blocks of {chunk} jobs ({hi / n:.0%})")
+    W, fsum, _, counts = state
+    return W, fsum, counts, hist.reshape(devices, HIST_SECTIONS, C, static["n_bins"])
+
 
 def simulate(
     workload: Workload,
@@ -239,6 +355,7 @@ def simulate(
     limit=None,
     override: bool = False,
     throw: bool = False,
+    progress=None,
 ) -> ForwardResult:
     """Forward MJSRE simulation of ``n_replications`` independent queues (Section 7.4).
 
@@ -272,6 +389,9 @@ def simulate(
         override: skip the stability checks.
         throw: raise :class:`~jaxqueue.stats.EstimateError` when the status is not ``ok``
             (default: return the result with its status).
+        progress: optional ``callable(str)``, told the blocks of ``chunk`` jobs done (warm-up
+            included) out of all, in about :data:`PARTS` steps; the numbers are those
+            without it.
 
     Returns:
         :class:`ForwardResult`. ``status`` is ``"unconverged"`` when a class of positive
@@ -313,7 +433,8 @@ def simulate(
     reps, W0 = shard_batch(
         mesh, jnp.arange(n_replications, dtype=jnp.int32), jnp.asarray(W0, dtype=dtype)
     )
-    W, fsum, counts, hist = _run_for(mesh.devices.flat[0].platform)(
+    platform = mesh.devices.flat[0].platform
+    args = (
         workload,
         jnp.asarray(lam_f, dtype=dtype),
         key,
@@ -321,6 +442,8 @@ def simulate(
         W0,
         jnp.asarray(lo_code, dtype=jnp.int32),
         jnp.asarray(0 if init is None else init.job_offset, dtype=jnp.int32),
+    )
+    static = dict(
         n_jobs=int(n_jobs),
         warmup=int(warmup),
         chunk=chunk,
@@ -330,6 +453,10 @@ def simulate(
         shift=shift,
         mesh=mesh if mesh.size > 1 else None,
     )
+    if progress is None:
+        W, fsum, counts, hist = _run_for(platform)(*args, **static)
+    else:
+        W, fsum, counts, hist = _run_in_parts(_part_for(platform), args, progress, **static)
     res = summarise(
         workload,
         lam_f,

@@ -4,8 +4,8 @@ One entry point, :func:`minimize`, takes a :class:`Problem` (parameters with tra
 positivity / bounds / simplex, a cost, differentiable metrics, per-class :class:`Target` s, an
 exact re-evaluation and a feasibility polish) and returns an :class:`OptimizeResult`.
 Differentiable objectives: :func:`m_model_metrics`, :class:`SubsetBF`,
-:func:`random_degree_metrics` (balanced fairness) and :class:`MJQMSampler` (multiserver-job
-queue, pathwise and score-function gradient estimators). Case studies:
+:func:`random_degree_metrics` (balanced fairness); the multiserver-job queue's simulated
+derivatives are :func:`jaxqueue.mjqm.sensitivity`'s. Case studies:
 :func:`jaxqueue.optimize.cases.run_case`.
 """
 
@@ -22,8 +22,7 @@ from ._bf import (
 from ._minimize import Penalty as Penalty
 from ._minimize import Polish as Polish
 from ._minimize import minimize as minimize
-from ._mjqm import MJQMSampler as MJQMSampler
-from ._mjqm import five_class_workload as five_class_workload
+from ._mjqm_cases import five_class_workload as five_class_workload
 from ._problem import (
     Box as Box,
 )

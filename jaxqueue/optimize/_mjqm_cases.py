@@ -1,16 +1,17 @@
 """MJQM case studies: largest arrival rate and smallest server speed-up under waiting targets.
 
-The optimisation runs on a common-random-number sample (:class:`MJQMSampler`, pathwise
-derivatives by forward-mode autodiff); the answer is re-evaluated, and polished, with the
-independent forward simulator :func:`jaxqueue.mjqm.simulate` on a different key and a larger
-sample.
+Both search one rate by a safeguarded Newton iteration on the steady-state values and
+derivatives of :func:`jaxqueue.mjqm.sensitivity` (backward starts: stationary from the first
+job; ``d/dlam`` pathwise for a mean wait, common-random-number differences for a quantile),
+each with its interval (:func:`~jaxqueue.optimize._problem.interval_max_rate`: the derivative's
+interval damps the step, the value's sets the stopping rule), on one key at every rate (a
+sample-average problem). The workloads are exponential FCFS, so the answer is re-checked by the
+exact solver :func:`jaxqueue.mjqm.exact`.
 
 ``mjqm-max-rate-exact`` is the exact counterpart of ``mjqm-max-rate`` (exponential services):
 the same targets on the exact waits of :func:`jaxqueue.mjqm.exact`, solved by a safeguarded
 Newton iteration driven by the exact derivative ``dW/dlam`` (``jax.grad`` through the QBD
-solver), see :func:`exact_max_rate`. One value-and-gradient costs a few seconds on
-five-class-exp (CPU), too much for the hundreds of steps of :func:`minimize`; Newton needs a
-handful.
+solver), see :func:`exact_max_rate`.
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxqueue.dist import Exponential
-from jaxqueue.mjqm import Workload, exact, exact_lambda_c, simulate
+from jaxqueue.mjqm import Workload, exact, exact_lambda_c, sensitivity
+from jaxqueue.scenarios import get as get_scenario
 
-from ._minimize import Polish, minimize
-from ._mjqm import MJQMSampler, five_class_workload
-from ._problem import Box, Problem, Target, max_rate_result, newton_rate_step
+from ._problem import Target, interval_max_rate, max_rate_result, newton_rate_step
 from ._report import summarize as _summary
 
 __all__ = [
@@ -34,164 +34,207 @@ __all__ = [
     "mjqm_max_rate_exact",
     "mjqm_speedup",
     "exact_max_rate",
-    "forward_metrics",
+    "five_class_workload",
     "small_exact_workload",
     "MAX_RATE",
     "SPEEDUP",
+    "SPEEDUP_FAST",
 ]
 
-MAX_RATE = {"wait_target": 3.0, "lam0": 0.4}
-SPEEDUP = {"lam": 1.0, "p90_target": 8.0, "speed0": 2.0}
+MAX_RATE = {"wait_target": 3.0, "lam0": 0.4, "rtol": 0.05}
+SPEEDUP = {"lam": 1.0, "p90_target": 8.0, "speed0": 2.0, "rtol": 0.05}
+SPEEDUP_FAST = {"lam": 2.0, "p90_target": 8.0, "speed0": 2.0, "rtol": 0.05}
+"""The fast speed-up case on :func:`small_exact_workload` (``lambda_c = 1.688``): the rate
+is above ``lambda_c``, so the answer is a speed-up."""
+
+
+def five_class_workload() -> Workload:
+    """The five-class MJQM of ``mjsre`` Section 8.2 / Table 2 with exponential service
+    times (``jaxqueue.scenarios.get("five-class-exp")``)."""
+    return get_scenario("five-class-exp")
 
 
 def _sizes(fast: bool) -> dict:
     if fast:
-        return {
-            "sampler": {"n_jobs": 1000, "n_replications": 16},
-            "forward": {"n_jobs": 5000, "n_replications": 16},
-            "steps": 30,
-            "rounds": 3,
-        }
-    return {
-        "sampler": {"n_jobs": 4000, "n_replications": 64},
-        "forward": {"n_jobs": 40000, "n_replications": 128},
-        "steps": 50,
-        "rounds": 4,
-    }
+        return {"search": {"n_jobs": 2000, "n_replications": 64}, "max_iter": 10}
+    return {"search": {"n_jobs": 40000, "n_replications": 64}, "max_iter": 12}
 
 
-def forward_metrics(workload, lam: float, *, speed: float = 1.0, key, n_jobs, n_replications):
-    """Independent re-evaluation with :func:`jaxqueue.mjqm.simulate`.
+def _runs(metric: str) -> int:
+    """Forward runs of :func:`~jaxqueue.mjqm.sensitivity` per rate with ``wrt=("lam",)``:
+    the value and the pathwise derivative of a mean; the value and two differenced rates of a
+    quantile."""
+    return 2 if metric == "wait_mean" else 3
 
-    A server speed ``v`` is a change of time unit: waiting times at ``(lam, v)`` are those at
-    ``(lam / v, 1)`` divided by ``v``.
 
-    Returns:
-        dict with ``W``, ``W_ci`` (per class), ``W_p90`` and ``margin`` (``1 - rate /
-        lambda_ideal``; ``-1`` with infinite waits when the simulator refuses the load).
-    """
+def _binding(workload, metric, key, sizes, per_rate):
+    """``at(lam)`` for :func:`~jaxqueue.optimize._problem.interval_max_rate`: the class whose
+    upper bound is largest, from :func:`~jaxqueue.mjqm.sensitivity`'s per-class ``metric``
+    and ``d/dlam`` at ``lam``, passed through ``per_rate(lam, value, derivative) -> (value,
+    derivative)`` (the metric the target is on, applied to each bound of the intervals)."""
 
-    rate = float(lam) / float(speed)
-    C = workload.n_classes
-    margin = 1.0 - rate / float(workload.lambda_ideal())
-    try:
-        r = simulate(
-            workload,
-            rate,
-            key=key,
-            n_jobs=int(n_jobs),
-            n_replications=int(n_replications),
-            dtype=jnp.float64,
+    def at(lam):
+        res = sensitivity(
+            workload, lam, wrt=("lam",), metric=metric, key=key, override=True, **sizes
         )
-    except ValueError:
+        v, d = res.value_class, res.derivatives_class["lam"]
+        V, V_lo, V_hi = (np.asarray(x, np.float64) for x in (v.mean, v.low, v.high))
+        D, D_lo, D_hi = (np.asarray(x, np.float64) for x in (d.mean, d.low, d.high))
+        c = int(np.nanargmax(V_hi))
+        val, der = per_rate(lam, V[c], D[c])
         return {
-            "W": np.full(C, np.inf),
-            "W_ci": np.full((C, 2), np.inf),
-            "W_p90": np.full(C, np.inf),
-            "margin": min(margin, -1.0),
+            "value": val,
+            "value_ci": [per_rate(lam, V_lo[c], D[c])[0], per_rate(lam, V_hi[c], D[c])[0]],
+            "derivative": der,
+            "derivative_ci": [per_rate(lam, V[c], D_lo[c])[1], per_rate(lam, V[c], D_hi[c])[1]],
+            "usable": res.status not in ("overflow", "nonstationary"),
+            "binding_class": c,
+            "status": str(res.status),
         }
-    v = float(speed)
-    return {
-        "W": np.asarray(r.wait_mean) / v,
-        "W_ci": np.asarray(r.wait_mean_ci) / v,
-        "W_p90": np.array([r.wait_quantile(0.9, c) for c in range(C)]) / v,
-        "margin": margin,
-    }
+
+    return at
 
 
-def _keys(seed: int):
-    k = jax.random.key(seed)
-    return jax.random.fold_in(k, 1), jax.random.fold_in(k, 2)
-
-
-def _five_class_case(case, fast, progress, seed, *, param, x0, box, at, cost, polish, target, head):
-    """A case of five-class-exp with one parameter ``param`` (from ``x0``, within ``box(wl)``),
-    optimised on the pathwise sampler and re-evaluated with :func:`forward_metrics`.
-
-    ``at(x)``: the model's parameters at ``param = x`` (the sampler's; as floats, those of
-    :func:`forward_metrics`). ``cost(x)``. ``polish``: ``(range, move(x, factor))``.
-    ``target``: ``(metric, bound, reported metrics)``, the bound on every class. ``head``: the
-    summary's keys after ``case`` and ``scenario``. Returns ``(result, summary)``."""
-    wl, sz = five_class_workload(), _sizes(fast)
-    k_opt, k_eval = _keys(seed)
-    sampler = MJQMSampler(wl, key=k_opt, **sz["sampler"])
-    fw = sz["forward"]
-    metric, bound, shown = target
-    polish_range, move = polish
-    problem = Problem(
-        params0={param: jnp.asarray(x0)},
-        transforms={param: box(wl)},
-        cost=lambda p: cost(p[param]),
-        metrics=lambda p: sampler.metrics({k: jnp.asarray(v) for k, v in at(p[param]).items()}),
-        targets=[Target(metric, bound, index=c) for c in range(wl.n_classes)],
-        evaluate=lambda p: forward_metrics(
-            wl, key=k_eval, **fw, **{k: float(v) for k, v in at(p[param]).items()}
-        ),
-        polish=lambda p, s: {param: move(p[param], s)},
-    )
-    res = minimize(
-        problem,
-        steps=sz["steps"],
-        rounds=sz["rounds"],
-        learning_rate=0.05,
-        grad_mode="forward",
-        polish=Polish(range=polish_range, iters=10 if fast else 16),
+def _search(fast, progress, seed, wl, metric, target, lam0, rtol, per_rate):
+    """The Newton search of a case on ``seed``'s first key: the solution and its ``jobs``."""
+    sz = _sizes(fast)
+    key = jax.random.fold_in(jax.random.key(seed), 1)
+    at = _binding(wl, metric, key, sz["search"], per_rate)
+    sol = interval_max_rate(
+        at,
+        target,
+        lam0=lam0,
+        hi0=float(wl.lambda_ideal()),
+        rtol=rtol,
+        max_iter=sz["max_iter"],
         progress=progress,
     )
-    x = float(res.params[param])
-    return res, _summary(
-        res,
-        {
-            "case": case,
-            "scenario": "five-class-exp",
-            **head,
-            param: x,
-            f"{param}_gradient": float(res.relaxed_params[param]),
-            "targets": {metric: [bound] * wl.n_classes},
-            "params": {param: x},
-            "metrics": {m: res.metrics[m].tolist() for m in shown},
-            "sizes": sz,
-        },
-    )
+    n = sz["search"]["n_jobs"] * sz["search"]["n_replications"]
+    return sol | {"jobs": _runs(metric) * n * sol["iterations"]}, sz
+
+
+def _search_summary(sol) -> dict:
+    h = sol["history"]
+    keys = ("value", "value_ci", "derivative", "derivative_ci", "converged", "iterations", "jobs")
+    return {k: sol[k] for k in keys} | {
+        "binding_class": h["binding_class"][h["lam"].index(sol["lam"])],
+        "status": h["status"][h["lam"].index(sol["lam"])],
+        "history": h,
+    }
 
 
 def mjqm_max_rate(fast: bool = False, progress=None, seed: int = 0):
     """Largest arrival rate of the five-class MJQM (exponential) such that the mean waiting
-    time of every class stays under ``MAX_RATE["wait_target"]``."""
-    return _five_class_case(
-        "mjqm-max-rate",
+    time of every class stays under ``MAX_RATE["wait_target"]``: Newton on the simulated
+    steady-state mean wait of the binding class and its pathwise ``d/dlam``, re-checked by
+    the exact waits. With ``fast`` the same on :func:`small_exact_workload`."""
+    wl = small_exact_workload() if fast else five_class_workload()
+    target = MAX_RATE["wait_target"]
+    sol, sz = _search(
         fast,
         progress,
         seed,
-        param="lam",
-        x0=MAX_RATE["lam0"],
-        box=lambda wl: Box(0.01, 0.999 * float(wl.lambda_ideal()), log=True),
-        at=lambda x: {"lam": x},
-        cost=lambda x: -x,
-        polish=((0.8, 4.0), lambda x, s: x / s),
-        target=("W", MAX_RATE["wait_target"], ("W", "W_ci")),
-        head={"objective": "maximise lam (cost = -lam)"},
+        wl,
+        "wait_mean",
+        target,
+        MAX_RATE["lam0"],
+        MAX_RATE["rtol"],
+        lambda lam, v, d: (float(v), float(d)),
+    )
+    lam = sol["lam"]
+    r = exact(wl, lam)
+    lam_c = float(r.lambda_c)
+    metrics = {
+        "W": np.asarray(r.wait_mean_class),
+        "W_all": float(r.wait_mean),
+        "margin": 1.0 - lam / lam_c,
+    }
+    targets = [Target("W", target, index=c) for c in range(wl.n_classes)]
+    h = sol["history"]
+    res = max_rate_result(
+        lam, metrics, targets, metrics["margin"] > 0, h["lam"], h["value"], target
+    )
+    return res, _summary(
+        res,
+        {
+            "case": "mjqm-max-rate",
+            "scenario": wl.name,
+            "objective": "maximise lam (cost = -lam), simulated steady-state waits and d/dlam",
+            "lam": lam,
+            "lambda_c": lam_c,
+            "targets": {"W": [target] * wl.n_classes},
+            "params": {"lam": lam},
+            "metrics": {k: np.asarray(v).tolist() for k, v in metrics.items()},
+            "recheck": "exact",
+            "search": _search_summary(sol),
+            "sizes": sz,
+        },
     )
 
 
 def mjqm_speedup(fast: bool = False, progress=None, seed: int = 0):
     """Smallest server speed-up of the five-class MJQM (exponential) at ``SPEEDUP["lam"]``
     such that the 90th percentile of the waiting time of every class stays under
-    ``SPEEDUP["p90_target"]``."""
-    lam = SPEEDUP["lam"]
-    return _five_class_case(
-        "mjqm-speedup",
+    ``SPEEDUP["p90_target"]``, re-checked by the exact quantiles. With ``fast`` the same on
+    :func:`small_exact_workload` (``SPEEDUP_FAST``).
+
+    A server speed ``v`` is a change of time unit: the waits at ``(lam, v)`` are those at rate
+    ``x = lam / v`` and speed 1 divided by ``v``. The search is for the largest ``x`` whose
+    ``P(x) = Q(x) x / lam`` meets the target (``Q`` the simulated steady-state quantile of the
+    binding class, ``dP/dx = (Q + x dQ/dx) / lam`` from sensitivity's ``d/dlam``); then
+    ``v = lam / x``."""
+    c = SPEEDUP_FAST if fast else SPEEDUP
+    wl = small_exact_workload() if fast else five_class_workload()
+    lam, target = c["lam"], c["p90_target"]
+    sol, sz = _search(
         fast,
         progress,
         seed,
-        param="speed",
-        x0=SPEEDUP["speed0"],
-        box=lambda wl: Box(1.001 * lam / float(wl.lambda_ideal()), 20.0, log=True),
-        at=lambda x: {"lam": lam, "speed": x},
-        cost=lambda x: x,
-        polish=((0.5, 4.0), lambda x, s: x * s),
-        target=("W_p90", SPEEDUP["p90_target"], ("W_p90", "W")),
-        head={"lam": lam},
+        wl,
+        "wait_quantile(0.9)",
+        target,
+        lam / c["speed0"],
+        c["rtol"],
+        lambda x, q, dq: (float(q * x / lam), float((q + x * dq) / lam)),
+    )
+    x = sol["lam"]
+    speed = lam / x
+    r = exact(wl, x)
+    dist = r.wait_distribution(quantiles=(0.9,))
+    lam_c = float(r.lambda_c)
+    metrics = {
+        "W_p90": np.asarray([float(dist.quantile(0.9, k)) for k in range(wl.n_classes)]) / speed,
+        "W": np.asarray(r.wait_mean_class) / speed,
+        "margin": 1.0 - x / lam_c,
+    }
+    targets = [Target("W_p90", target, index=k) for k in range(wl.n_classes)]
+    h = sol["history"]
+    res = max_rate_result(
+        x,
+        metrics,
+        targets,
+        metrics["margin"] > 0,
+        h["lam"],
+        h["value"],
+        target,
+        name="speed",
+        of_rate=lambda y: lam / y,
+    )
+    return res, _summary(
+        res,
+        {
+            "case": "mjqm-speedup",
+            "scenario": wl.name,
+            "lam": lam,
+            "speed": speed,
+            "lambda_c": lam_c,
+            "targets": {"W_p90": [target] * wl.n_classes},
+            "params": {"speed": speed},
+            "metrics": {k: np.asarray(v).tolist() for k, v in metrics.items()},
+            "recheck": "exact",
+            "search": _search_summary(sol) | {"rate": x},
+            "sizes": sz,
+        },
     )
 
 

@@ -1,8 +1,8 @@
 """Case studies of the dimensioning layer (``jaxqueue optimize --case NAME``).
 
-Each case builds a :class:`~jaxqueue.optimize.Problem`, runs
-:func:`~jaxqueue.optimize.minimize` and returns a JSON-able dict with at least ``case``,
-``cost``, ``targets_met``, ``slack``, ``params``, ``targets``, ``history`` (a short summary) and
+Each case runs :func:`~jaxqueue.optimize.minimize` on a :class:`~jaxqueue.optimize.Problem`
+(the MJQM cases: a Newton search) and returns a JSON-able dict with at least ``case``, ``cost``,
+``targets_met``, ``slack``, ``params``, ``targets``, ``history`` (a short summary) and
 ``device``; ``fast=True`` uses reduced sizes (for ``jaxqueue demo`` and the tests). Cases:
 
 * ``capacity-m-model``: least ``sum_k c_k mu_k`` with ``T_i <= target_i`` on the M model
@@ -16,10 +16,10 @@ Each case builds a :class:`~jaxqueue.optimize.Problem`, runs
   (``bf-recursive`` §4.2, §6.1): least mean degree meeting a ratio of service rates, integer
   degrees by relaxation, rounding and exact re-verification;
 * ``mjqm-max-rate``: the five-class MJQM (``mjsre`` Table 2): the largest arrival rate keeping
-  every class's mean wait under a target; ``mjqm-max-rate-exact`` the same on the exact waits
-  of :func:`jaxqueue.mjqm.exact` (Newton's method on ``dW/dlam``);
+  every class's mean wait under a target (Newton on :func:`jaxqueue.mjqm.sensitivity`);
+  ``mjqm-max-rate-exact`` the same on the exact waits (Newton on the exact ``dW/dlam``);
 * ``mjqm-speedup``: the same queue at a fixed arrival rate: the smallest server speed-up
-  keeping every class's 90th percentile of the wait under a target;
+  keeping every class's 90th percentile of the wait under a target (as ``mjqm-max-rate``);
 * ``mjqm-p99-server-filling``: five-class-bpareto under server-filling, the largest rate
   keeping the p99 wait under a target (Newton on :func:`jaxqueue.mjqm.sensitivity`).
 """

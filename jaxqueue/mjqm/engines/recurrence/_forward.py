@@ -324,7 +324,9 @@ def _run_in_parts(run, args, progress, *, n_jobs, warmup, chunk, mesh, **static)
     acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
     devices = 1 if mesh is None else mesh.size
     zeros = (np.zeros((R, nf), acc_dtype), np.zeros((R, nf), acc_dtype), np.zeros((R, C), np.int32))
-    hist = np.zeros((devices, HIST_SECTIONS * C * static["n_bins"]), np.int32)
+    # the widest integer type enabled: that of the tiles' sum, so every call has one signature
+    count_dtype = jax.dtypes.canonicalize_dtype(jnp.int64)
+    hist = np.zeros((devices, HIST_SECTIONS * C * static["n_bins"]), count_dtype)
     state = shard_batch(mesh, W0, *zeros)
     (hist,) = shard_batch(mesh, hist)
     n = _n_blocks(warmup, chunk) + _n_blocks(n_jobs - warmup, chunk)

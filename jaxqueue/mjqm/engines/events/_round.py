@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jaxtyping import Array
 
 from ...policies import Jobs
@@ -333,7 +334,12 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
         size=s_size,
         mark=mark_of(s_info),
     )
-    new, mark, memo = ctx.layout.step(jobs, ctx.s, ctx.needs, q.memo)
+    # rows past every replication's count are empty: the policy on the first half of the
+    # rows when they hold every job (a pass over the rows costs its rows or their square)
+    most = jnp.max(jnp.where(on, count, 0))
+    new, mark, memo = lax.cond(
+        most <= B // 2, _step_on(ctx, B // 2), _step_on(ctx, B), jobs, q.memo
+    )
     new = jnp.where(on[None], new, old)
     new, mark, memo = settle(new, jnp.where(on[None], mark, jobs.mark), jnp.where(on, memo, q.memo))
     s_info = with_mark(s_info, mark)
@@ -350,6 +356,19 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
         free=ctx.s - rows_sum(jnp.where(new, need_rows, 0), settled=False),
     )
     return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
+
+
+def _step_on(ctx: _Ctx, n: int):
+    """The policy's ``step`` on the first ``n`` rows of the job list (the rows after them
+    empty): their run and marks, those of the other rows as they were."""
+
+    def step(jobs: Jobs, memo):
+        rows = {k: v[:n] for k, v in jobs._asdict().items() if k != "count" and v is not None}
+        new, mark, memo = ctx.layout.step(jobs._replace(**rows), ctx.s, ctx.needs, memo)
+        rest = lambda x, y: jnp.concatenate([x, y[n:]])  # noqa: E731
+        return rest(new, jobs.run), rest(mark, jobs.mark), memo
+
+    return step
 
 
 def _apply(ctx: _Ctx, st: _State, pk, on):

@@ -18,6 +18,7 @@ from ._common import (
     interval,
     log,
     mjqm_command,
+    on_bar,
     usage_errors,
     workload,
     writable_file,
@@ -107,6 +108,10 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
     limit = command_limit(
         wl, args.policy, key, lam=args.lam, override=args.override, tag="simulate"
     )
+    log(
+        f"event simulation of {args.scenario} at lam={args.lam}: {args.policy}, "
+        f"{args.replications} replications x {args.jobs} jobs"
+    )
     res = simulate_policy(
         wl,
         args.lam,
@@ -118,7 +123,7 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
         level=args.level,
         limit=limit,
         override=args.override,
-        progress=lambda msg: log(f"event simulation of {args.scenario} at lam={args.lam}: {msg}"),
+        progress=on_bar(),  # the jobs done on the live line (without one: one call)
     )
     out = res.as_dict(wl, tails=args.tail)
     if res.status != "ok":
@@ -170,12 +175,14 @@ def _compare(args: argparse.Namespace) -> int:
         "replications": args.replications,
     }
 
+    bar = on_bar()  # (read here: the policies' threads do not see the command's context)
+
     def one(name: str) -> dict:
         pol = parse_policy(name)
         limit = fcfs if pol.label == "fcfs" else command_limit(wl, pol, key, tag="compare")
         rows = _exact_fcfs_rows(wl, loads, lam_c, args.quantiles) if pol.label == "fcfs" else None
         if rows is None:
-            rows = _policy_rows(wl, pol, name, loads, lam_c, key, args, limit)
+            rows = _policy_rows(wl, pol, name, loads, lam_c, key, args, limit, bar)
         summary = limit.summary()
         return {"policy": name, "stability": summary | {"lambda_c_ci": summary["ci"]}, "rows": rows}
 
@@ -311,10 +318,11 @@ def compare_frame(out: dict):
     return rows([{"policy": p["policy"], **r} for p in out["policies"] for r in p["rows"]])
 
 
-def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> list[dict]:
+def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit, bar=None) -> list[dict]:
     """The rows of one policy of ``mjqm compare``, one per load (``unstable`` without a run at
     or beyond its stability limit ``limit``, computed once); the loads it runs side by side in
-    one kernel call (``simulate_loads``: the numbers of a run per load)."""
+    one kernel call (``simulate_loads``: the numbers of a run per load), the jobs done told to
+    ``bar`` (:func:`~._common.on_bar`) if given."""
     # the models load when the command runs, not at start-up
     from ..mjqm import UnstableLoadError
     from ..mjqm._stability import check_load
@@ -342,6 +350,7 @@ def _policy_rows(wl, pol, name, loads, lam_c, key, args, limit) -> list[dict]:
             n_jobs=args.jobs,
             n_replications=args.replications,
             limit=limit,
+            progress=bar,
         )
         keep = ("response_mean", "response_mean_ci", "wait_mean", "idle_servers", "status")
         tails = ("response_quantiles", "response_quantiles_ci", "wait_quantiles")

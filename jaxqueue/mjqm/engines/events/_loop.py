@@ -24,13 +24,15 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from ...._jit import settle, settling
 from ...._random import bits_to_uniform as _bits_to_uniform
 from ...._random import replication_keypairs, threefry2x32
-from ...._sharding import BATCH
+from ...._sharding import BATCH, to_host
 from ..._inputs import _jobs_from_rows, n_uniforms
 from ._accumulate import _wait_bins
 from ._layout import layout_of, needs_of
@@ -156,14 +158,11 @@ def _sharded(policy, workload, run: Run, bins, mesh, init=None):
     return flat(f(*args))
 
 
-@eqx.filter_jit
-def _kernel(policy, workload, run: Run, init, bins, jobs=None):
-    """Every replication of ``reps`` until its measured jobs have left (or an arrival or a pick
-    finds its deque full, or ``max_events``), all replications side by side (the last axis of
-    every array), from ``init`` (default: empty), with deques of ``B`` entries.
-    ``saturated``: the queue is topped up to ``B`` jobs at once (no arrival process), for the
-    throughput of the saturated system. ``jobs``: the given jobs of a replay (:func:`_given`;
-    its first starts logged: ``_accumulate._record_start``)."""
+def _engine(policy, workload, run: Run, bins, jobs=None):
+    """The pieces of :func:`_kernel`: ``active(st)`` (the replications still running),
+    ``chunks(st, k, reps, lam, stop, more=None)`` (chunks of rounds from ``st``, chunk number
+    ``k``, until at most ``stop`` replications are active or ``more(st)`` is false) and
+    ``empty()`` (every replication of ``run.reps`` empty)."""
     lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, tail = run
     s, K = workload.s, workload.n_classes
     needs = needs_of(workload)
@@ -176,9 +175,9 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
         done = st.acc.done >= n_jobs if saturated else rows_sum(st.acc.cnt) >= target
         return ~done & ~st.overflow & (st.events < max_events)
 
-    def run(st, k, reps, lam, stop: int):
+    def chunks(st, k, reps, lam, stop: int, more=None):
         """Chunks of rounds from ``st`` (chunk number ``k``: the epoch moves on schedule)
-        until at most ``stop`` replications are active."""
+        until at most ``stop`` replications are active (or ``more(st)`` is false)."""
         if jobs is None:
             draw = _draw(workload, lam, replication_keypairs(key, reps), dtype)
         else:
@@ -197,9 +196,11 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
             return st, k + 1
 
         go_on = lambda c: jnp.sum(active(c[0]).astype(jnp.int32)) > stop  # noqa: E731
+        if more is not None:
+            go_on = lambda c, go_on=go_on: go_on(c) & more(c[0])  # noqa: E731
         return lax.while_loop(go_on, chunk, (st, k))
 
-    if init is None:
+    def empty():
         M = layout.rows or s // min(needs)
         D, F = layout.deques(needs), layout.registers
         if layout.all_rows:  # every job in a row: the rows are the buffer, no deque body
@@ -210,10 +211,32 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
             L, R = jobs[0].shape[0] - _CHUNK, reps.shape[0]
             log = (jnp.zeros((4 * L, R), dtype), jnp.zeros(R, jnp.int32))
             init = init._replace(acc=init.acc._replace(starts=log[0], logged=log[1]))
+        return init
+
+    return active, chunks, empty
+
+
+def _tail_size(tail: bool, R: int) -> int:
+    """The replications of a batch of ``R`` that finish in a batch of their own."""
+    return R // _TAIL if tail and R >= _TAIL_MIN else 0
+
+
+@eqx.filter_jit
+def _kernel(policy, workload, run: Run, init, bins, jobs=None):
+    """Every replication of ``reps`` until its measured jobs have left (or an arrival or a pick
+    finds its deque full, or ``max_events``), all replications side by side (the last axis of
+    every array), from ``init`` (default: empty), with deques of ``B`` entries.
+    ``saturated``: the queue is topped up to ``B`` jobs at once (no arrival process), for the
+    throughput of the saturated system. ``jobs``: the given jobs of a replay (:func:`_given`;
+    its first starts logged: ``_accumulate._record_start``)."""
+    active, run_chunks, empty = _engine(policy, workload, run, bins, jobs)
+    lam, reps, n_jobs = run.lam, run.reps, run.n_jobs
+    if init is None:
+        init = empty()
     R = reps.shape[0]
-    T = R // _TAIL if tail and R >= _TAIL_MIN else 0
+    T = _tail_size(run.tail, R)
     with settling(jnp.minimum(n_jobs, 1)):  # n_jobs >= 2
-        st, k = run(init, jnp.int32(0), reps, lam, T)
+        st, k = run_chunks(init, jnp.int32(0), reps, lam, T)
         if not T:
             return st
         # the last T replications to finish (and finished ones) on their own: rounds of T
@@ -222,8 +245,129 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
         rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
         sub = jax.tree.map(lambda x: x[..., idx], rest(st))
         sub = sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1)))
-        sub = run(sub, k, reps[idx], lam[idx] if jnp.ndim(lam) else lam, 0)
+        sub = run_chunks(sub, k, reps[idx], lam[idx] if jnp.ndim(lam) else lam, 0)
         sub = sub[0]
         st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
         body = body.at[:, idx].set(sub.q.body.reshape(-1, T, 3))
         return st._replace(q=st.q._replace(body=body.reshape(-1)))
+
+
+class Part(NamedTuple):
+    """A run of :func:`_kernel` in parts (:func:`_part`), between two calls: the state (deque
+    bodies ``(D Q, R, 3)``), per device the chunk number of the batch and of its tail, the
+    tail's replications (``T`` per device, :func:`_kernel`'s) and whether they run; per
+    replication the jobs done (its departures, at most ``n_jobs``; ``n_jobs`` once it stopped)."""
+
+    st: Any
+    k: Any
+    k_tail: Any
+    idx: Any
+    tail: Any
+    jobs: Any
+
+
+def _kernel_part(policy, workload, run: Run, part: Part, bins, goal):
+    """:func:`_kernel` from ``part`` until the jobs done of the batch reach ``goal`` (a
+    fraction of ``R n_jobs``) or every replication stopped: the same chunks of rounds in the
+    same order, the batch's tail chosen as there, so the state after the last part is that of
+    one call."""
+    active, run_chunks, _ = _engine(policy, workload, run, bins)
+    lam, reps, n_jobs = run.lam, run.reps, run.n_jobs
+    R = reps.shape[0]
+    T = _tail_size(run.tail, R)
+
+    def jobs(st):
+        return jnp.where(active(st), jnp.minimum(st.n_next - st.count, n_jobs), n_jobs)
+
+    def short(st, others=0):  # (float32: a stop test, no number depends on it)
+        done = jnp.sum(jobs(st).astype(jnp.float32)) + others
+        return done < goal * R * n_jobs.astype(jnp.float32)
+
+    with settling(jnp.minimum(n_jobs, 1)):
+        st, k = run_chunks(part.st, part.k[0], reps, lam, T, short)
+        if not T:
+            return part._replace(st=st, k=k[None], jobs=jobs(st))
+        start = ~part.tail[0] & (jnp.sum(active(st).astype(jnp.int32)) <= T)
+        tail = part.tail[0] | start
+        idx = jnp.where(start, jnp.argsort(~active(st), stable=True)[:T], part.idx)
+        k_tail = jnp.where(start, k, part.k_tail[0])
+        # the tail's replications taken out and put back (unchanged while it does not run)
+        body = st.q.body.reshape(-1, R, 3)
+        rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
+        sub = jax.tree.map(lambda x: x[..., idx], rest(st))
+        sub = sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1)))
+        others = (R - T) * n_jobs.astype(jnp.float32)  # stopped: not in the tail
+        more = lambda st: tail & short(st, others)  # noqa: E731
+        lam_idx = lam[idx] if jnp.ndim(lam) else lam
+        sub, k_tail = run_chunks(sub, k_tail, reps[idx], lam_idx, 0, more)
+        st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
+        body = body.at[:, idx].set(sub.q.body.reshape(-1, T, 3))
+        st = st._replace(q=st.q._replace(body=body.reshape(-1)))
+        return Part(st, k[None], k_tail[None], idx, tail[None], jobs(st))
+
+
+def _body_as(st, shape):
+    """``st`` with its deque bodies reshaped to ``shape``."""
+    return st._replace(q=st.q._replace(body=st.q.body.reshape(shape)))
+
+
+def part_specs(part: Part):
+    """The ``PartitionSpec`` of every array of ``part``: split on the replications (the last
+    axis; the deque bodies' middle one; per device arrays on their only one)."""
+    specs = jax.tree.map(lambda x: P(*([None] * (x.ndim - 1)), BATCH), part)
+    return specs._replace(st=specs.st._replace(q=specs.st.q._replace(body=P(None, BATCH, None))))
+
+
+@eqx.filter_jit
+def _part(policy, workload, run: Run, bins, mesh, part: Part, goal):
+    """One call of a run in parts: :func:`_kernel_part` on each device's share (as
+    :func:`_sharded`; ``mesh``: ``None`` on one device), one program for every ``goal``."""
+    n = 1 if mesh is None else mesh.shape[BATCH]
+
+    def local(*traced):  # the traced fields of ``run`` (this device's share), part, goal
+        part, r = traced[6], traced[2].shape[0]
+        part = part._replace(st=_body_as(part.st, (-1,)))
+        out = _kernel_part(policy, workload, Run(*traced[:6], *run[6:]), part, bins, traced[7])
+        return out._replace(st=_body_as(out.st, (-1, r, 3)))
+
+    if n == 1:
+        return local(*run[:6], part, goal)
+    by_lam = P(BATCH) if jnp.ndim(run.lam) else P()
+    specs = part_specs(part)
+    in_specs = (by_lam, P(), P(BATCH), P(), P(), P(), specs, P())
+    f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=specs, check_vma=False)
+    return f(*run[:6], part, goal)
+
+
+PARTS = 20
+"""Calls a run in parts is split into at most (:func:`_run_parts`)."""
+
+
+def _run_parts(policy, workload, run: Run, init, tell):
+    """:func:`_run` of drawn jobs as up to :data:`PARTS` calls of one program
+    (:func:`_part`), the state handed from call to call, the same numbers; ``tell(done,
+    total)`` after each call: the jobs done over all replications (:class:`Part`) and ``R
+    n_jobs``. Returns the state."""
+    bins = _wait_bins(workload)[:3]
+    policy = policy.bind(workload)
+    mesh = getattr(getattr(run.reps, "sharding", None), "mesh", None)
+    n = 1 if mesh is None else mesh.shape[BATCH]
+    R = run.reps.shape[0]
+    st = _engine(policy, workload, run, bins)[2]() if init is None else init
+    idx = np.tile(np.arange(_tail_size(run.tail, R // n), dtype=np.int32), n)
+    each = np.zeros(n, np.int32)
+    part = Part(_body_as(st, (-1, R, 3)), each, each, idx, each > 0, np.zeros(R, np.int32))
+    if n == 1:
+        part = jax.tree.map(jnp.asarray, part)
+    else:  # placed as the program returns it
+        put = lambda s, x: jax.device_put(x, NamedSharding(mesh, s))  # noqa: E731
+        part = jax.tree.map(put, part_specs(part), part, is_leaf=lambda x: isinstance(x, P))
+    total = R * int(run.n_jobs)
+    done = 0
+    for p in range(1, PARTS + 1):
+        goal = p / PARTS if p < PARTS else 2.0  # the last call: to the end
+        if done < min(goal, 1) * total:
+            part = _part(policy, workload, run, bins, mesh, part, jnp.float32(goal))
+            done = int(np.sum(to_host(part.jobs), dtype=np.int64))
+            tell(done, total)
+    return _body_as(part.st, (-1,))

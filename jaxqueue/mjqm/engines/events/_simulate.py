@@ -27,7 +27,7 @@ from ...options import Execution
 from ...policies import Policy, parse_policy
 from ._accumulate import _wait_bins
 from ._layout import first_buffer, layout_of, needs_of
-from ._loop import Run, _run
+from ._loop import Run, _run, _run_parts
 from ._result import PolicyResult, _summarise
 from ._round import _State
 
@@ -125,7 +125,11 @@ def simulate_loads(
             :func:`~jaxqueue.mjqm.stability_limit` for this policy, a number, or ``None`` (the
             cheap checks only; the status catches a load beyond the limit).
         override: skip the stability checks.
-        progress: optional ``callable(str)`` told of each run once the arguments are checked.
+        progress: optional ``callable(str)`` told of each run once the arguments are checked
+            and, as it goes, of the jobs done over all replications (``k/n jobs (p%)``, a
+            replication that stopped counting all its jobs): with it, each run goes as a
+            few calls of one compiled program, the state handed from call to call (the
+            same numbers).
 
     Returns:
         a :class:`PolicyResult` per rate.
@@ -153,7 +157,7 @@ def simulate_loads(
     # one load: a scalar rate (the kernel a single run has always compiled)
     lam, reps = (lams[0], None) if L == 1 else (np.repeat(lams, n), np.tile(np.arange(n), L))
     buffers = (execution.buffer, max_buffer)
-    more = (execution.devices, progress, None, reps)
+    more = (execution.devices, progress, None, reps, progress is not None)
     sizes = (L * n, warmup, n_jobs)
     acc, overflow, capped, B = _runs(pol, workload, lam, key, sizes, *buffers, dt, *more)
     probs = np.asarray(workload.probs)
@@ -182,6 +186,7 @@ def _runs(
     progress=None,
     jobs=None,
     reps=None,
+    parts=False,
 ):
     """The kernel over every replication. Those whose buffer fills go on from where they
     stopped with twice the slots (an arrival that finds the buffer full stops its replication
@@ -192,7 +197,8 @@ def _runs(
     (``_loop._given``). ``reps``: the replication index of each column (default ``0 ..
     replications - 1``); ``lam``: a number, or one rate per column (several loads side by
     side, each column the same replication as in a run at its load alone). With ``reps``
-    the kernel has no tail batch (``Run.tail``): the columns finish together."""
+    the kernel has no tail batch (``Run.tail``): the columns finish together. ``parts``: each
+    run in parts (``_loop._run_parts``), ``progress`` told the jobs done after each."""
     n_replications, warmup, n_jobs = sizes
     layout = layout_of(pol, workload.s, needs_of(workload))
     max_buffer = min(max_buffer, layout.max_buffer)
@@ -210,12 +216,17 @@ def _runs(
         (col_reps,) = shard_batch(mesh, jnp.asarray(ids[todo], jnp.int32))
         if lams is not None:
             args = (*shard_batch(mesh, jnp.asarray(lams[todo])), key)
+        label = f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots"
         if progress is not None:
-            progress(f"{pol.label}: {len(todo)} replications x {n_jobs} jobs, {B} slots")
+            progress(label)
         max_events = 4 * n_jobs + 64 * B
         counts = (jnp.int32(warmup), jnp.int32(n_jobs), jnp.int32(max_events))
         run = Run(*args, col_reps, *counts, B, False, dt, reps is None)
-        out = _run(pol, workload, run, init, jobs)
+        if parts:
+            tell = lambda k, n, label=label: progress(f"{label}: {k}/{n} jobs ({k / n:.0%})")  # noqa: E731
+            out = _run_parts(pol, workload, run, init, tell)
+        else:
+            out = _run(pol, workload, run, init, jobs)
         st = jax.tree.map(to_host, out)
         part = st.acc
         acc = part if acc is None else jax.tree.map(functools.partial(_merge, rows=todo), acc, part)

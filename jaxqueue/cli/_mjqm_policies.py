@@ -88,6 +88,8 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
 
     # (as jax)
     from ..mjqm import metrics_frame, simulate_policy
+    from ..mjqm._stability import check_load
+    from ..mjqm.policies import parse_policy
 
     fcfs_only = [
         opt
@@ -108,6 +110,8 @@ def simulate_with_policy(args: argparse.Namespace, wl) -> int:
     limit = command_limit(
         wl, args.policy, key, lam=args.lam, override=args.override, tag="simulate"
     )
+    # a refused load says so in its one line, before the run's line
+    check_load(wl, args.lam, limit=limit, policy=parse_policy(args.policy), override=args.override)
     log(
         f"event simulation of {args.scenario} at lam={args.lam}: {args.policy}, "
         f"{args.replications} replications x {args.jobs} jobs"

@@ -69,24 +69,8 @@ def test_exact_rows_match_the_mmc_closed_forms(c, lam):
     assert row["response_mean"] == pytest.approx(wait(0.0) / (c - lam) + 1.0, rel=1e-9)
 
 
-SMALL = """
-servers = 3
-[[classes]]
-cores = 1
-prob = 0.6
-law = "exponential"
-mean = 1.0
-[[classes]]
-cores = 2
-prob = 0.4
-law = "exponential"
-mean = 1.25
-"""
-
-
-def test_compare_uses_the_exact_solver_for_fcfs(tmp_path, capsys):
-    f = tmp_path / "small.toml"
-    f.write_text(SMALL)
+def test_compare_uses_the_exact_solver_for_fcfs(small_toml, capsys):
+    f = small_toml
     argv = ["mjqm", "compare", "--scenario", str(f), "--policies", "fcfs", "--loads"]
     argv += ["0.9,1.0", "--jobs", "1000", "--replications", "8", "--json"]
     status = main(argv)

@@ -457,29 +457,6 @@ def test_policy_names_listed():
 
 
 # ----------------------------------------------------------------------------- command line
-SMALL = """
-servers = 3
-[[classes]]
-cores = 1
-prob = 0.6
-law = "exponential"
-mean = 1.0
-[[classes]]
-cores = 2
-prob = 0.4
-law = "exponential"
-mean = 1.25
-"""
-
-
-@pytest.fixture
-def path(tmp_path):
-    """The small workload above as a TOML file."""
-    f = tmp_path / "small.toml"
-    f.write_text(SMALL)
-    return f
-
-
 def _cli(argv, capsys):
     from jaxqueue.cli import main
 
@@ -488,7 +465,8 @@ def _cli(argv, capsys):
     return status, out.out, out.err
 
 
-def test_cli_simulate_policy_json(path, capsys):
+def test_cli_simulate_policy_json(small_toml, capsys):
+    path = small_toml
     import json
 
     argv = [
@@ -539,7 +517,8 @@ def test_cli_simulate_policy_json(path, capsys):
         (["--policy", "window:1", "--lam", "5"], "beyond the stability limit", 1),
     ],
 )
-def test_cli_policy_bad_input_one_line(extra, message, code, path, capsys):
+def test_cli_policy_bad_input_one_line(extra, message, code, small_toml, capsys):
+    path = small_toml
     argv = [
         "mjqm",
         "simulate",
@@ -692,7 +671,8 @@ def test_a_class_seen_in_one_replication_is_not_ok():
         (["compare", "--replications", "1"], "--replications: expected an integer >= 2"),
     ],
 )
-def test_cli_policy_options_refused_one_line(argv, message, path, capsys):
+def test_cli_policy_options_refused_one_line(argv, message, small_toml, capsys):
+    path = small_toml
     args = ["mjqm", argv[0], "--scenario", str(path), *argv[1:]]
     if argv[0] == "simulate":
         args += ["--lam", "0.5"]

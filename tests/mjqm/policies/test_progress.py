@@ -18,20 +18,6 @@ from jaxqueue.mjqm import Workload
 from jaxqueue.mjqm.engines.events import _loop, simulate_loads
 from jaxqueue.mjqm.options import Execution
 
-SMALL = """
-servers = 3
-[[classes]]
-cores = 1
-prob = 0.6
-law = "exponential"
-mean = 1.0
-[[classes]]
-cores = 2
-prob = 0.4
-law = "exponential"
-mean = 1.25
-"""
-
 FRACTION = re.compile(r"(\d+) replications x (\d+) jobs, (\d+) slots: (\d+)/(\d+) jobs \((\d+)%\)")
 
 
@@ -79,7 +65,7 @@ def _rising(run):
     assert done == sorted(done) and done[-1] == run[-1][3] and run[-1][4] == 100
 
 
-def test_progress_tells_the_jobs_done_and_changes_no_number(monkeypatch, capsys, tmp_path):
+def test_progress_tells_the_jobs_done_and_changes_no_number(monkeypatch, capsys, small_toml):
     """Told after each call: the jobs done over all replications, rising to all of them in
     about :data:`_loop.PARTS` steps; every field equals that of one call without progress.
     ``mjqm simulate --policy`` with the live line (forced: stderr is not a terminal here):
@@ -92,8 +78,7 @@ def test_progress_tells_the_jobs_done_and_changes_no_number(monkeypatch, capsys,
     assert told[0][0] == 8
     _rising(told)
     monkeypatch.setenv("JAXQUEUE_PROGRESS", "1")
-    f = tmp_path / "small.toml"
-    f.write_text(SMALL)
+    f = small_toml
     argv = ["mjqm", "simulate", "--scenario", str(f), "--lam", "0.8", "--policy", "first-fit"]
     argv += ["--jobs", "3000", "--replications", "8", "--json"]
     assert main(argv) == 0

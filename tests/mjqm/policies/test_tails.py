@@ -91,21 +91,6 @@ def test_fcfs_quantile_intervals_cover_erlang_c():
     assert float(e.low) <= lo <= float(e.high)
 
 
-SMALL = """
-servers = 3
-[[classes]]
-cores = 1
-prob = 0.6
-law = "exponential"
-mean = 1.0
-[[classes]]
-cores = 2
-prob = 0.4
-law = "exponential"
-mean = 1.25
-"""
-
-
 def _cli(argv, capsys):
     from jaxqueue.cli import main
 
@@ -114,7 +99,7 @@ def _cli(argv, capsys):
     return status, out.out, out.err
 
 
-def test_cli_quantiles_tails_and_the_stability_column(tmp_path, capsys):
+def test_cli_quantiles_tails_and_the_stability_column(small_toml, tmp_path, capsys):
     """``mjqm simulate --policy msf --tail`` puts the quantiles, their intervals and the
     tails (keys as given) in its JSON, overall and per class; ``mjqm compare --quantiles``
     tabulates p50, p90, p99 and each policy's limit with its method, and marks a load beyond
@@ -124,8 +109,7 @@ def test_cli_quantiles_tails_and_the_stability_column(tmp_path, capsys):
 
     from jaxqueue.cli._mjqm_policies import _compare_table
 
-    f = tmp_path / "small.toml"
-    f.write_text(SMALL)
+    f = small_toml
     common = ["--scenario", str(f), "--jobs", "1000", "--replications", "64"]
     argv = ["mjqm", "simulate", *common, "--lam", "0.5", "--policy", "msf", "--tail", "1,2.50"]
     status, out, _ = _cli([*argv, "--json"], capsys)

@@ -403,8 +403,8 @@ def degree_mix(fast: bool = False, progress=None):
 
 
 def _mjqm_case(name, module=_mjqm_cases):
-    def run(fast: bool = False, progress=None):
-        return getattr(module, name.replace("-", "_"))(fast=fast, progress=progress)
+    def run(fast: bool = False, progress=None, seed: int = 0):
+        return getattr(module, name.replace("-", "_"))(fast=fast, progress=progress, seed=seed)
 
     return run
 

@@ -122,3 +122,25 @@ def test_mjqm_speedup_full():
     q = np.asarray(out["metrics"]["W_p90"])
     s = out["search"]
     assert _within(s["value"], s["value_ci"], q[s["binding_class"]]), (s, q)
+
+
+@pytest.mark.parametrize("name", ["mjqm-max-rate", "mjqm-speedup", "mjqm-p99-server-filling"])
+def test_the_command_lines_seed_reaches_the_simulated_cases(name, monkeypatch, capsys):
+    """``jaxqueue optimize --case NAME --seed S`` runs the case with seed ``S`` (the cases'
+    own runs are checked above; here only the seed's way in, the case replaced by a recorder)."""
+    from jaxqueue.cli import main
+    from jaxqueue.optimize import _mjqm_cases, _mjqm_quantile
+
+    seen = []
+
+    def record(fast=False, progress=None, seed=0):
+        seen.append(seed)
+        raise RuntimeError("recorded")
+
+    module = _mjqm_quantile if name == "mjqm-p99-server-filling" else _mjqm_cases
+    monkeypatch.setattr(module, name.replace("-", "_"), record)
+    try:
+        main(["optimize", "--case", name, "--fast", "--seed", "5", "--json"])
+    except RuntimeError:  # the recorder's stop, whether or not the command reports it
+        pass
+    assert seen == [5]

@@ -241,15 +241,22 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
             return st
         # the last T replications to finish (and finished ones) on their own: rounds of T
         idx = jnp.argsort(~active(st), stable=True)[:T]
-        body = st.q.body.reshape(-1, R, 3)
-        rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
-        sub = jax.tree.map(lambda x: x[..., idx], rest(st))
-        sub = sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1)))
-        sub = run_chunks(sub, k, reps[idx], lam[idx] if jnp.ndim(lam) else lam, 0)
-        sub = sub[0]
-        st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
-        body = body.at[:, idx].set(sub.q.body.reshape(-1, T, 3))
-        return st._replace(q=st.q._replace(body=body.reshape(-1)))
+        lam_idx = lam[idx] if jnp.ndim(lam) else lam
+        st, _ = _on_tail(st, idx, R, lambda sub: run_chunks(sub, k, reps[idx], lam_idx, 0))
+        return st
+
+
+def _on_tail(st, idx, R: int, run_tail):
+    """``st`` after ``run_tail(sub) -> (sub, out)`` on its replications ``idx`` (of ``R``),
+    taken out with their deque bodies and put back; returns ``(st, out)``."""
+    body = st.q.body.reshape(-1, R, 3)
+    rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
+    sub = jax.tree.map(lambda x: x[..., idx], rest(st))
+    sub = sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1)))
+    sub, out = run_tail(sub)
+    st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
+    body = body.at[:, idx].set(sub.q.body.reshape(-1, idx.shape[0], 3))
+    return st._replace(q=st.q._replace(body=body.reshape(-1))), out
 
 
 class Part(NamedTuple):
@@ -292,17 +299,12 @@ def _kernel_part(policy, workload, run: Run, part: Part, bins, goal):
         idx = jnp.where(start, jnp.argsort(~active(st), stable=True)[:T], part.idx)
         k_tail = jnp.where(start, k, part.k_tail[0])
         # the tail's replications taken out and put back (unchanged while it does not run)
-        body = st.q.body.reshape(-1, R, 3)
-        rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
-        sub = jax.tree.map(lambda x: x[..., idx], rest(st))
-        sub = sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1)))
         others = (R - T) * n_jobs.astype(jnp.float32)  # stopped: not in the tail
         more = lambda st: tail & short(st, others)  # noqa: E731
         lam_idx = lam[idx] if jnp.ndim(lam) else lam
-        sub, k_tail = run_chunks(sub, k_tail, reps[idx], lam_idx, 0, more)
-        st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
-        body = body.at[:, idx].set(sub.q.body.reshape(-1, T, 3))
-        st = st._replace(q=st.q._replace(body=body.reshape(-1)))
+        st, k_tail = _on_tail(
+            st, idx, R, lambda sub: run_chunks(sub, k_tail, reps[idx], lam_idx, 0, more)
+        )
         return Part(st, k[None], k_tail[None], idx, tail[None], jobs(st))
 
 

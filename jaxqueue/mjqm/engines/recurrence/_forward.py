@@ -127,7 +127,7 @@ def _tile_loop(
         return W2, fsum, fcomp, counts + by_class[3].astype(jnp.int32), hist
 
     def start(W):
-        R, nf = W.shape[1], 3 * C + 1 + 3 * T + 2
+        R, nf = W.shape[1], _n_sums(C, T)
         return (
             W,
             jnp.zeros((nf, R), acc_dtype),
@@ -137,6 +137,13 @@ def _tile_loop(
         )
 
     return warm_body, measured_body, start
+
+
+def _n_sums(C: int, T: int) -> int:
+    """Sums per replication of the measured carry (their order: ``_forward_result``): per
+    class waits, squared waits and system times (3 C), the time, per type HOL idle, free
+    servers and work (3 T), and the second-half waits and jobs (2)."""
+    return 3 * C + 1 + 3 * T + 2
 
 
 def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist):
@@ -320,7 +327,7 @@ def _run_in_parts(run, args, progress, *, n_jobs, warmup, chunk, mesh, **static)
     the blocks done (warm-up included) after each. ``args``: the kernel's arguments."""
     workload, lam, key, reps, W0, lo_code, offset = args
     C, T = workload.n_classes, workload.n_types
-    R, nf = W0.shape[0], 3 * C + 1 + 3 * T + 2
+    R, nf = W0.shape[0], _n_sums(C, T)
     acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
     devices = 1 if mesh is None else mesh.size
     zeros = (np.zeros((R, nf), acc_dtype), np.zeros((R, nf), acc_dtype), np.zeros((R, C), np.int32))

@@ -64,14 +64,32 @@ def _map_limit() -> int:
 
 
 _MAPS_BUDGET = _map_limit() // 2
+# More than the maps one loaded program adds (a large kernel's included), so that counting can wait.
+_MAPS_PER_PROGRAM = 100
+# The maps at the last count and the programs loaded (compiled or read from the cache) since.
+_maps = {"counted": 0, "programs": 0}
+
+
+def _on_program(event, secs, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+        _maps["programs"] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_program)
 
 
 def pytest_runtest_teardown(item, nextitem):
     """Every compiled XLA:CPU executable (an eager op on a new shape included) keeps about 18
     memory maps until JAX's caches drop it; a worker that runs half the suite would pass the
-    kernel's ``vm.max_map_count`` and crash inside the next compilation. Drop them in time."""
-    if _mapped_regions() > _MAPS_BUDGET:
+    kernel's ``vm.max_map_count`` and crash inside the next compilation. Drop them in time.
+    Counting reads a line per map, a cost per test that grows with the maps, so it waits until
+    the programs loaded since the last count could have passed the budget."""
+    if _maps["counted"] + _MAPS_PER_PROGRAM * _maps["programs"] <= _MAPS_BUDGET:
+        return
+    _maps["counted"], _maps["programs"] = _mapped_regions(), 0
+    if _maps["counted"] > _MAPS_BUDGET:
         jax.clear_caches()
+        _maps["counted"] = _mapped_regions()
 
 
 @pytest.fixture

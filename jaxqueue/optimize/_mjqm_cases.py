@@ -26,7 +26,7 @@ from jaxqueue.dist import Exponential
 from jaxqueue.mjqm import Workload, exact, exact_lambda_c, sensitivity
 from jaxqueue.scenarios import get as get_scenario
 
-from ._problem import Target, interval_max_rate, max_rate_result, newton_rate_step
+from ._problem import Target, interval_max_rate, max_rate_result
 from ._report import summarize as _summary
 
 __all__ = [
@@ -277,7 +277,8 @@ def exact_max_rate(
     ``lambda_c``) is kept and a Newton step that leaves it, or any non-finite value, is replaced
     by bisection. The iteration aims a hair under the target, at ``target (1 - rtol / 2)``, and
     stops when ``0 <= 1 - W / target <= rtol``: the answer meets the target and equals it to
-    ``rtol`` (relative).
+    ``rtol`` (relative). This is :func:`~jaxqueue.optimize._problem.interval_max_rate` with
+    exact values, whose intervals have zero width.
 
     Args:
         workload: exponential services and Poisson arrivals (:func:`jaxqueue.mjqm.exact`).
@@ -312,46 +313,41 @@ def exact_max_rate(
     vg = jax.jit(jax.value_and_grad(wait, has_aux=True))
     dtype = workload.mean_service().dtype
     rtol = max(float(rtol), 1e3 * float(jnp.finfo(dtype).eps))
-    aim = target * (1.0 - 0.5 * rtol)
-    lo, hi = 0.0, lam_c
-    lam = 0.5 * lam_c if lam0 is None else float(lam0)
-    if not lam > 0:
+    lam0 = 0.5 * lam_c if lam0 is None else float(lam0)
+    if not lam0 > 0:
         raise ValueError(f"lam0: must be positive, got {lam0}")
-    hist = {"lam": [], "W": [], "dW_dlam": [], "step": []}
-    step, best, converged = "start", None, False
-    for it in range(int(max_iter)):
+
+    def at(lam):  # an exact value and slope: intervals of zero width
         (w, (w_class, w_all)), dw = vg(jnp.asarray(lam, dtype))
         w, dw = float(w), float(dw)
-        for k, v in (("lam", lam), ("W", w), ("dW_dlam", dw), ("step", step)):
-            hist[k].append(v)
-        if progress is not None:
-            viol = math.log(w / target) if math.isfinite(w) and w > 0 else math.inf
-            progress(it, {"round": it + 1, "rounds": max_iter, "cost": -lam, "violation": viol})
-        finite = math.isfinite(w) and math.isfinite(dw)
-        if finite and w <= target:
-            lo = max(lo, lam)
-            best = (lam, w, dw, np.asarray(w_class), float(w_all))
-            if 1.0 - w / target <= rtol:
-                converged = True
-                break
-        else:
-            hi = min(hi, lam)
-        lam, step = newton_rate_step(lam, w, dw, aim, lo, hi, usable=finite and w > 0)
-        if hi - lo <= 1e-15 * hi:
-            break
-    if best is None:
-        raise RuntimeError("exact_max_rate: no rate meeting the target was found")
-    lam, w, dw, w_class, w_all = best
+        ok = math.isfinite(w) and math.isfinite(dw) and w > 0
+        return {
+            "value": w,
+            "value_ci": [w, w],
+            "derivative": dw,
+            "derivative_ci": [dw, dw],
+            "usable": ok,
+            "W_class": np.asarray(w_class),
+            "W_all": float(w_all),
+        }
+
+    sol = interval_max_rate(
+        at, target, lam0=lam0, hi0=lam_c, rtol=rtol, max_iter=max_iter, progress=progress
+    )
+    h = sol["history"]
+    i = h["lam"].index(sol["lam"])
+    lam, w, dw, w_class = sol["lam"], sol["value"], sol["derivative"], h["W_class"][i]
+    hist = {"lam": h["lam"], "W": h["value"], "dW_dlam": h["derivative"], "step": h["step"]}
     return {
         "lam": lam,
         "lambda_c": lam_c,
         "W": w,
         "dW_dlam": dw,
         "W_class": w_class,
-        "W_all": w_all,
+        "W_all": h["W_all"][i],
         "binding_class": int(np.nanargmax(w_class)) if per_class else None,
         "rel_error": w / target - 1.0,
-        "converged": converged,
+        "converged": sol["converged"],
         "iterations": len(hist["lam"]),
         "history": hist,
     }

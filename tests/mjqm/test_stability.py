@@ -297,7 +297,7 @@ def test_simulate_runs_no_estimate_without_limit(monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("an estimate ran behind a simulation")
 
-    wl = five(Exponential)
+    wl = scenarios.get("five-class-exp")
     lim = stability_limit(wl)  # exact, before the patches
     for mod, name in [
         (exact_mod, "exact_lambda_c"),
@@ -309,20 +309,22 @@ def test_simulate_runs_no_estimate_without_limit(monkeypatch):
     ]:
         monkeypatch.setattr(mod, name, boom)
     key = jax.random.key(0)
+    # the sizes of test_forward.py's five_f32 (float32 by default): one compiled kernel
+    run = dict(n_jobs=3000, n_replications=64)
     lam = 2.0  # beyond lambda_c = 1.80, below lambda_ideal = 2.11
-    res = simulate(wl, lam, key=key, n_jobs=4000, n_replications=8)
+    res = simulate(wl, lam, key=key, **run)
     assert res.status != "ok"
     with pytest.raises(UnstableLoadError) as err:
-        simulate(wl, lam, key=key, n_jobs=4000, n_replications=8, limit=lim)
+        simulate(wl, lam, key=key, **run, limit=lim)
     msg = str(err.value)
     assert "\n" not in msg and "lambda_c = 1.80086" in msg and "exact" in msg, msg
     assert err.value.lambda_c == lim.lambda_c
     # an estimate: refused unless below the lower end of its interval
     est = dataclasses.replace(lim, lambda_c_ci=(1.7, 1.9), method="pile")
     with pytest.raises(UnstableLoadError, match=r"not below the lower end 1\.7 .*pile growth"):
-        simulate(wl, 1.75, key=key, n_jobs=4000, n_replications=8, limit=est)
+        simulate(wl, 1.75, key=key, **run, limit=est)
     with pytest.raises(UnstableLoadError, match="a number passed"):
-        simulate(wl, 1.6, key=key, n_jobs=4000, n_replications=8, limit=1.5)
+        simulate(wl, 1.6, key=key, **run, limit=1.5)
     # the cheap checks: lambda_ideal, eq. (8) for FCFS, but not for random assignment
     with pytest.raises(UnstableLoadError, match=r"lambda_ideal = 2\.10"):
         simulate(wl, 2.2, key=key)

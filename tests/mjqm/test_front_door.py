@@ -15,6 +15,8 @@ from jaxqueue.mjqm.policies import FCFS, MostServersFirst, RandomAssignment
 
 WL = scenarios.get("five-class-exp")
 KW = dict(n_jobs=1500, n_replications=8, dtype=jnp.float64)
+# the forward runs at the sizes of test_forward.py's five_f32 (float32 by default): one kernel
+FORWARD_KW = dict(n_jobs=3000, n_replications=64)
 
 
 def _same(a, b):
@@ -39,10 +41,10 @@ def _spy(monkeypatch, engine, answer):
 
 def test_fcfs_runs_on_the_recurrence_engine_with_its_numbers(monkeypatch):
     key = jax.random.key(5)
-    res = mjqm.simulate(WL, 1.2, key=key, **KW)
+    res = mjqm.simulate(WL, 1.2, key=key, **FORWARD_KW)
     assert isinstance(res, mjqm.ForwardResult)
-    _same(res, engines.recurrence.simulate(WL, 1.2, key=key, **KW))
-    _same(res, mjqm.simulate(WL, 1.2, FCFS(), key=key, **KW))
+    _same(res, engines.recurrence.simulate(WL, 1.2, key=key, **FORWARD_KW))
+    _same(res, mjqm.simulate(WL, 1.2, FCFS(), key=key, **FORWARD_KW))
     # random assignment goes to the recurrence engine with the options (a spy: its numbers
     # there are checked in tests/mjqm/test_forward.py against independent M/M/1 queues)
     calls = _spy(monkeypatch, engines.recurrence, "ran on recurrence")

@@ -7,8 +7,8 @@ Cases: ``five-class-exp`` and ``two-class-256`` (its rare all-core class) at 0.5
 (``lam``, every ``scale_i``, every ``logits_i``) the share of runs whose interval holds the exact
 value (target 93-97%), and the runs that say ``ok`` while missing by more than three
 half-widths. Methods for the bias table: pathwise from backward samples with the start's
-derivative carried (the default), pathwise from an empty start, CRN central differences, the
-score function (logits).
+derivative carried (the default), pathwise from an empty start, CRN central differences; the
+logits measure-valued (the default; ``res.methods`` names the method of each).
 
     python -m benchmarks.bench_sensitivity --runs 20 --jobs 16000 --replications 64 --log runs.jsonl
     python -m benchmarks.bench_sensitivity --summarise runs.jsonl

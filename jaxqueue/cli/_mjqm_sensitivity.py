@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
     Steady-state derivatives of the mean wait, the mean response or a wait quantile with respect
     to the arrival rate, each class's service-time scale (at 1) and the class logits (p =
     softmax(logits)), with confidence intervals: pathwise (IPA) on the FCFS recurrence from
-    backward samples, the score function for the logits, common-random-number central
+    backward samples, measure-valued for the logits, common-random-number central
     differences otherwise. Exponential FCFS workloads also get the exact derivatives ("exact").
     """
     import jax  # jax only once a command runs: the CLI starts without it

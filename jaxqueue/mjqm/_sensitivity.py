@@ -10,16 +10,19 @@ first job (the start's derivative is carried in: ``_sensitivity_start.py``). Met
 
 * ``pathwise`` (IPA) for ``lam`` and ``scale`` with FCFS and a mean metric: the waits are
   Lipschitz in the inputs, forward-mode autodiff through the scan;
-* ``score`` for the logits with a mean metric: ``E[(f - b) sum_n (e_{c_n} - p)]`` over the
-  jobs of the run and of the start's horizon, with a leave-one-out baseline ``b`` over
-  replications (unbiased);
+* ``measure-valued`` for the logits with a mean metric (Pflug; Heidergott and Vazquez-Abad):
+  ``d eta / d logit_j = p_j (D_j - sum_i p_i D_i)``, ``D_i`` the effect on the metric's sum of
+  a typical job's class changed to ``i``, over the jobs until the changed path couples with
+  the original (``_sensitivity_mvd.py``);
 * ``crn-difference`` otherwise (quantiles; policies without a recurrence, run by the event
   engine): central differences with common random numbers (a backward start moved along its
-  derivative; for the logits, plus the start's score term).
+  derivative; for the logits, plus the start's score term: the classes of the jobs before
+  the start, ``E[f sum_n (e_{c_n} - p)]``).
 
 Intervals are Student t over the independent replications. The status is ``ok`` only when the
 start was a stationary sample whose replay gave it back (else ``biased``), the measured
-halves show no drift, there are ``MIN_REPLICATIONS`` replications and, with
+halves show no drift, there are ``MIN_REPLICATIONS`` replications, every class change of
+the measure-valued derivative coupled within its horizon (else ``biased``) and, with
 ``rel_precision``, every interval is within that fraction of its value.
 :func:`exact_sensitivity` differentiates the exact QBD.
 """
@@ -50,6 +53,7 @@ from ..stats import (
 from ._estimators import RULES
 from ._exact import scaled_wait_mean
 from ._inputs import jobs_from_uniforms, n_uniforms
+from ._sensitivity_mvd import logit_derivative
 from ._sensitivity_start import start_derivative
 from ._stability import check_load
 from ._workload import Workload
@@ -57,7 +61,7 @@ from .engines.events._accumulate import _wait_bins
 from .engines.events._result import _with_zero_waits, response_halves
 from .engines.events._simulate import _float, _runs
 from .engines.recurrence import run_jobs, sample_backward
-from .options import Differences, Start
+from .options import Coupling, Differences, Start
 from .policies import FCFS, parse_policy
 
 __all__ = ["Sensitivity", "sensitivity", "exact_sensitivity", "parse_metric"]
@@ -110,7 +114,7 @@ class Sensitivity(Result):
             and ``logits`` ``(C,)``, one per class parameter).
         derivatives_class: name -> Estimate of the per-class metrics' derivatives
             (``(C,)`` for ``lam``, ``(C, C)`` [metric class, parameter class] for the others).
-        methods: name -> ``"pathwise"``, ``"score"`` or ``"crn-difference"``.
+        methods: name -> ``"pathwise"``, ``"measure-valued"`` or ``"crn-difference"``.
         status, reason: the status and why it is not ``ok``.
         replications, n_jobs, warmup: the run's size; start: ``"backward"`` or ``"empty"``.
         level: confidence level.
@@ -180,14 +184,11 @@ _STATIC = ("kind", "q", "warm", "n_jobs")
 
 @functools.partial(jax.jit, static_argnames=_STATIC)
 def _metric(workload, params, key, W0, *, kind, q, warm, n_jobs):
-    """Per replication (rows of ``W0``): :func:`_per_rep`'s outputs and the class counts of
-    all jobs (the score)."""
+    """Per replication (rows of ``W0``): :func:`_per_rep`'s outputs."""
     f = _per_rep(kind, q, warm, workload.n_classes)
-    classes = jnp.arange(workload.n_classes)
 
     def one(r, w0):
-        w, sigma, cls = _run(workload, key, n_jobs, params, r, w0)
-        return (*f(w, sigma, cls), jnp.sum(cls[:, None] == classes, axis=0))
+        return f(*_run(workload, key, n_jobs, params, r, w0))
 
     return jax.vmap(one)(jnp.arange(W0.shape[0]), W0)
 
@@ -222,11 +223,15 @@ def _shift(params, name, j, d):
     return tuple(x if k == i else p for k, p in enumerate(params))
 
 
-def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, start, dtype, h, differences):
+def _fcfs(
+    workload, lam, wrt, kind, q, key, n_jobs, R, warm, start, dtype, h, differences, coupling
+):
     """Per-replication derivatives on the recurrence: name -> ``(overall (R, P), per class
-    (R, C, P))``, the per-replication metric and halves, and the methods. ``start``: ``(W0,
-    dW0, past)``, the start states, their derivatives with respect to ``(lam, scale)`` and the
-    score of their class mix (``(R, C)``; zeros from an empty start)."""
+    (R, C, P))``, the per-replication metric and halves, the methods, and the measure-valued
+    derivative's cut samples and samples (``None`` without it). ``start``: ``(W0, dW0,
+    past)``, the start states, their derivatives with respect to ``(lam, scale)`` and the
+    score of their class mix (``(R, C)``; zeros from an empty start or where no central
+    difference needs it)."""
     W0, dW0, past = start
     params = _params(workload, lam, dtype)
     sizes = dict(kind=kind, q=q, warm=warm, n_jobs=n_jobs)
@@ -234,7 +239,7 @@ def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, start, dtype, h, di
     def metric(params, W=W0):
         return _metric(workload, params, key, W, **sizes)
 
-    y, yc, halves, counts = metric(params)
+    y, yc, halves = metric(params)
     base = (jnp.sum(y) - y) / (R - 1)
     basec = (jnp.nansum(yc, axis=0) - yc) / (R - 1)
     out, methods = {}, {}
@@ -245,11 +250,22 @@ def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, start, dtype, h, di
             out["lam"], methods["lam"] = (dy[:, :1], dyc[:, :, :1]), "pathwise"
         if "scale" in wrt:
             out["scale"], methods["scale"] = (dy[:, 1:], dyc[:, :, 1:]), "pathwise"
+    cut = None
     if mean_metric and "logits" in wrt:
-        p = jnp.asarray(workload.probs, dtype)
-        score = counts.astype(dtype) - n_jobs * p[None, :] + past
-        out["logits"] = ((y - base)[:, None] * score, (yc - basec)[:, :, None] * score[:, None])
-        methods["logits"] = "score"
+        ld = logit_derivative(
+            workload,
+            params,
+            key,
+            W0,
+            yc,
+            n_jobs=n_jobs,
+            warm=warm,
+            samples=coupling.samples or max(1, (n_jobs - warm) // 256),
+            horizon=coupling.horizon,
+            response=kind == "response",
+        )
+        out["logits"], methods["logits"] = (ld.overall, ld.per_class), "measure-valued"
+        cut = (ld.cut, ld.samples * R)
     for name in wrt:
         if name in out:
             continue
@@ -271,7 +287,7 @@ def _fcfs(workload, lam, wrt, kind, q, key, n_jobs, R, warm, start, dtype, h, di
             jnp.stack([c[1] for c in cols], axis=-1),
         )
         methods[name] = "crn-difference"
-    return out, methods, (y, yc, halves)
+    return out, methods, (y, yc, halves), cut
 
 
 def _events(workload, lam, pol, wrt, kind, q, key, n_jobs, R, warm, dtype, h):
@@ -350,6 +366,7 @@ def sensitivity(
     n_replications: int = 64,
     start: Start = Start(),
     differences: Differences = Differences(),
+    coupling: Coupling = Coupling(),
     rel_precision: float | None = None,
     level: float = 0.95,
     limit=None,
@@ -377,6 +394,8 @@ def sensitivity(
             warm-up left out of the statistics.
         differences: a :class:`~jaxqueue.mjqm.options.Differences`: the central-difference
             step, and whether every parameter is differenced (a check of the others).
+        coupling: a :class:`~jaxqueue.mjqm.options.Coupling`: the jobs whose class the
+            logits' measure-valued derivative changes, and their coupling horizon.
         rel_precision: if given, ``ok`` needs every half-width within this fraction of its
             value.
         level: confidence level. limit: see :func:`~jaxqueue.mjqm.simulate`.
@@ -399,6 +418,7 @@ def sensitivity(
         raise ValueError(f"n_replications: need at least 2, got {n_replications}")
     start = Start.check("sensitivity", "start", start)
     differences = Differences.check("sensitivity", "differences", differences)
+    coupling = Coupling.check("sensitivity", "coupling", coupling)
     n_warmup, h, everywhere = start.n_warmup, differences.h, differences.everywhere
     pol = FCFS() if policy is None else parse_policy(policy).bind(workload)
     fcfs = isinstance(pol, FCFS)
@@ -421,10 +441,12 @@ def sensitivity(
             start_why = "" if stationary else f"the backward start said {S.status}"
             theta = jnp.concatenate([jnp.asarray([lam], dtype), jnp.ones((C,), dtype)])
             paths = any(n in wrt for n in ("lam", "scale"))
-            st = start_derivative(workload, S, theta, replay=paths, scores="logits" in wrt)
+            # the start's score enters the logits' central differences only
+            scores = "logits" in wrt and (kind == "quantile" or everywhere)
+            st = start_derivative(workload, S, theta, replay=paths, scores=scores)
             if paths:
                 dW0 = jnp.asarray(st.dW0, dtype)
-            if "logits" in wrt:
+            if scores:
                 probs = np.asarray(workload.probs, np.float64)
                 past = jnp.asarray(st.counts - st.jobs[:, None] * probs[None, :], dtype)
             replayed = st.mismatch <= _REPLAY_TOL
@@ -435,14 +457,16 @@ def sensitivity(
                 )
         else:
             W0 = jnp.zeros((R, workload.s), dtype)
-        out, methods, (y, yc, halves) = _fcfs(
-            workload, lam, wrt, kind, q, kf, n_jobs, R, warm, (W0, dW0, past), dtype, h, everywhere
+        sizes = (n_jobs, R, warm)
+        out, methods, (y, yc, halves), coupled = _fcfs(
+            workload, lam, wrt, kind, q, kf, *sizes, (W0, dW0, past), dtype, h, everywhere, coupling
         )
         cut, pooled = [], None
     else:
         out, methods, (y, yc, halves), cut, pooled = _events(
             workload, lam, pol, wrt, kind, q, kf, n_jobs, R, warm, dtype, h
         )
+        coupled = None
     est = {n: mean_ci(np.asarray(v[0], np.float64), level=level) for n, v in out.items()}
     est = {n: (_squeeze(e) if n == "lam" else e) for n, e in est.items()}
     est_c = {n: mean_ci(np.asarray(v[1], np.float64), level=level) for n, v in out.items()}
@@ -473,6 +497,12 @@ def sensitivity(
         status, why = Status.overflow, "a run filled its job buffer at its cap: partial sums"
     elif any(c for _, c in cut):
         status, why = Status.unconverged, "a run reached the event cap: partial sums"
+    if coupled is not None and coupled[0]:
+        status = Status.biased
+        why = (
+            f"{coupled[0]} of {coupled[1]} class changes of the logits' measure-valued "
+            f"derivative had not coupled within {coupling.horizon} jobs: their effect is cut"
+        )
     if not replayed:
         status, why = Status.biased, start_why
     elif start_why and status != Status.ok:

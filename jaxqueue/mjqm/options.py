@@ -9,7 +9,8 @@ diffrax's ``SaveAt`` / ``StepSizeController``), each with its defaults and its c
 * :func:`~jaxqueue.mjqm.simulate` on either engine: ``execution=`` :class:`Execution` (how
   the work is laid out; no field of it changes a number);
 * :func:`~jaxqueue.mjqm.sensitivity`: ``start=`` :class:`Start` (where the replications start,
-  the warm-up left out), ``differences=`` :class:`Differences` (the central-difference steps).
+  the warm-up left out), ``differences=`` :class:`Differences` (the central-difference steps),
+  ``coupling=`` :class:`Coupling` (the class changes of the logits' measure-valued derivative).
 
 The options every entry point shares stay plain keywords (``key``, ``n_jobs`` /
 ``n_samples``, ``dtype``, ``level``, ``limit``, ``override``, ``progress``, ``throw``).
@@ -32,6 +33,7 @@ __all__ = [
     "Execution",
     "Start",
     "Differences",
+    "Coupling",
 ]
 
 
@@ -225,8 +227,28 @@ class Differences(_Option):
     Attributes:
         h: the step (relative for ``lam``); ``None``: 0.02, 0.05 for the logits.
         everywhere: central differences for every parameter, also where a pathwise or
-            score estimate applies (a check of those).
+            measure-valued estimate applies (a check of those).
     """
 
     h: float | None = None
     everywhere: bool = False
+
+
+class Coupling(_Option):
+    """The measure-valued derivative of :func:`~jaxqueue.mjqm.sensitivity` with respect to the
+    class logits (FCFS, a mean metric): jobs whose class is changed, each run beside its
+    original path until the two couple.
+
+    Attributes:
+        samples: jobs per replication whose class is changed, spread over its measured jobs;
+            ``None``: one in 256 (closer samples share most of their congestion).
+        horizon: most jobs a changed path runs to couple; a sample still apart then is cut
+            and the status says ``biased``.
+    """
+
+    samples: int | None = None
+    horizon: int = 1 << 20
+
+    def __check_init__(self):
+        _positive_int("Coupling", "samples", self.samples, allow_none=True)
+        _positive_int("Coupling", "horizon", self.horizon)

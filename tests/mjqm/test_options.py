@@ -12,6 +12,7 @@ from jaxqueue.mjqm.options import (
     Batching,
     BiasControl,
     Budget,
+    Coupling,
     Execution,
     InitialState,
     Start,
@@ -32,6 +33,7 @@ WL = scenarios.get("five-class-exp")
         (lambda: InitialState([0.0] * 10, job_offset=-1), "job_offset must be an integer >= 0"),
         (lambda: Execution(chunk=True), "Execution.chunk must be a positive integer"),
         (lambda: Start("warm"), "Start.kind: expected backward or empty"),
+        (lambda: Coupling(horizon=0), "Coupling.horizon must be a positive integer"),
         (lambda: optimize.Penalty(growth=0.0), "Penalty.growth must be > 0"),
     ],
 )
@@ -75,6 +77,10 @@ def test_options_are_immutable_with_defaults():
         (
             lambda k: sensitivity(WL, 1.0, key=k, differences=True),
             "differences must be a jaxqueue.mjqm.options.Differences, got bool",
+        ),
+        (
+            lambda k: sensitivity(WL, 1.0, key=k, coupling=64),
+            "coupling must be a jaxqueue.mjqm.options.Coupling, got int",
         ),
     ],
 )

@@ -1,6 +1,7 @@
 """mjqm.sensitivity: derivatives with intervals against the exact QBD's derivatives (and
-those against central differences of mjqm.exact), the score function for the logits, CRN
-differences of an event policy against the independent heapq simulator, the CLI keys."""
+those against central differences of mjqm.exact), the measure-valued derivative for the logits
+(overall and per class, and its coupling horizon), CRN differences of an event policy against
+the independent heapq simulator, the CLI keys."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from jaxqueue.cli import main
 from jaxqueue.dist import Exponential
 from jaxqueue.mjqm import Workload, exact, exact_lambda_c, exact_sensitivity, sensitivity
+from jaxqueue.mjqm.options import Coupling
 
 MEANS = (1.0, 2.0)
 PROBS = (0.6, 0.4)
@@ -72,16 +74,34 @@ def _covers(res, ex, names):
         assert np.all((lo <= ex[name]) & (ex[name] <= hi)), (name, e, ex[name])
 
 
-def test_pathwise_and_score_cover_the_exact_derivatives():
-    """At the 99.9% level (a fixed key: the 95% coverage rate is the benchmark's)."""
+def _exact_class_fd(lam, h=1e-5):
+    """``(C, C)`` [class, logit]: central differences of mjqm.exact's per-class mean waits
+    with respect to the logits."""
+    p = np.asarray(PROBS)
+    cols = []
+    for e in np.eye(2):
+        up, dn = p * np.exp(h * e), p * np.exp(-h * e)
+        w = [
+            np.asarray(exact(small(probs=tuple(x / x.sum())), lam).wait_mean_class)
+            for x in (up, dn)
+        ]
+        cols.append((w[0] - w[1]) / (2 * h))
+    return np.stack(cols, axis=1)
+
+
+def test_pathwise_and_measure_valued_cover_the_exact_derivatives():
+    """At the 99.9% level (a fixed key: the 95% coverage rate is the benchmark's); the
+    per-class logits derivatives against central differences of the exact per-class waits."""
     lam = _lam()
     res = sensitivity(
         small(), lam, key=jax.random.key(3), n_jobs=2000, n_replications=16, level=0.999
     )
-    assert res.methods == {"lam": "pathwise", "scale": "pathwise", "logits": "score"}
+    assert res.methods == {"lam": "pathwise", "scale": "pathwise", "logits": "measure-valued"}
     ex = _exact_sens()
     _covers(res, ex, ("lam", "scale", "logits"))
     assert res.value.low <= ex["value"] <= res.value.high
+    e, d = res.derivatives_class["logits"], _exact_class_fd(lam)
+    assert np.all((np.asarray(e.low) <= d) & (d <= np.asarray(e.high))), (e, d)
     # 16 replications: fewer than the MJQM's rule asks for an ok
     assert res.status == "unconverged" and "replications" in res.status_reason()
 
@@ -255,7 +275,7 @@ def test_cli_json_keys(tmp_path, capsys):
     lam = out["derivatives"]["lam"]
     assert {"value", "ci", "method", "exact"} <= set(lam) and lam["method"] == "pathwise"
     assert len(out["derivatives"]["scale"]) == 2 and len(out["derivatives"]["logits"]) == 2
-    assert out["derivatives"]["logits"][0]["method"] == "score"
+    assert out["derivatives"]["logits"][0]["method"] == "measure-valued"
     assert lam["exact"] == pytest.approx(_exact_sens()["lam"], rel=1e-6)
     assert len(out["classes"]) == 2 and out["status"] == "unconverged"
 
@@ -268,6 +288,16 @@ def test_cli_bad_input_one_line(extra, capsys):
     err = capsys.readouterr().err
     assert status == 2 and "Traceback" not in err
     assert len([x for x in err.splitlines() if x.strip()]) == 1
+
+
+def test_measure_valued_cut_at_its_horizon_is_not_ok():
+    """A class change whose paths have not coupled within the horizon misses the rest of its
+    effect: the status says biased (the same run with the default horizon is ok)."""
+    lam, key = _lam(0.8), jax.random.key(19)
+    sizes = dict(wrt=("logits",), key=key, n_jobs=2000, n_replications=64)
+    res = sensitivity(small(), lam, coupling=Coupling(horizon=2), **sizes)
+    assert res.status == "biased" and "not coupled within 2 jobs" in res.status_reason()
+    assert sensitivity(small(), lam, **sizes).status == "ok"
 
 
 def test_bad_arguments_refused():
@@ -346,7 +376,7 @@ def test_recurrence_waits_match_sorted_recurrence():
     means = np.asarray(wl.mean_service())
     ref = _numpy_waits(u, lam, np.asarray(wl.probs), [1, 2, 5, 10, 15], means, 20)
     np.testing.assert_allclose(np.asarray(w), ref, rtol=1e-10, atol=1e-10)
-    _, per, _, _ = _metric(wl, params, key, W0, kind="wait", q=None, warm=0, n_jobs=n)
+    _, per, _ = _metric(wl, params, key, W0, kind="wait", q=None, warm=0, n_jobs=n)
     cls = np.asarray(cls)
     for c in range(5):
         np.testing.assert_allclose(float(per[1, c]), ref[cls == c].mean(), rtol=1e-10)

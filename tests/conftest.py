@@ -1,3 +1,4 @@
+import gc
 import os
 import shutil
 import tempfile
@@ -35,6 +36,13 @@ if os.environ.get("JAXQUEUE_TEST_CACHE", "1") != "0":
     jax.config.update("jax_compilation_cache_dir", os.environ["JAXQUEUE_TEST_CACHE_DIR"])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+def pytest_collection_finish(session):
+    """The modules and the collected tests live as long as the run: kept out of the cyclic
+    garbage collector's full passes, which would otherwise walk them again and again."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_unconfigure(config):

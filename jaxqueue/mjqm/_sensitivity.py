@@ -260,7 +260,7 @@ def _fcfs(
             yc,
             n_jobs=n_jobs,
             warm=warm,
-            samples=coupling.samples or max(1, (n_jobs - warm) // 256),
+            samples=coupling.samples,
             horizon=coupling.horizon,
             response=kind == "response",
         )

@@ -28,6 +28,7 @@ cut, and counted (:class:`LogitDerivative`'s ``cut``): its sum misses the rest o
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -44,6 +45,10 @@ __all__ = ["LogitDerivative", "logit_derivative"]
 
 _LANES = 256
 """Samples run side by side (each lane takes the next sample when its own couples)."""
+
+SPACING = 256
+"""Fewest jobs between two samples of a replication by default: closer samples share most of
+their congestion (the spacing is also at least a pilot's mean coupling time)."""
 
 
 def _inputs(workload, params, u):
@@ -177,25 +182,22 @@ def logit_derivative(
 ) -> LogitDerivative:
     """The measure-valued derivatives (module docstring) of the replications started at
     ``W0`` (jobs ``(key, r, n)``), their per-class metrics ``yc`` ``(R, C)``, from ``samples``
-    jobs each spread over jobs ``warm .. n_jobs - 1``."""
+    jobs each spread over jobs ``warm .. n_jobs - 1``; ``None``: one per ``SPACING`` jobs or
+    per mean coupling time of a pilot (each replication's job ``warm``), the longer."""
     R = W0.shape[0]
+
+    def run(K, L):
+        starts = _states(workload, params, key, W0, warm=warm, K=K, L=L)
+        reps = jnp.repeat(jnp.arange(R, dtype=jnp.int32), K)
+        pos = jnp.tile(warm + L * jnp.arange(K, dtype=jnp.int32), R)
+        sizes = dict(R=R, lanes=min(_LANES, R * K), horizon=int(horizon), response=response)
+        return _couple(workload, params, key, starts.reshape(R * K, -1), reps, pos, **sizes)
+
+    if samples is None:
+        pilot = float(np.sum(run(1, 1)[1])) / R
+        samples = max(1, (n_jobs - warm) // max(SPACING, math.ceil(pilot)))
     K = int(min(samples, n_jobs - warm))
-    L = (n_jobs - warm) // K
-    starts = _states(workload, params, key, W0, warm=warm, K=K, L=L)
-    reps = jnp.repeat(jnp.arange(R, dtype=jnp.int32), K)
-    pos = jnp.tile(warm + L * jnp.arange(K, dtype=jnp.int32), R)
-    D, T, cut = _couple(
-        workload,
-        params,
-        key,
-        starts.reshape(R * K, -1),
-        reps,
-        pos,
-        R=R,
-        lanes=min(_LANES, R * K),
-        horizon=int(horizon),
-        response=bool(response),
-    )
+    D, T, cut = run(K, (n_jobs - warm) // K)
     p = np.asarray(jax.nn.softmax(params[2]), np.float64)
     D = np.asarray(D, np.float64) / K  # [r, copy i, class c]: the mean over the samples
     A = p[:, None] * (D - np.einsum("i,ric->rc", p, D)[:, None, :])  # [r, logit j, class c]

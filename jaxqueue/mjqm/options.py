@@ -241,7 +241,8 @@ class Coupling(_Option):
 
     Attributes:
         samples: jobs per replication whose class is changed, spread over its measured jobs;
-            ``None``: one in 256 (closer samples share most of their congestion).
+            ``None``: one per 256 jobs (closer samples share most of their congestion) or
+            per mean coupling time of a pilot (one sample per replication), the longer.
         horizon: most jobs a changed path runs to couple; a sample still apart then is cut
             and the status says ``biased``.
     """

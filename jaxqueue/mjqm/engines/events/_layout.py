@@ -133,13 +133,15 @@ def first_buffer(workload, layout: Layout, loads: int = 1) -> int:
     that (their highest load fills the deques most, and each growth compiles the kernel
     anew). A layout whose pick may pass over its FIFO body (``inside``): twice the most jobs
     in service and 8 more, at least 16. Rounded up to a power of 2. Every job in a row: twice
-    the most jobs in service and 8 more, at least 32; ordered by a key pairwise (``by_key``),
-    the most in service and 8 more, at least 16."""
+    the jobs in service when every server is busy on a job of the mean need and 8 more, at
+    least 32; ordered by a key pairwise (``by_key``), those jobs and 8 more, at least 16 (a
+    round costs the square of its rows, and a run at low load never holds most of them)."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
-    if layout.by_key:  # a round costs the square of its rows
-        return max(16, 1 << math.ceil(math.log2(most + 8)))
-    if layout.all_rows:  # every job in a row: a round costs its rows
-        return max(32, 1 << math.ceil(math.log2(2 * (most + 8))))
+    if layout.all_rows:
+        busy = workload.s / float(np.dot(workload.probs, workload.cores_array[:, 0]))
+        if layout.by_key:  # a round costs the square of its rows
+            return max(16, 1 << math.ceil(math.log2(busy + 8)))
+        return max(32, 1 << math.ceil(math.log2(2 * (busy + 8))))
     if layout.inside:
         return max(16, 1 << math.ceil(math.log2(2 * (most + 8))))
     return max(64, 1 << math.ceil(math.log2(4 * (most + 8)))) * (4 if loads > 1 else 1)

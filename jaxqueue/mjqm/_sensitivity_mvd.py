@@ -38,7 +38,7 @@ from jax import lax
 
 from .._random import job_uniforms
 from ._inputs import jobs_from_uniforms, n_uniforms
-from .engines.recurrence import run_jobs
+from .engines.recurrence import core_groups, fcfs_rows_step, fcfs_rows_wait, run_jobs
 from .policies import FCFS
 
 __all__ = ["LogitDerivative", "logit_derivative"]
@@ -92,8 +92,11 @@ def _couple(workload, params, key, starts, reps, pos, *, R, lanes, horizon, resp
     dt = starts.dtype
     probs = jax.nn.softmax(params[2])
     classes = jnp.arange(C)
-    cores = tuple(int(a) for a in np.asarray(workload.cores)[:, 0])
+    rows = dict(sizes=(s,), groups=core_groups(workload))
     draw = jax.vmap(lambda r, n: job_uniforms(key, r, n, nu, dt))
+
+    def rows_of(m):  # the start states of samples m (lanes,) as the engine's rows
+        return jnp.broadcast_to(starts[m].T[:, :, None], (s, lanes, C))
 
     u0 = draw(reps, pos)
     owns = _inputs(workload, params, u0).cls  # each sample job's class on the original path
@@ -102,7 +105,7 @@ def _couple(workload, params, key, starts, reps, pos, *, R, lanes, horizon, resp
     first_g = jnp.where(response, first.sigma, 0)  # the own service time in the response
 
     def body(carry):
-        X, S, m, t, nxt, D, T, cut = carry
+        X, S, m, t, nxt, D, T, cut = carry  # X: (s, lanes, C), the engine's rows
         active = m < M
         mm = jnp.minimum(m, M - 1)
         inp = _inputs(workload, params, draw(reps[mm], pos[mm] + t))
@@ -110,29 +113,28 @@ def _couple(workload, params, key, starts, reps, pos, *, R, lanes, horizon, resp
         sigma = jnp.where(start, first.sigma[mm], inp.sigma[:, None])
         cls = jnp.where(start, classes[None, :], inp.cls[:, None])
         tau = jnp.broadcast_to(inp.tau[:, None], sigma.shape)
-        X, wait = _advance(cores, X, cls, sigma, tau)
-        X = jnp.maximum(X, 0)
+        wait = fcfs_rows_wait(X, cls, **rows)
+        X = fcfs_rows_step(X, wait, cls, sigma, tau, **rows)[0]
         g = wait + jnp.where(start, first_g[mm], 0)
         S = S + jnp.where(cls[:, :, None] == classes, g[:, :, None], 0)
         t = t + 1
-        o = owns[mm][:, None, None]
-        coupled = jnp.all(X == jnp.take_along_axis(X, o, axis=1), axis=(1, 2))
+        o = owns[mm][None, :, None]
+        coupled = jnp.all(X == jnp.take_along_axis(X, o, axis=2), axis=(0, 2))
         done = active & (coupled | (t >= horizon))
         r = jnp.where(done, reps[mm], R)  # out of bounds: dropped
-        D = D.at[r].add(S - jnp.take_along_axis(S, o, axis=1), mode="drop")
+        D = D.at[r].add(S - jnp.take_along_axis(S, o[0, :, :, None], axis=1), mode="drop")
         T = T.at[r].add(t, mode="drop")
         cut = cut.at[r].add(~coupled, mode="drop")
         m = jnp.where(done, jnp.minimum(nxt + jnp.cumsum(done) - 1, M), m)
         nxt = nxt + jnp.sum(done)
-        fresh = jnp.broadcast_to(starts[jnp.minimum(m, M - 1)][:, None, :], X.shape)
-        X = jnp.where(done[:, None, None], fresh, X)
+        X = jnp.where(done[None, :, None], rows_of(jnp.minimum(m, M - 1)), X)
         S = jnp.where(done[:, None, None], 0, S)
         t = jnp.where(done, 0, t)
         return X, S, m, t, nxt, D, T, cut
 
     m0 = jnp.arange(lanes)
     carry = (
-        jnp.broadcast_to(starts[jnp.minimum(m0, M - 1)][:, None, :], (lanes, C, s)),
+        rows_of(jnp.minimum(m0, M - 1)),
         jnp.zeros((lanes, C, C), dt),
         jnp.where(m0 < M, m0, M),
         jnp.zeros((lanes,), jnp.int32),
@@ -143,20 +145,6 @@ def _couple(workload, params, key, starts, reps, pos, *, R, lanes, horizon, resp
     )
     out = lax.while_loop(lambda c: jnp.any(c[2] < M), body, carry)
     return out[5], out[6], out[7]
-
-
-def _advance(cores, W, cls, sigma, tau):
-    """``mjsre_advance`` (FCFS, one resource type) for a job of class ``cls`` with the
-    cores ``cores[cls]`` chosen among static slices (elementwise selects vectorise where the
-    dynamic slice would gather); the same operations on the same values."""
-    s = W.shape[-1]
-    pad = jnp.full_like(W, jnp.inf)
-    w, X = W[..., cores[0] - 1], jnp.concatenate([W[..., cores[0] :], pad[..., : cores[0]]], -1)
-    for k, a in enumerate(cores[1:], 1):
-        w = jnp.where(cls == k, W[..., a - 1], w)
-        Xa = jnp.concatenate([W[..., a:], pad[..., :a]], -1) if a < s else pad
-        X = jnp.where((cls == k)[..., None], Xa, X)
-    return jnp.minimum(X, jnp.maximum((w + sigma)[..., None], W)) - tau[..., None], w
 
 
 class LogitDerivative(NamedTuple):

@@ -20,4 +20,7 @@ from ._forward_result import ForwardResult as ForwardResult
 from ._pile import pile_growth as pile_growth
 from ._pile import pile_step as pile_step
 from ._scan import run_jobs as run_jobs
+from ._step import core_groups as core_groups
+from ._step import fcfs_rows_step as fcfs_rows_step
+from ._step import fcfs_rows_wait as fcfs_rows_wait
 from ._steps import step_for as step_for

@@ -22,6 +22,7 @@ from jaxqueue.mjqm import (
 from jaxqueue.mjqm._sensitivity import _fcfs
 from jaxqueue.mjqm._sensitivity_start import start_derivative
 from jaxqueue.mjqm.engines.recurrence import loynes_state
+from jaxqueue.mjqm.options import Coupling
 
 MEANS = (1.0, 2.0)
 PROBS = (0.6, 0.4)
@@ -77,7 +78,7 @@ def _per_rep_lam(kw, wl, lam, key, carry):
     if carry:
         dW0 = start_derivative(wl, S, jnp.asarray([lam, 1.0, 1.0]), scores=False).dW0
     start = (jnp.asarray(S.W), dW0, jnp.zeros((R, 2)))
-    out, _, _ = _fcfs(
+    out, *_ = _fcfs(
         wl,
         lam,
         ("lam", "scale"),
@@ -91,6 +92,7 @@ def _per_rep_lam(kw, wl, lam, key, carry):
         jnp.float64,
         None,
         False,
+        Coupling(),
     )
     return np.asarray(out["lam"][0][:, 0])
 

@@ -10,14 +10,11 @@ first job (the start's derivative is carried in: ``_sensitivity_start.py``). Met
 
 * ``pathwise`` (IPA) for ``lam`` and ``scale`` with FCFS and a mean metric: the waits are
   Lipschitz in the inputs, forward-mode autodiff through the scan;
-* ``measure-valued`` for the logits with a mean metric (Pflug; Heidergott and Vazquez-Abad):
-  ``d eta / d logit_j = p_j (D_j - sum_i p_i D_i)``, ``D_i`` the effect on the metric's sum of
-  a typical job's class changed to ``i``, over the jobs until the changed path couples with
-  the original (``_sensitivity_mvd.py``);
+* ``measure-valued`` for the logits with a mean metric: one job's class changed, until the
+  changed path couples with the original (``_sensitivity_mvd.py``);
 * ``crn-difference`` otherwise (quantiles; policies without a recurrence, run by the event
   engine): central differences with common random numbers (a backward start moved along its
-  derivative; for the logits, plus the start's score term: the classes of the jobs before
-  the start, ``E[f sum_n (e_{c_n} - p)]``).
+  derivative; for the logits, plus the start's score ``E[f sum_n (e_{c_n} - p)]``).
 
 Intervals are Student t over the independent replications. The status is ``ok`` only when the
 start was a stationary sample whose replay gave it back (else ``biased``), the measured

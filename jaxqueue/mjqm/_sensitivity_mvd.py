@@ -17,12 +17,10 @@ the mean of class ``c``, ``eta_c = A_c / p_c`` with ``A_c = E0[g_0 1{c_0 = c}]``
 derivative is the formula with ``g_m 1{c_m = c}`` (job 0 counts in its new class), and
 ``d eta_c / d logit_j = (d A_c / d logit_j) / p_c - eta_c (delta_cj - p_j)``.
 
-Each replication samples ``K`` jobs at fixed positions spread over its measured window (the
-states found there are stationary: no choice depends on the path), and runs the ``C`` copies
-of each (copy ``c_0`` is the original path) until they couple, within ``horizon`` jobs. The
-copies run in lanes that take the next sample when theirs couples (:func:`_couple`); a
-sample's result does not depend on its lane. A sample not coupled within ``horizon`` jobs is
-cut, and counted (:class:`LogitDerivative`'s ``cut``): its sum misses the rest of its effect.
+Each replication samples ``K`` jobs at fixed positions of its measured window (stationary
+states: no choice depends on the path) and runs the ``C`` copies of each (copy ``c_0`` is the
+original path) in lanes until they couple (:func:`_couple`); a sample not coupled within
+``horizon`` jobs is cut and counted (:class:`LogitDerivative`'s ``cut``).
 """
 
 from __future__ import annotations

@@ -115,8 +115,8 @@ def _run(args: argparse.Namespace) -> int:
     softmax(logits)), with confidence intervals: pathwise (IPA) on the FCFS recurrence from
     backward samples, measure-valued for the logits, common-random-number central
     differences otherwise. Exponential FCFS workloads also get the exact derivatives ("exact").
-    The command line runs 160,000 jobs per replication by default (ten times the Python
-    API's): every derivative of five-class-exp's mean wait at 0.8 lambda_c within about 5%.
+    The command line runs 160,000 jobs per replication by default, ten times the Python API's:
+    a derivative remembers congestion longer than the wait does.
     """
     import jax  # jax only once a command runs: the CLI starts without it
 

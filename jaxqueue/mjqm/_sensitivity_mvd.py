@@ -153,14 +153,12 @@ class LogitDerivative(NamedTuple):
             each logit.
         per_class: ``(R, C, C)`` [metric class, logit] of the per-class metrics.
         samples: sampled jobs per replication. cut: samples not coupled within the horizon.
-        mean_coupling: the mean number of jobs the copies ran.
     """
 
     overall: np.ndarray
     per_class: np.ndarray
     samples: int
     cut: int
-    mean_coupling: float
 
 
 def logit_derivative(
@@ -183,7 +181,7 @@ def logit_derivative(
         pilot = float(np.sum(run(1, 1)[1])) / R
         samples = max(1, (n_jobs - warm) // max(SPACING, math.ceil(pilot)))
     K = int(min(samples, n_jobs - warm))
-    D, T, cut = run(K, (n_jobs - warm) // K)
+    D, _, cut = run(K, (n_jobs - warm) // K)
     p = np.asarray(jax.nn.softmax(params[2]), np.float64)
     D = np.asarray(D, np.float64) / K  # [r, copy i, class c]: the mean over the samples
     A = p[:, None] * (D - np.einsum("i,ric->rc", p, D)[:, None, :])  # [r, logit j, class c]
@@ -193,5 +191,4 @@ def logit_derivative(
         A.swapaxes(1, 2) / p[None, :, None]
         - np.asarray(yc, np.float64)[:, :, None] * (eye - p[None, :])[None]
     )
-    T = np.asarray(T, np.float64)
-    return LogitDerivative(overall, per, K, int(np.sum(cut)), float(T.sum() / (R * K)))
+    return LogitDerivative(overall, per, K, int(np.sum(cut)))

@@ -121,7 +121,6 @@ class SubsetBF:
             raise ValueError(f"server_sets: servers {sorted(set(range(K)) - used)} serve no class")
         self.server_sets = sets
         self.n_servers = K
-        self._jitted = jax.jit(self._metrics)
 
     def metrics(self, mu, lam) -> dict:
         """Exact BF metrics at capacities ``mu`` (K,) and arrival rates ``lam`` (I,).
@@ -132,13 +131,16 @@ class SubsetBF:
             ``= 1 - 1 / stability_margin`` of the engine); delays are ``inf`` when
             ``margin <= 0``.
         """
-        return self._jitted(jnp.asarray(mu), jnp.asarray(lam))
+        return _subset_metrics(jnp.asarray(mu), jnp.asarray(lam), server_sets=self.server_sets)
 
-    def _metrics(self, mu, lam) -> dict:
-        lam = jnp.asarray(lam, dtype=mu.dtype)
-        out = solve_unchecked(Pool(self.server_sets, mu), lam)
-        keys = ("psi", "L", "T", "gamma", "L_total", "T_mean", "psi_server")
-        return {k: out[k] for k in keys} | {"margin": 1.0 - 1.0 / out["stability_margin"]}
+
+# One compiled program per graph, shared by every SubsetBF of that graph.
+@functools.partial(jax.jit, static_argnames=("server_sets",))
+def _subset_metrics(mu, lam, *, server_sets) -> dict:
+    lam = jnp.asarray(lam, dtype=mu.dtype)
+    out = solve_unchecked(Pool(server_sets, mu), lam)
+    keys = ("psi", "L", "T", "gamma", "L_total", "T_mean", "psi_server")
+    return {k: out[k] for k in keys} | {"margin": 1.0 - 1.0 / out["stability_margin"]}
 
 
 def _log_comb(n, k):

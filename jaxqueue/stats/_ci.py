@@ -85,7 +85,7 @@ def mean_ci(
     (figures in ``benchmarks/RESULTS.md``). What no sample shows (a tail it did not reach) no
     formula restores: estimators also require enough replications (their status says so).
     """
-    x = jnp.asarray(x)
+    x = _on_device(x)
     n = x.shape[axis]
     q = t_quantile(n, level)
     m = jnp.mean(x, axis=axis)
@@ -107,7 +107,13 @@ def mean_ci(
         c = np.asarray(jnp.asarray(g.astype(f) * (2 * q * q + 1)) / (6 * np.sqrt(n)))
         c = np.clip(c, -q / 2, q / 2)
     lo, hi = m - (q - c) * se, m + (q + c) * se
-    return Estimate(*(jnp.asarray(v) for v in (m, lo, hi)), n, level)
+    return Estimate(*(_on_device(v) for v in (m, lo, hi)), n, level)
+
+
+def _on_device(x):
+    """``jnp.asarray(x)``; a numpy value is placed by ``device_put``, which compiles nothing
+    (``jnp.asarray`` compiles a program per shape and dtype)."""
+    return jax.device_put(x) if isinstance(x, np.ndarray | np.generic) else jnp.asarray(x)
 
 
 def log_mean_ci(x: Float[ArrayLike, "n ..."], *, axis: int = 0, level: float = 0.95) -> Estimate:
@@ -123,7 +129,7 @@ def log_mean_ci(x: Float[ArrayLike, "n ..."], *, axis: int = 0, level: float = 0
     replication means (delays near saturation) need, and it agrees with :func:`mean_ci` to first
     order in ``se / mean``. All replications 0 give ``[0, 0]``.
     """
-    x = jnp.asarray(x)
+    x = _on_device(x)
     n = x.shape[axis]
     q = t_quantile(n, level)
     m = jnp.mean(x, axis=axis)

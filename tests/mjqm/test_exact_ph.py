@@ -226,8 +226,8 @@ def test_scaled_phase_type_laws_equal_laws_built_with_scaled_means():
     equals that of the laws built again with scaled means (fast guard of the slow test below)."""
     from jaxqueue.mjqm._exact import scaled_wait_mean
 
-    f = scaled_wait_mean(_sens_workload())
-    got = f(jnp.asarray(0.45), jnp.asarray([0.9, 1.1]), jnp.asarray(SENS_PROBS))
+    f, data = scaled_wait_mean(_sens_workload())
+    got = f(data, jnp.asarray(0.45), jnp.asarray([0.9, 1.1]), jnp.asarray(SENS_PROBS))
     want = exact(_sens_workload(scale=(0.9, 1.1)), 0.45).wait_mean
     assert float(got) == pytest.approx(float(want), rel=1e-12)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -310,22 +311,37 @@ def check_exact(workload: Workload) -> None:
 
 
 def scaled_wait_mean(workload: Workload):
-    """``f(lam, scale, p)``: the exact mean wait of ``workload`` with class ``i``'s service
-    time scaled by ``scale[i]`` and class probabilities ``p`` (for ``jax.grad``: exponential
-    laws on the QBD, other phase-type laws with their sub-generators ``T_i / scale_i``), or
-    exact's one-line refusal for a workload it does not take."""
+    """``(f, data)``: ``f(data, lam, scale, p)`` is the exact mean wait of ``workload`` with
+    class ``i``'s service time scaled by ``scale[i]`` and class probabilities ``p`` (for
+    ``jax.grad``: exponential laws on the QBD, other phase-type laws with their sub-generators
+    ``T_i / scale_i``); ``f`` is hashable, a static argument of ``jax.jit`` (one compile per
+    structure), ``data`` the workload's numbers. Else exact's one-line refusal for a workload
+    it does not take."""
     if _all_exponential(workload):
         s, cores = _check_exponential(workload)
-        mean = workload.mean_service()
-        return lambda lam, scale, p: _exact_jit(s, cores, 1.0 / (mean * scale), p, lam).wait_mean
+        return _ScaledWait(s, cores), workload.mean_service()
     key = _ph_checked_key(workload)
-    forms, _ = ph_forms(workload)
+    return _ScaledPHWait(key), ph_forms(workload)[0]
 
-    def f(lam, scale, p):
+
+class _ScaledWait(NamedTuple):
+    """The mean wait of the exponential QBD of ``(s, cores)`` from the service means."""
+
+    s: int
+    cores: tuple[int, ...]
+
+    def __call__(self, mean, lam, scale, p):
+        return _exact_jit(self.s, self.cores, 1.0 / (mean * scale), p, lam).wait_mean
+
+
+class _ScaledPHWait(NamedTuple):
+    """The mean wait of the phase-type QBD of ``key`` from the phase forms."""
+
+    key: PHKey
+
+    def __call__(self, forms, lam, scale, p):
         scaled = [(a, T / scale[i]) for i, (a, T) in enumerate(forms)]
-        return _ph_exact_jit(key, scaled, p, lam).wait_mean
-
-    return f
+        return _ph_exact_jit(self.key, scaled, p, lam).wait_mean
 
 
 def _ph_checked_key(workload: Workload) -> PHKey:

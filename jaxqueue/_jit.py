@@ -1,7 +1,8 @@
 """Kernels jitted per platform: XLA:CPU options on the CPU only (other backends reject them);
 the wording of the run-time checks (``eqx.error_if``) of traced inputs; values materialised
 once before their consumers (``settle``, within ``settling``: the event engine and the
-policies it runs)."""
+policies it runs) and reductions over a short leading axis as trees of elementwise operations
+(``rows_*``)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,35 @@ def _times(x, one):
     if jnp.issubdtype(x.dtype, jnp.floating):
         return jnp.where(one > 0, x, jnp.zeros((), x.dtype))
     return x * one.astype(x.dtype)
+
+
+def _rows(op, x, axis, settled):
+    """Reduce ``axis`` (static, short) of ``x`` with the elementwise ``op``, as a balanced tree
+    of row operations: one fused elementwise pass (XLA:CPU's own reduce over a short leading
+    axis is slower, and is split over threads, which waits on a busy core). Exact for min,
+    max and integer sums (the order does not matter). An elementwise tree is fused into each
+    consumer and recomputed for every element it feeds: ``settled`` (default: more than 8
+    rows) materialises the result first (:func:`settle`)."""
+    rows = [lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis])]
+    while len(rows) > 1:
+        pairs = [op(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
+        rows = pairs + rows[len(pairs) * 2 :]
+    if settled is None:
+        settled = x.shape[axis] > 8
+    return settle(rows[0])[0] if settled else rows[0]
+
+
+def rows_min(x, axis=0, settled=None):
+    return _rows(jnp.minimum, x, axis, settled)
+
+
+def rows_sum(x, axis=0, settled=None):
+    return _rows(jnp.add, x, axis, settled)
+
+
+def rows_max(x, axis=0, settled=None):
+    return _rows(jnp.maximum, x, axis, settled)
+
+
+def rows_any(x, axis=0, settled=None):
+    return _rows(jnp.logical_or, x, axis, settled)

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ...._jit import settle
-from ._queues import Queues, decode, encode, rows_sum
+from ...._jit import rows_sum, settle
+from ._queues import Queues, decode, encode
 
 
 def _deque_of(need, needs):

@@ -29,14 +29,13 @@ from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ...._jit import settle, settling
+from ...._jit import rows_sum, settle, settling
 from ...._random import bits_to_uniform as _bits_to_uniform
 from ...._random import replication_keypairs, threefry2x32
 from ...._sharding import BATCH, to_host
 from ..._inputs import _jobs_from_rows, n_uniforms
 from ._accumulate import _wait_bins
 from ._layout import layout_of, needs_of
-from ._queues import rows_sum
 from ._round import _Ctx, _empty, _rebase, _round
 
 _CHUNK = 32  # rounds per check of the loop condition

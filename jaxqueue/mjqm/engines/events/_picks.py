@@ -24,10 +24,10 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Int
 
-from ...._jit import settle
+from ...._jit import rows_any, rows_max, rows_min, rows_sum, settle
 from ...policies import Order
 from ...policies._base import cumsum
-from ._queues import Queues, need_of, rows_any, rows_max, rows_min, rows_sum
+from ._queues import Queues, need_of
 
 __all__ = [
     "Pick",

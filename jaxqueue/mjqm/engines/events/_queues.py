@@ -19,8 +19,8 @@ and a policy would scan it at every event). Per replication it keeps
 
 All arrays carry the replications on their last axis. Times are relative to an epoch that the
 engine moves to the clock every few rounds (float32 runs keep their digits); ``f_rem`` and the
-deques hold remaining work. This module also holds the reductions over the slots (trees of
-elementwise operations); ``settle`` (``jaxqueue._jit``) materialises a round's decisions once.
+deques hold remaining work. This module also holds the first completion over the slots
+(``rows_first``); the other reductions over the slots are ``jaxqueue._jit``'s ``rows_*``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,6 @@ __all__ = [
     "cls_of",
     "code_of",
     "started_of",
-    "rows_min",
-    "rows_max",
-    "rows_sum",
-    "rows_any",
     "rows_first",
 ]
 
@@ -97,38 +93,6 @@ def mark_of(info):
 
 def with_mark(info, mark):
     return (info & ~(1 << _MARK_SHIFT)) | (mark.astype(jnp.int32) << _MARK_SHIFT)
-
-
-def _rows(op, x, axis, settled):
-    """Reduce ``axis`` (static, short) of ``x`` with the elementwise ``op``, as a balanced tree
-    of row operations: one fused elementwise pass (XLA:CPU's own reduce over a short leading
-    axis is slower, and is split over threads, which waits on a busy core). Exact for min,
-    max and integer sums (the order does not matter). An elementwise tree is fused into each
-    consumer and recomputed for every element it feeds: ``settled`` (default: more than 8
-    rows) materialises the result first (:func:`settle`)."""
-    rows = [lax.index_in_dim(x, i, axis, keepdims=False) for i in range(x.shape[axis])]
-    while len(rows) > 1:
-        pairs = [op(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
-        rows = pairs + rows[len(pairs) * 2 :]
-    if settled is None:
-        settled = x.shape[axis] > 8
-    return settle(rows[0])[0] if settled else rows[0]
-
-
-def rows_min(x, axis=0, settled=None):
-    return _rows(jnp.minimum, x, axis, settled)
-
-
-def rows_sum(x, axis=0, settled=None):
-    return _rows(jnp.add, x, axis, settled)
-
-
-def rows_max(x, axis=0, settled=None):
-    return _rows(jnp.maximum, x, axis, settled)
-
-
-def rows_any(x, axis=0, settled=None):
-    return _rows(jnp.logical_or, x, axis, settled)
 
 
 def rows_first(keys, values):

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array
 
+from ...._jit import rows_any, rows_min, rows_sum, settle
 from ...policies import Jobs
 from ._accumulate import _Acc, _integrate, _record_departure, _record_start, _record_wait
 from ._deques import _deque_of, _occupy, _onehot, _push, _refill, _take, _vacate
@@ -32,13 +33,9 @@ from ._queues import (
     mark_of,
     need_of,
     pack,
-    rows_any,
     rows_first,
-    rows_min,
-    rows_sum,
     running_of,
     set_started,
-    settle,
     started_of,
     with_mark,
     with_running,

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Bool, Float, Int
 
-from ..._jit import settle
+from ..._jit import rows_sum, settle
 
 __all__ = [
     "Jobs",
@@ -403,7 +403,7 @@ def first_fit_counted(candidates, need, free, needs, counts):
         # servers left ahead of each job: ``used`` by the larger needs, all of the rest
         ahead = used + sum(needs[j] * counts[j] for j in by_size[i:])
         fits = candidates & (need == v) & (ahead + v <= free[None])
-        m = jnp.sum(fits, axis=0, dtype=need.dtype)
+        m = rows_sum(fits.astype(need.dtype), settled=True)  # each job's ``used`` reads it
         chosen = chosen | fits
         used = used + v * jnp.minimum(counts[k], m[None])
     return chosen

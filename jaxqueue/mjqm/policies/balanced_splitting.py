@@ -16,6 +16,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from ..._jit import rows_sum, settle
 from ._base import Jobs, Policy, cumsum
 
 
@@ -112,14 +113,20 @@ class BalancedSplitting(Policy):
         # not fit, so what starts there is the longest run whose cumulative need fits
         reserve = self._bound()
         run, helper = jobs.run, jobs.mark & jobs.run
-        used = jnp.where(run & ~helper, jobs.need, 0)
         waiting = jobs.waiting
+        # no job starts in an empty partition (a need is at least 1); the room left in each
+        # partition and on the helpers: trees over the rows, materialised once
+        classes = [c for c, r in enumerate(reserve) if r > 0]
+        used_by = lambda x: rows_sum(jnp.where(x, jobs.need, 0), settled=False)  # noqa: E731
+        *rooms, free_h = settle(
+            *(reserve[c] - used_by((jobs.cls == c) & run & ~helper) for c in classes),
+            self.helpers - used_by(helper),
+        )
         part = jnp.zeros_like(run)
-        for c, r in enumerate(reserve):
+        for c, room in zip(classes, rooms, strict=True):
             mine = waiting & (jobs.cls == c)
-            room = r - jnp.sum(jnp.where(jobs.cls == c, used, 0), axis=0)
             part = part | (mine & (cumsum(jnp.where(mine, jobs.need, 0)) <= room))
-        free_h = self.helpers - jnp.sum(jnp.where(helper, jobs.need, 0), axis=0)
+        (part,) = settle(part)  # the helpers' cumulative sum would recompute it per term
         tries = waiting & ~part & (jobs.need <= self.helpers)  # a job too big never blocks
         help_ = tries & (cumsum(jnp.where(tries, jobs.need, 0)) <= free_h)
         return run | part | help_, jnp.where(run, helper, help_), state

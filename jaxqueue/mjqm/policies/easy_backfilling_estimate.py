@@ -8,7 +8,8 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
-from ._base import Jobs, Policy, at_slot, fcfs_start, first_fit, first_slot, positions
+from ..._jit import rows_min, rows_sum, settle
+from ._base import Jobs, Policy, fcfs_start, first_fit, positions
 
 
 class EasyBackfillingEstimate(Policy):
@@ -46,19 +47,21 @@ class EasyBackfillingEstimate(Policy):
             raise ValueError("easy-backfilling:estimate=F: needs the job sizes (Jobs.size)")
         live = jobs.live
         size = jnp.where(live, jobs.size, 1.0)
-        est = self.estimate(size) - (size - jobs.rem)  # estimated remaining
+        (est,) = settle(self.estimate(size) - (size - jobs.rem))  # estimated remaining
         run = fcfs_start(jobs, s)
-        jobs = jobs._replace(run=run)
-        free = jobs.free(s)
-        waiting = jobs.waiting
-        head = first_slot(waiting)
-        need_head = at_slot(jobs.need, head)
+        waiting = jobs.live & ~run
+        pos = positions(waiting)
+        # the free servers, the head and its need as trees over the rows, materialised once
+        free = s - rows_sum(jnp.where(run, jobs.need, 0), settled=False)
+        head = rows_min(jnp.where(waiting, pos, waiting.shape[0]), settled=False)
+        free, head = settle(free, head)
+        need_head = rows_sum(jnp.where(pos == head, jobs.need, 0))
         # the earliest estimated end by which the servers freed (those ending no later)
         # reach the head's need: a pairwise pass over the rows, no sort
         ends = jnp.where(run, est, jnp.inf)
         freed = free + sum(
             jnp.where(ends[i] <= ends, jobs.need[i] * run[i], 0) for i in range(ends.shape[0])
         )
-        t_r = jnp.min(jnp.where(run & (freed >= need_head), ends, jnp.inf), axis=0)
-        later = waiting & (positions(waiting) > head) & (est <= t_r)
+        t_r = rows_min(jnp.where(run & (freed >= need_head), ends, jnp.inf), settled=True)
+        later = waiting & (pos > head) & (est <= t_r)
         return run | first_fit(later, jobs.need, free, needs=tuple(needs))

@@ -5,6 +5,7 @@ solver reaches (FCFS, phase-type laws)."""
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 
 from ._common import (
@@ -130,6 +131,9 @@ def _run(args: argparse.Namespace) -> int:
         pol = parse_policy(args.policy)
     wl = workload(args.scenario)
     t0 = time.perf_counter()
+    exact = None
+    if isinstance(pol, FCFS) and args.metric in ("wait_mean", "response_mean"):
+        exact = _in_thread(exact_sensitivity, wl, args.lam, args.metric)
     res = sensitivity(
         wl,
         args.lam,
@@ -142,16 +146,41 @@ def _run(args: argparse.Namespace) -> int:
         rel_precision=args.rel_precision,
         level=args.level,
     )
-    exact = None
-    if isinstance(pol, FCFS) and args.metric in ("wait_mean", "response_mean"):
+    if exact is not None:
         try:
-            exact = exact_sensitivity(wl, args.lam, args.metric)
+            exact = exact()
         except ValueError as e:  # no phase form or beyond the solver's size: no exact column
             log(f"[sensitivity] no exact derivatives: {e}")
+            exact = None
     out = {"scenario": args.scenario, **sensitivity_dict(wl, res, exact)}
     out["seed"] = args.seed
     out["elapsed_s"] = time.perf_counter() - t0
     return emit(args, out, _table)
+
+
+def _in_thread(f, *args):
+    """Start ``f(*args)`` in a thread and return a function that waits for its result (or
+    raises its exception): the exact derivatives compile and run beside the simulation, as
+    XLA releases the GIL."""
+    box = {}
+
+    def work():
+        try:
+            box["value"] = f(*args)
+        except BaseException as e:  # handed to the caller, in its thread
+            box["error"] = e
+
+    # not a daemon: when the caller fails first, the interpreter waits for it before exiting
+    thread = threading.Thread(target=work)
+    thread.start()
+
+    def result():
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    return result
 
 
 def register(top, group) -> None:

@@ -5,8 +5,8 @@ solver reaches (FCFS, phase-type laws)."""
 from __future__ import annotations
 
 import argparse
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ._common import (
     add_common,
@@ -21,6 +21,7 @@ from ._common import (
     usage_errors,
     workload,
 )
+from ._mjqm_common import command_limit
 
 _PARAMS = ("lam", "scale", "logits")
 
@@ -130,57 +131,42 @@ def _run(args: argparse.Namespace) -> int:
         parse_metric(args.metric)
         pol = parse_policy(args.policy)
     wl = workload(args.scenario)
+    key = jax.random.key(args.seed)
     t0 = time.perf_counter()
-    exact = None
-    if isinstance(pol, FCFS) and args.metric in ("wait_mean", "response_mean"):
-        exact = _in_thread(exact_sensitivity, wl, args.lam, args.metric)
-    res = sensitivity(
-        wl,
-        args.lam,
-        None if isinstance(pol, FCFS) else pol,
-        wrt=args.wrt or (_PARAMS if isinstance(pol, FCFS) else ("lam", "logits")),
-        metric=args.metric,
-        key=jax.random.key(args.seed),
-        n_jobs=args.jobs,
-        n_replications=args.replications,
-        rel_precision=args.rel_precision,
-        level=args.level,
+    fcfs = isinstance(pol, FCFS)
+    limit = command_limit(
+        wl, "fcfs" if fcfs else pol, key, lam=args.lam, override=args.override, tag="sensitivity"
     )
-    if exact is not None:
-        try:
-            exact = exact()
-        except ValueError as e:  # no phase form or beyond the solver's size: no exact column
-            log(f"[sensitivity] no exact derivatives: {e}")
-            exact = None
+    # the exact derivatives compile and run beside the simulation (XLA releases the GIL)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        exact = None
+        if fcfs and args.metric in ("wait_mean", "response_mean"):
+            exact = pool.submit(exact_sensitivity, wl, args.lam, args.metric, limit=limit)
+        res = sensitivity(
+            wl,
+            args.lam,
+            None if fcfs else pol,
+            wrt=args.wrt or (_PARAMS if fcfs else ("lam", "logits")),
+            metric=args.metric,
+            key=key,
+            n_jobs=args.jobs,
+            n_replications=args.replications,
+            rel_precision=args.rel_precision,
+            level=args.level,
+            limit=limit,
+            override=args.override,
+        )
+        if exact is not None:
+            try:
+                exact = exact.result()
+            except ValueError as e:  # no phase form or beyond the solver's size: no exact column
+                log(f"[sensitivity] no exact derivatives: {e}")
+                exact = None
     out = {"scenario": args.scenario, **sensitivity_dict(wl, res, exact)}
+    out["stability"] = limit.summary()
     out["seed"] = args.seed
     out["elapsed_s"] = time.perf_counter() - t0
     return emit(args, out, _table)
-
-
-def _in_thread(f, *args):
-    """Start ``f(*args)`` in a thread and return a function that waits for its result (or
-    raises its exception): the exact derivatives compile and run beside the simulation, as
-    XLA releases the GIL."""
-    box = {}
-
-    def work():
-        try:
-            box["value"] = f(*args)
-        except BaseException as e:  # handed to the caller, in its thread
-            box["error"] = e
-
-    # not a daemon: when the caller fails first, the interpreter waits for it before exiting
-    thread = threading.Thread(target=work)
-    thread.start()
-
-    def result():
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    return result
 
 
 def register(top, group) -> None:
@@ -210,4 +196,7 @@ def register(top, group) -> None:
         help="ok needs every half-width within this fraction of its value (default: none)",
     )
     add_level(p)
+    p.add_argument(
+        "--override", action="store_true", help="run even beyond a known stability limit"
+    )
     add_common(p, strict=True)

@@ -527,21 +527,25 @@ def _squeeze(e: Estimate) -> Estimate:
     return Estimate(e.mean[..., 0], e.low[..., 0], e.high[..., 0], e.n, e.level)
 
 
-def exact_sensitivity(workload: Workload, lam: float, metric: str = "wait_mean") -> dict:
+def exact_sensitivity(
+    workload: Workload, lam: float, metric: str = "wait_mean", *, limit=None
+) -> dict:
     """The exact derivatives (``jax.grad`` of the QBD, :func:`~jaxqueue.mjqm.exact`:
     exponential or phase-type laws) of ``wait_mean`` or ``response_mean`` with respect to
     ``lam``, the service scales (at 1) and the class logits (at ``log p``):
-    ``{"value", "lam", "scale" (C,), "logits" (C,)}``.
+    ``{"value", "lam", "scale" (C,), "logits" (C,)}``. ``limit``: as for
+    :func:`~jaxqueue.mjqm.simulate`, checked before anything compiles.
 
     Raises:
         ValueError: a workload the exact solver does not take, or another metric.
+        UnstableLoadError: ``lam`` at or beyond ``lambda_ideal``, a closed form or ``limit``.
     """
     kind, _ = parse_metric(metric)
     if kind == "quantile":
         raise ValueError(f"metric: exact derivatives of {metric} are not available")
+    lam = check_load(workload, lam, limit=limit)
     wait, data = scaled_wait_mean(workload)
     mean = jnp.asarray(workload.mean_service(), jnp.float64)
-    lam = float(check_load(workload, lam))
     scale = jnp.ones_like(mean)
     p, softmax_vjp = jax.vjp(jax.nn.softmax, jnp.log(jnp.asarray(workload.probs, jnp.float64)))
     v, (d_lam, d_scale, d_p) = _exact_value_and_grad(

@@ -278,6 +278,22 @@ def test_cli_json_keys(tmp_path, capsys):
     assert out["derivatives"]["logits"][0]["method"] == "measure-valued"
     assert lam["exact"] == pytest.approx(_exact_sens()["lam"], rel=1e-6)
     assert len(out["classes"]) == 2 and out["status"] == "unconverged"
+    stab = out["stability"]  # the limit the command checked lam against, computed once
+    assert stab["method"] == "exact"
+    assert stab["lambda_c"] == pytest.approx(float(exact_lambda_c(small())), rel=1e-9)
+
+
+def test_cli_refuses_a_load_beyond_lambda_c_in_one_line(tmp_path, capsys):
+    """Below lambda_ideal but beyond the exact lambda_c: refused before anything runs, with
+    the limit named (no estimate, no exact derivatives compiled)."""
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL_TOML)
+    lam = 0.5 * (float(exact_lambda_c(small())) + float(small().lambda_ideal()))
+    status = main(["mjqm", "sensitivity", "--scenario", str(path), "--lam", repr(lam)])
+    err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert status == 1 and "Traceback" not in "\n".join(err)  # the model refuses the input
+    assert len(err) == 2 and "stability limit" in err[0], err  # the limit, then the refusal
+    assert "lambda_c = 1.69273" in err[1], err
 
 
 @pytest.mark.parametrize(

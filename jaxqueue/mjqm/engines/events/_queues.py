@@ -95,14 +95,17 @@ def with_mark(info, mark):
     return (info & ~(1 << _MARK_SHIFT)) | (mark.astype(jnp.int32) << _MARK_SHIFT)
 
 
-def rows_first(keys, values):
-    """Per replication, ``values`` (arrays over ``(slots, R)``) at the slot with the smallest
-    ``keys`` (compared in order: lexicographic; the lowest slot on ties), from one tree of
-    comparisons over the slots, materialised once (:func:`settle`)."""
-    rows = [
-        tuple(lax.index_in_dim(x, i, 0, keepdims=False) for x in (*keys, *values))
-        for i in range(keys[0].shape[0])
-    ]
+def rows_first(keys, values, gather=True):
+    """Per replication, the slot with the smallest ``keys`` (arrays over ``(slots, R)``,
+    compared in order: lexicographic; the lowest slot on ties) and ``values`` at that slot:
+    one tree of comparisons to the slot, materialised once (:func:`settle`; XLA fused the
+    tree into each value fetched and computed it once per value), then a gather per value.
+    ``gather=False``: the values carried through the tree instead (on the all-rows layout's
+    few rows the gathers cost more than the tree saves)."""
+    M, R = keys[0].shape
+    ids = jnp.broadcast_to(jnp.arange(M, dtype=jnp.int32)[:, None], (M, R))
+    carried = (*keys, ids) if gather else (*keys, ids, *values)
+    rows = [tuple(lax.index_in_dim(x, i, 0, keepdims=False) for x in carried) for i in range(M)]
     nk = len(keys)
 
     def better(a, b):  # b strictly before a
@@ -114,7 +117,12 @@ def rows_first(keys, values):
     while len(rows) > 1:
         pairs = [better(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]
         rows = pairs + rows[len(pairs) * 2 :]
-    return settle(*rows[0][nk:])
+    if not gather:
+        j, *found = settle(*rows[0][nk:])
+        return j, tuple(found)
+    (j,) = settle(rows[0][nk])
+    at = j * R + jnp.arange(R, dtype=jnp.int32)
+    return j, tuple(x.reshape(-1).at[at].get(mode="promise_in_bounds") for x in values)
 
 
 def encode(info, dtype):

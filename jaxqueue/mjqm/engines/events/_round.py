@@ -157,10 +157,7 @@ def _event(ctx: _Ctx, st: _State, on, job):
         end, arr_j, info_j = q.s_end[0], q.s_arr[0], q.s_info[0]
         j = jnp.zeros_like(info_j)
     else:
-        ids = jnp.broadcast_to(
-            jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None], q.s_info.shape
-        )
-        end, arr_j, j, info_j = rows_first((q.s_end, q.s_arr), (q.s_end, q.s_arr, ids, q.s_info))
+        j, (end, arr_j, info_j) = rows_first((q.s_end, q.s_arr), (q.s_end, q.s_arr, q.s_info))
     to_arrival, inside = _clock(ctx, st)
     d_new = _deque_of(need, ctx.needs) if ctx.layout.per_need else jnp.zeros_like(need)
     arrival_next = st.now + to_arrival < end
@@ -200,12 +197,11 @@ def _event_rows(ctx: _Ctx, st: _State, on, job):
     q, (cls, need, sigma, tau) = st.q, job[:4]
     W = q.s_end.shape[0]
     rows = jnp.arange(W, dtype=jnp.int32)[:, None]
-    ids = jnp.broadcast_to(rows, q.s_info.shape)
     run, need_rows = running_of(q.s_info), need_of(q.s_info)
     ends = jnp.where(run, q.s_end, jnp.inf)
     # the oldest of the jobs ending first (``s_before`` orders the rows by arrival)
-    end, j, arr_j, info_j, wait_j, before_j = rows_first(
-        (ends, q.s_before), (ends, ids, q.s_arr, q.s_info, q.s_wait, q.s_before)
+    j, (end, arr_j, info_j, wait_j, before_j) = rows_first(
+        (ends, q.s_before), (ends, q.s_arr, q.s_info, q.s_wait, q.s_before)
     )
     to_arrival, inside = _clock(ctx, st)
     in_window = st.count < W  # then the FIFO is empty
@@ -282,12 +278,11 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
     q, (cls, need, sigma, tau) = st.q, job[:4]
     B = q.s_end.shape[0]
     rows = jnp.arange(B, dtype=jnp.int32)[:, None]
-    ids = jnp.broadcast_to(rows, q.s_info.shape)
     run = running_of(q.s_info)
     ends = jnp.where(run, q.s_end, jnp.inf)
     # the oldest of the jobs ending first (the rows are in arrival order)
-    end, j, arr_j, info_j, wait_j, size_j = rows_first(
-        (ends,), (ends, ids, q.s_arr, q.s_info, q.s_wait, q.s_size)
+    j, (end, arr_j, info_j, wait_j, size_j) = rows_first(
+        (ends,), (ends, q.s_arr, q.s_info, q.s_wait, q.s_size), gather=False
     )
     to_arrival, inside = _clock(ctx, st)
     arrival_next = st.now + to_arrival < end

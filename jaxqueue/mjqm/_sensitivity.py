@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from .._jit import jit_per_platform
 from .._random import job_uniforms
 from ..stats import (
     Estimate,
@@ -548,7 +549,7 @@ def exact_sensitivity(
     mean = jnp.asarray(workload.mean_service(), jnp.float64)
     scale = jnp.ones_like(mean)
     p, softmax_vjp = jax.vjp(jax.nn.softmax, jnp.log(jnp.asarray(workload.probs, jnp.float64)))
-    v, (d_lam, d_scale, d_p) = _exact_value_and_grad(
+    v, (d_lam, d_scale, d_p) = _exact_value_and_grad(jax.default_backend())(
         wait, data, jnp.asarray(lam, jnp.float64), scale, p
     )
     if kind == "response":  # plus the mean service time p . (mean * scale)
@@ -566,12 +567,13 @@ def exact_sensitivity(
     }
 
 
-# this program has about a thousand small kernels: XLA:CPU's older emitters compile them in
-# half the CPU time of its fusion emitters, and they run as fast
-@functools.partial(
-    jax.jit, static_argnums=0, compiler_options={"xla_cpu_use_fusion_emitters": False}
-)
-def _exact_value_and_grad(wait, data, lam, scale, p):
-    """The exact mean wait and its gradient in ``(lam, scale, p)``: one compiled program per
-    structure."""
+def _value_and_grad(wait, data, lam, scale, p):
+    """The exact mean wait and its gradient in ``(lam, scale, p)``."""
     return jax.value_and_grad(functools.partial(wait, data), argnums=(0, 1, 2))(lam, scale, p)
+
+
+# one compiled program per structure; it has about a thousand small kernels, which XLA:CPU's
+# older emitters compile in half the CPU time of its fusion emitters (and run as fast)
+_exact_value_and_grad = jit_per_platform(
+    _value_and_grad, {"xla_cpu_use_fusion_emitters": False}, static_argnums=0
+)

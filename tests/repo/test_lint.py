@@ -60,3 +60,17 @@ def test_architecture_lists_every_public_name():
             and not isinstance(getattr(m, n), types.ModuleType)
         ]
     assert not missing, f"docs/ARCHITECTURE.md does not name: {missing}"
+
+
+def test_xla_cpu_options_only_through_jit_per_platform():
+    """An XLA:CPU compiler option given to ``jax.jit`` directly would fail on a GPU (other
+    backends reject the CPU's options): the package passes them through
+    ``jaxqueue._jit.jit_per_platform`` only."""
+    direct = [
+        f"{path.relative_to(ROOT)}:{i}"
+        for path in sorted((ROOT / "jaxqueue").rglob("*.py"))
+        if path.name != "_jit.py"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "compiler_options" in line
+    ]
+    assert not direct, direct

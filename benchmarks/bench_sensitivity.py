@@ -70,9 +70,18 @@ def one_run(wl, lam, key, *, variant="backward", n_jobs=16_000, n_replications=6
     }
 
 
+def wilson(hits: int, n: int, z: float = 1.959963984540054) -> list[float]:
+    """Wilson's 95% interval for the true coverage from ``hits`` of ``n`` runs (a calibrated
+    95% interval covers in 186-194 of 200 runs only 86% of the time: the 93-97% band is
+    narrower than the binomial spread of 200 runs)."""
+    f, d = hits / n, 1 + z * z / n
+    c, h = (f + z * z / (2 * n)) / d, z * np.sqrt(f * (1 - f) / n + z * z / (4 * n * n)) / d
+    return [float(c - h), float(c + h)]
+
+
 def summarise(case, variant, runs: list[dict], ex: dict, sizes: dict) -> dict:
-    """Per derivative over the runs: coverage, ok runs missing by > 3 half-widths, the mean
-    error (bias) and its standard error."""
+    """Per derivative over the runs: coverage (with Wilson's interval), ok runs missing by > 3
+    half-widths, the mean error (bias) and its standard error."""
     out = {}
     for k, truth in ex.items():
         est = np.asarray([r["d"][k] for r in runs])
@@ -80,9 +89,11 @@ def summarise(case, variant, runs: list[dict], ex: dict, sizes: dict) -> dict:
         ok = np.asarray([r["status"] == "ok" for r in runs])
         hw = (hi - lo) / 2
         err = m - truth
+        covered = (lo <= truth) & (truth <= hi)
         out[k] = {
             "exact": truth,
-            "coverage": float(np.mean((lo <= truth) & (truth <= hi))),
+            "coverage": float(np.mean(covered)),
+            "coverage_ci": wilson(int(covered.sum()), len(runs)),
             "bad_ok": int(np.sum(ok & (np.abs(err) > 3 * hw))),
             "bias": float(err.mean()),
             "bias_se": float(err.std(ddof=1) / np.sqrt(len(runs))) if len(runs) > 1 else None,

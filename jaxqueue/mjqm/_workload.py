@@ -9,6 +9,7 @@ an argument of every simulator so that it can be swept, vmapped or differentiate
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -155,6 +156,11 @@ class Workload(eqx.Module):
                 raise ValueError(f"specific must be ({n},) non-negative ints, got {self.specific}")
             if np.any(c[:, 0] + b > s[0]):
                 raise ValueError("specific: cores + specific servers exceed the servers")
+
+    def unnamed(self) -> Workload:
+        """The same workload without its name: what the kernels are jitted on (a static field,
+        the name would key a trace and a compilation of its own)."""
+        return dataclasses.replace(self, name="") if self.name else self
 
     # ------------------------------------------------------------------ shape information
     @property

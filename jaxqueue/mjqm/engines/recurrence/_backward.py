@@ -386,7 +386,7 @@ def sample_backward(
         max_batch = _cache_batch(workload.s, dtype.itemsize, min_batch) if cpu else 4096
     t0 = time.perf_counter()
     pilot = n if max_seconds is None else min(n, _PILOT)
-    run = _Batcher(workload, key, lam, dtype, batching.split_chunks, min_batch, max_batch)
+    run = _Batcher(workload.unnamed(), key, lam, dtype, batching.split_chunks, min_batch, max_batch)
     st = _Samples.empty(workload, pilot, dtype, ell)
     work = budget.max_work if budget.max_work is not None else _WORK_BUDGET // workload.s
     _algorithm1(run, st, np.arange(pilot), 0, ell, max_ell, progress, work)

@@ -444,7 +444,7 @@ def simulate(
     )
     platform = mesh.devices.flat[0].platform
     args = (
-        workload,
+        workload.unnamed(),
         jnp.asarray(lam_f, dtype=dtype),
         key,
         reps,

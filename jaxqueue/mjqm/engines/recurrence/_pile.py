@@ -129,11 +129,13 @@ def pile_growth(
     split = 1 << 10
     q = t_quantile(replications, level)
 
+    kernel_wl = workload.unnamed()
+
     def advance(H, c0, n):
         total = np.zeros(replications)
         while n > 0:
             m = min(split, n)
-            H, acc = pile_batch(workload, H, key, ids, jnp.int32(c0), jnp.int32(m), step)
+            H, acc = pile_batch(kernel_wl, H, key, ids, jnp.int32(c0), jnp.int32(m), step)
             total += to_host(acc).astype(np.float64)
             c0 += m
             n -= m

@@ -96,6 +96,8 @@ class Jobs(NamedTuple):
             size-aware policies need it).
         mark: a bit the policy keeps per job (its :meth:`Policy.step`; balanced-splitting:
             runs on the helper servers), ``None`` where unused.
+        estimate: :meth:`Policy.estimate` of each job's size, computed once at its arrival
+            (``None`` where the engine keeps none: the policy computes it from ``size``).
     """
 
     cls: Int[Array, " B ..."]
@@ -108,6 +110,7 @@ class Jobs(NamedTuple):
     count: Int[Array, "..."]
     size: Float[Array, " B ..."] | None = None
     mark: Bool[Array, " B ..."] | None = None
+    estimate: Float[Array, " B ..."] | None = None
 
     @property
     def live(self) -> Bool[Array, " B ..."]:
@@ -166,6 +169,8 @@ class Policy(eqx.Module):
     # prefix whose needs reach s: at most (s - 1) // min(need) + 1 jobs
     size_aware: ClassVar[bool] = False  # reads each job's size (Jobs.size) and remaining work
     memory: ClassVar[bool] = False  # decides from a state it keeps between events (step)
+    estimates: ClassVar[bool] = False  # plans with estimate(size) of each job (kept from its
+    # arrival)
 
     @property
     def label(self) -> str:
@@ -182,6 +187,11 @@ class Policy(eqx.Module):
         service, the per-job bits (``Jobs.mark``) and the per-replication int32 ``state`` it
         keeps (0 at the start). Without memory: ``select``, the marks and state unchanged."""
         return self.select(jobs, s, needs), jobs.mark, state
+
+    def estimate(self, size):
+        """The run time a policy that ``estimates`` plans with for a job of ``size``
+        (``Jobs.estimate``; the engine computes it once, at the job's arrival)."""
+        raise NotImplementedError
 
     def closed_form_limit(self, workload) -> float | None:
         """The stability limit of this policy on ``workload`` in closed form, where one is

@@ -26,6 +26,7 @@ class EasyBackfillingEstimate(Policy):
     backfills = True
     reserves = True
     size_aware = True
+    estimates = True
 
     def __check_init__(self):
         if not (isinstance(self.F, float) and self.F > 1.0 and self.F < float("inf")):
@@ -47,7 +48,8 @@ class EasyBackfillingEstimate(Policy):
             raise ValueError("easy-backfilling:estimate=F: needs the job sizes (Jobs.size)")
         live = jobs.live
         size = jnp.where(live, jobs.size, 1.0)
-        (est,) = settle(self.estimate(size) - (size - jobs.rem))  # estimated remaining
+        est = self.estimate(size) if jobs.estimate is None else jobs.estimate
+        (est,) = settle(est - (size - jobs.rem))  # estimated remaining
         run = fcfs_start(jobs, s)
         waiting = jobs.live & ~run
         pos = positions(waiting)

@@ -54,8 +54,11 @@ class Layout:
         step: the policy's ``step(jobs, s, needs, state) -> (run, mark, state)``
             (``all_rows``).
         serve_needs: the needs in the first fit's order of the prefix rows.
-        by_key: the policy orders the rows by a key (remaining work, Gittins rank) by
-            pairwise comparisons: a round costs the square of the rows (``all_rows``).
+        pairwise: the policy's step compares the rows pairwise (an order by a key: remaining
+            work, Gittins rank; a reservation by estimated end times): a round costs the
+            square of the rows (``all_rows``).
+        estimate: the policy's ``estimate(size)``, kept per row from the job's arrival
+            (``all_rows``; ``None``: none kept).
     """
 
     preemptive: bool = False
@@ -69,7 +72,8 @@ class Layout:
     pick: Callable | None = None
     step: Callable | None = None
     serve_needs: tuple = ()
-    by_key: bool = False
+    pairwise: bool = False
+    estimate: Callable | None = None
 
     def deques(self, needs: tuple[int, ...]) -> int:
         return len(needs) if self.per_need else 1
@@ -88,8 +92,15 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
     """
     order = policy.order
     if policy.size_aware or policy.memory:
-        by_key = order in (Order.REMAINING_WORK, Order.GITTINS)
-        return Layout(preemptive=policy.preemptive, all_rows=True, step=policy.step, by_key=by_key)
+        pairwise = order in (Order.REMAINING_WORK, Order.GITTINS) or policy.reserves
+        estimate = policy.estimate if policy.estimates else None
+        return Layout(
+            preemptive=policy.preemptive,
+            all_rows=True,
+            step=policy.step,
+            pairwise=pairwise,
+            estimate=estimate,
+        )
     if policy.prefix_servers:
         if order is Order.ARRIVAL:
             raise NotImplementedError(f"{policy.label}: prefix rows need a need order")
@@ -134,12 +145,12 @@ def first_buffer(workload, layout: Layout, loads: int = 1) -> int:
     anew). A layout whose pick may pass over its FIFO body (``inside``): twice the most jobs
     in service and 8 more, at least 16. Rounded up to a power of 2. Every job in a row: twice
     the jobs in service when every server is busy on a job of the mean need and 8 more, at
-    least 32; ordered by a key pairwise (``by_key``), those jobs and 8 more, at least 16 (a
+    least 32; with a pairwise step (``pairwise``), those jobs and 8 more, at least 16 (a
     round costs the square of its rows, and a run at low load never holds most of them)."""
     most = workload.s // int(np.min(workload.cores_array[:, 0]))
     if layout.all_rows:
         busy = workload.s / float(np.dot(workload.probs, workload.cores_array[:, 0]))
-        if layout.by_key:  # a round costs the square of its rows
+        if layout.pairwise:  # a round costs the square of its rows
             return max(16, 1 << math.ceil(math.log2(busy + 8)))
         return max(32, 1 << math.ceil(math.log2(2 * (busy + 8))))
     if layout.inside:

@@ -203,7 +203,8 @@ def _engine(policy, workload, run: Run, bins, jobs=None):
         M = layout.rows or s // min(needs)
         D, F = layout.deques(needs), layout.registers
         if layout.all_rows:  # every job in a row: the rows are the buffer, no deque body
-            init = _empty(s, B, D, 1, reps.shape[0], K, n_bins, dtype, F, True, True)
+            rows = (True, True, layout.estimate is not None)
+            init = _empty(s, B, D, 1, reps.shape[0], K, n_bins, dtype, F, *rows)
         else:
             init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, layout.rows > 0)
         if jobs is not None:  # a replay logs every first start

@@ -147,8 +147,9 @@ class Queues(NamedTuple):
     the end time of a job in service, else its remaining work), with ``s_wait``, ``s_before``,
     ``s_rank`` (module docstring; else they have no rows); with every job in a row
     (``Layout.all_rows``), the rows in arrival order, ``s_size`` the sizes drawn at arrival
-    (``s_before``, ``s_rank`` have no rows) and ``memo`` the state of a policy with
-    ``memory``."""
+    (``s_before``, ``s_rank`` have no rows), ``memo`` the state of a policy with
+    ``memory`` and ``s_est`` the estimates of a policy that ``estimates``
+    (``Layout.estimate``)."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -166,6 +167,7 @@ class Queues(NamedTuple):
     s_rank: Int[Array, "W R"]
     s_size: Float[Array, "W R"] | None = None
     memo: Int[Array, " R"] | None = None
+    s_est: Float[Array, "W R"] | None = None
 
     @property
     def capacity(self) -> int:

@@ -68,12 +68,14 @@ def _empty(
     F: int = 1,
     rows=False,
     sizes=False,
+    estimates=False,
 ) -> _State:
     """``R`` empty replications of ``s`` servers: ``M`` service slots (with ``rows``, the
     prefix rows), ``D`` deques of ``Q`` entries (``F`` front registers: one per
     deque, or the first ``F`` entries of a single FIFO); ``K`` classes, ``n_bins``
     bins per class of the waiting- and response-time histograms; ``sizes``: every job in a
-    row (``Layout.all_rows``: the sizes kept, no order fields)."""
+    row (``Layout.all_rows``: the sizes kept, no order fields); ``estimates``: an estimate per
+    row (``Layout.estimate``)."""
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
@@ -93,6 +95,7 @@ def _empty(
         s_rank=i(M if rows and not sizes else 0),
         s_size=f(M) if sizes else None,
         memo=i() if sizes else None,
+        s_est=f(M) if estimates else None,
     )
     hists = (i(K * n_bins), i(K * n_bins))  # waits, responses
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), *hists)
@@ -310,7 +313,10 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
     s_arr = move(q.s_arr, now)
     s_info = move(q.s_info, info)
     s_wait = move(q.s_wait, jnp.zeros_like(now))
-    s_size = move(q.s_size, job[4] if len(job) > 4 else sigma)  # a replay's estimate
+    size = job[4] if len(job) > 4 else sigma  # a replay's estimate
+    s_size = move(q.s_size, size)
+    estimate = ctx.layout.estimate
+    s_est = None if estimate is None else move(q.s_est, estimate(size))
     count = st.count + arrives - leaves
     # the policy's choice on the job list: starts (end = now + remaining work), preemptions
     old = running_of(s_info)
@@ -325,6 +331,7 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
         count=count,
         size=s_size,
         mark=mark_of(s_info),
+        estimate=s_est,
     )
     # rows past every replication's count are empty: the policy on the first half of the
     # rows when they hold every job (a pass over the rows costs its rows or their square)
@@ -344,6 +351,7 @@ def _event_all(ctx: _Ctx, st: _State, on, job):
         s_info=with_running(jnp.where(start, set_started(s_info), s_info), new),
         s_wait=jnp.where(first, now[None] - s_arr, s_wait),
         s_size=s_size,
+        s_est=s_est,
         memo=memo,
         free=ctx.s - rows_sum(jnp.where(new, need_rows, 0), settled=False),
     )

@@ -255,7 +255,8 @@ def _grow(st: _State, B: int) -> _State:
     q = st.q
     if q.s_size is not None:  # the rows are the buffer
         pad = lambda x: np.concatenate([x, np.zeros((B - x.shape[0], *x.shape[1:]), x.dtype)])  # noqa: E731
-        grown = {f: pad(np.asarray(getattr(q, f))) for f in ("s_arr", "s_info", "s_wait", "s_size")}
+        rows = ("s_arr", "s_info", "s_wait", "s_size", "s_est")
+        grown = {f: pad(np.asarray(getattr(q, f))) for f in rows if getattr(q, f) is not None}
         q = q._replace(s_end=pad(np.asarray(q.s_end)), **grown)
         return st._replace(q=q, overflow=np.zeros_like(st.overflow))
     D, R = q.head.shape

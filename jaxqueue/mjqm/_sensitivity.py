@@ -238,12 +238,11 @@ def _fcfs(
         return _metric(workload, params, key, W, **sizes)
 
     y, yc, halves = metric(params)
-    base = (jnp.sum(y) - y) / (R - 1)
-    basec = (jnp.nansum(yc, axis=0) - yc) / (R - 1)
     out, methods = {}, {}
     mean_metric = kind != "quantile" and not differences
     if mean_metric and any(n in wrt for n in ("lam", "scale")):
-        dy, dyc = _jacobian(workload, params, key, W0, dW0, **sizes)
+        jac = _jacobian(workload, params, key, W0, dW0, **sizes)
+        dy, dyc = (np.asarray(x) for x in jac)  # sliced on the host: no program per slice
         if "lam" in wrt:
             out["lam"], methods["lam"] = (dy[:, :1], dyc[:, :, :1]), "pathwise"
         if "scale" in wrt:
@@ -268,6 +267,9 @@ def _fcfs(
         if name in out:
             continue
         step, n = _steps(name, params, h)
+        if name == "logits":  # the leave-one-out baseline of the start's score
+            base = (jnp.sum(y) - y) / (R - 1)
+            basec = (jnp.nansum(yc, axis=0) - yc) / (R - 1)
         cols = []
         for j in range(n):
             if name == "logits":  # the start's class mix enters through its score
@@ -546,15 +548,11 @@ def exact_sensitivity(
         raise ValueError(f"metric: exact derivatives of {metric} are not available")
     lam = check_load(workload, lam, limit=limit)
     wait, data = scaled_wait_mean(workload)
-    mean = jnp.asarray(workload.mean_service(), jnp.float64)
-    scale = jnp.ones_like(mean)
-    p, softmax_vjp = jax.vjp(jax.nn.softmax, jnp.log(jnp.asarray(workload.probs, jnp.float64)))
-    v, (d_lam, d_scale, d_p) = _exact_value_and_grad(jax.default_backend())(
-        wait, data, jnp.asarray(lam, jnp.float64), scale, p
+    mean = np.asarray(workload.mean_service(), np.float64)
+    logits = np.log(np.asarray(workload.probs, np.float64))
+    v, (d_lam, d_scale, d_logits) = _exact_value_and_grad(jax.default_backend())(
+        wait, kind == "response", data, np.float64(lam), np.ones_like(mean), logits, mean
     )
-    if kind == "response":  # plus the mean service time p . (mean * scale)
-        v, d_scale, d_p = v + p @ (mean * scale), d_scale + p * mean, d_p + mean * scale
-    (d_logits,) = softmax_vjp(d_p)
     if not math.isfinite(float(v)):
         raise ValueError(
             f"exact: lam = {lam:.6g} is at or beyond the stability limit of this workload"
@@ -567,13 +565,21 @@ def exact_sensitivity(
     }
 
 
-def _value_and_grad(wait, data, lam, scale, p):
-    """The exact mean wait and its gradient in ``(lam, scale, p)``."""
-    return jax.value_and_grad(functools.partial(wait, data), argnums=(0, 1, 2))(lam, scale, p)
+def _value_and_grad(wait, response, data, lam, scale, logits, mean):
+    """The exact mean wait (plus the mean service time ``p . (mean * scale)`` for the
+    response) and its gradient in ``(lam, scale, logits)``, ``p = softmax(logits)``."""
+
+    def metric(lam, scale, logits):
+        p = jax.nn.softmax(logits)
+        v = wait(data, lam, scale, p)
+        return v + p @ (mean * scale) if response else v
+
+    return jax.value_and_grad(metric, argnums=(0, 1, 2))(lam, scale, logits)
 
 
-# one compiled program per structure; it has about a thousand small kernels, which XLA:CPU's
+# one compiled program per structure, the softmax and the metric's sum included (no eager
+# operation compiles on its own); it has about a thousand small kernels, which XLA:CPU's
 # older emitters compile in half the CPU time of its fusion emitters (and run as fast)
 _exact_value_and_grad = jit_per_platform(
-    _value_and_grad, {"xla_cpu_use_fusion_emitters": False}, static_argnums=0
+    _value_and_grad, {"xla_cpu_use_fusion_emitters": False}, static_argnums=(0, 1)
 )

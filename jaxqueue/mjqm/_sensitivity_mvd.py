@@ -78,13 +78,15 @@ def _states(workload, params, key, W0, *, warm, K, L):
 
 
 @functools.partial(jax.jit, static_argnames=("R", "lanes", "horizon", "response"))
-def _couple(workload, params, key, starts, reps, pos, *, R, lanes, horizon, response):
-    """For the samples ``m`` (state ``starts[m]`` found by job ``pos[m]`` of replication
-    ``reps[m] < R``), per replication: the sums over its samples of ``D[i, c]``, the change of
-    the sum of class ``c``'s metric over the sample's job and the later ones when its class is
-    ``i`` (zero for its own class), ``(R, C, C)``; of the jobs run until the copies coupled
-    (``(R,)``); and the number of samples cut at ``horizon`` jobs (``(R,)``)."""
-    M, s = starts.shape
+def _couple(workload, params, key, starts, reps, pos, M, *, R, lanes, horizon, response):
+    """For the samples ``m < M`` (state ``starts[m]`` found by job ``pos[m]`` of replication
+    ``reps[m] < R``; rows from ``M`` on are padding), per replication: the sums over its
+    samples of ``D[i, c]``, the change of the sum of class ``c``'s metric over the sample's job
+    and the later ones when its class is ``i`` (zero for its own class), ``(R, C, C)``; of the
+    jobs run until the copies coupled (``(R,)``); and the number of samples cut at ``horizon``
+    jobs (``(R,)``). Also the class probabilities ``softmax(logits)``."""
+    s = starts.shape[1]
+    M = jnp.asarray(M, jnp.result_type(int))
     C = workload.n_classes
     nu = n_uniforms(workload)
     dt = starts.dtype
@@ -99,7 +101,9 @@ def _couple(workload, params, key, starts, reps, pos, *, R, lanes, horizon, resp
     u0 = draw(reps, pos)
     owns = _inputs(workload, params, u0).cls  # each sample job's class on the original path
     mid = jnp.cumsum(probs) - probs / 2  # a class uniform inside each class's interval
-    first = _inputs(workload, params, jnp.broadcast_to(u0[:, None], (M, C, nu)).at[..., 0].set(mid))
+    first = _inputs(
+        workload, params, jnp.broadcast_to(u0[:, None], (u0.shape[0], C, nu)).at[..., 0].set(mid)
+    )
     first_g = jnp.where(response, first.sigma, 0)  # the own service time in the response
 
     def body(carry):
@@ -136,13 +140,13 @@ def _couple(workload, params, key, starts, reps, pos, *, R, lanes, horizon, resp
         jnp.zeros((lanes, C, C), dt),
         jnp.where(m0 < M, m0, M),
         jnp.zeros((lanes,), jnp.int32),
-        jnp.asarray(min(lanes, M)),
+        jnp.minimum(lanes, M),
         jnp.zeros((R, C, C), dt),
         jnp.zeros((R,), jnp.int32),
         jnp.zeros((R,), jnp.int32),
     )
     out = lax.while_loop(lambda c: jnp.any(c[2] < M), body, carry)
-    return out[5], out[6], out[7]
+    return out[5], out[6], out[7], probs
 
 
 class LogitDerivative(NamedTuple):
@@ -169,20 +173,29 @@ def logit_derivative(
     jobs each spread over jobs ``warm .. n_jobs - 1``; ``None``: one per ``SPACING`` jobs or
     per mean coupling time of a pilot (each replication's job ``warm``), the longer."""
     R = W0.shape[0]
+    # the pilot and the run share one compiled shape: room for the most samples either takes
+    most = int(min(samples, n_jobs - warm)) if samples is not None else (n_jobs - warm) // SPACING
+    room = R * max(1, most)
+    sizes = dict(R=R, horizon=int(horizon), response=response)
 
-    def run(K, L):
-        starts = _states(workload, params, key, W0, warm=warm, K=K, L=L)
-        reps = jnp.repeat(jnp.arange(R, dtype=jnp.int32), K)
-        pos = jnp.tile(warm + L * jnp.arange(K, dtype=jnp.int32), R)
-        sizes = dict(R=R, lanes=min(_LANES, R * K), horizon=int(horizon), response=response)
-        return _couple(workload, params, key, starts.reshape(R * K, -1), reps, pos, **sizes)
+    def run(K, L, lanes):
+        if K == 1 and warm == 0:  # the states found by job 0 are the starts
+            starts = np.asarray(W0)
+        else:
+            starts = np.asarray(_states(workload, params, key, W0, warm=warm, K=K, L=L))
+        starts = starts.reshape(R * K, -1)
+        reps = np.repeat(np.arange(R, dtype=np.int32), K)
+        pos = np.tile(warm + L * np.arange(K, dtype=np.int32), R)
+        pad = ((0, room - R * K),)
+        starts, reps, pos = (np.pad(x, pad + ((0, 0),) * (x.ndim - 1)) for x in (starts, reps, pos))
+        return _couple(workload, params, key, starts, reps, pos, R * K, lanes=lanes, **sizes)
 
     if samples is None:
-        pilot = float(np.sum(run(1, 1)[1])) / R
+        pilot = float(np.sum(run(1, 1, min(_LANES, room))[1])) / R
         samples = max(1, (n_jobs - warm) // max(SPACING, math.ceil(pilot)))
     K = int(min(samples, n_jobs - warm))
-    D, _, cut = run(K, (n_jobs - warm) // K)
-    p = np.asarray(jax.nn.softmax(params[2]), np.float64)
+    D, _, cut, p = run(K, (n_jobs - warm) // K, min(_LANES, R * K))
+    p = np.asarray(p, np.float64)
     D = np.asarray(D, np.float64) / K  # [r, copy i, class c]: the mean over the samples
     A = p[:, None] * (D - np.einsum("i,ric->rc", p, D)[:, None, :])  # [r, logit j, class c]
     overall = A.sum(axis=2)

@@ -85,9 +85,10 @@ def _replay_grouped(workload, key, theta, half):
             jnp.asarray(h, jnp.int32),
             jnp.int32(h.max()),
         )
+        Wg, dWg = np.asarray(Wg), np.asarray(dWg)  # host copies: no program per slice
         for k, i in enumerate(idx):
             W[i], dW[i] = Wg[k], dWg[k]
-    return jnp.stack(W), jnp.stack(dW)
+    return np.stack(W), np.stack(dW)
 
 
 @functools.partial(jax.jit, static_argnames=("dtype",))
@@ -114,14 +115,14 @@ class StartDerivative(NamedTuple):
     """:func:`start_derivative`'s result (``None`` for a part not asked for).
 
     Attributes:
-        dW0: ``(R, s, 1 + C)`` derivative of each sample with respect to ``(lam, scale)``.
+        dW0: ``(R, s, 1 + C)`` (numpy) derivative of each sample with respect to ``(lam, scale)``.
         counts: ``(R, C)`` class counts of jobs ``-ell .. -1`` (``ell`` the sample's stopping
             horizon); jobs: ``(R,)`` their number.
         mismatch: the largest relative difference between a replayed state and its sample
             (0 up to rounding when the replay reproduces the sampler).
     """
 
-    dW0: jax.Array | None
+    dW0: np.ndarray | None
     counts: np.ndarray | None
     jobs: np.ndarray
     mismatch: float
@@ -138,7 +139,7 @@ def start_derivative(workload, samples, theta, *, replay=True, scores=True) -> S
     if np.any(ell % (2 * CHUNK)) or np.any(ell <= 0):
         raise ValueError("samples: stopping horizons must be positive multiples of 2 CHUNK")
     half = ell // (2 * CHUNK)
-    ids = jnp.arange(ell.shape[0], dtype=jnp.int32)
+    ids = jnp.asarray(np.arange(ell.shape[0]), jnp.int32)
     dW, counts, mismatch = None, None, 0.0
     if replay:
         W, dW = _replay_grouped(workload, samples.key, theta, half)

@@ -50,6 +50,7 @@ NEW_POLICIES = (
     "balanced-splitting:2/2/0/0/0+16",
 )
 REPS = 1024
+REPEAT = 3  # warm engine runs, each followed by a heapq run: the best of each
 
 
 def _chosen() -> tuple[str, ...]:
@@ -63,11 +64,12 @@ TARGET = 30.0
 
 
 def _engine(
-    policy: str, lam: float, n_jobs: int, devices=None, repeat: int = 2
+    policy: str, lam: float, n_jobs: int, devices=None, repeat: int = 2, between=None
 ) -> tuple[float, float, float, int]:
     """``(compile s, run s, mean response, last slots)`` of the engine as ``simulate_policy``
     runs it (the replications that overflow run again with twice the slots), warm: the best
-    of ``repeat`` runs (the machine is shared)."""
+    of ``repeat`` runs (the machine is shared), ``between()`` called after each (the heapq
+    runs of the same policy, interleaved with these so both see the same machine)."""
     wl = scenarios.get("five-class-exp")
     sizes = (REPS, n_jobs // 5, n_jobs)
     args = (parse_policy(policy), wl, lam, jax.random.key(0), sizes, None, 4096)
@@ -81,6 +83,8 @@ def _engine(
         t0 = time.perf_counter()
         acc, overflow, _, B = _runs(*args)
         run = min(run, time.perf_counter() - t0)
+        if between is not None:
+            between()
     assert not np.any(overflow)
     resp = float(np.asarray(acc.resp).sum() / np.asarray(acc.cnt).sum())
     return max(first - run, 0.0), run, resp, int(np.max(B))
@@ -98,15 +102,6 @@ def _mjsre(lam: float, n_jobs: int, repeat: int = 2) -> tuple[float, float]:
         res = simulate(wl, lam, key=jax.random.key(0), **kw)
         run = min(run, time.perf_counter() - t0)
     return run, float(res.system_time_mean_all)
-
-
-def _heapq(policy: str, lam: float, n_jobs: int, repeat: int = 3) -> tuple[float, float]:
-    """``(run s, mean response)`` of the heapq simulator: the best of ``repeat`` runs."""
-    best = float("inf")
-    for _ in range(repeat):
-        t, resp = _heapq_once(policy, lam, n_jobs)
-        best = min(best, t)
-    return best, resp
 
 
 def _heapq_once(policy: str, lam: float, n_jobs: int) -> tuple[float, float]:
@@ -167,8 +162,10 @@ def run(fast: bool = False) -> str:
     t_scan, resp_scan = _mjsre(lam, n_jobs) if "fcfs" in _chosen() else (0.0, 0.0)
     for pol in _chosen():
         print(f"[bench_policies] {pol}", file=sys.stderr, flush=True)
-        comp, t_run, resp, B = _engine(pol, lam, n_jobs, one)
-        t_ref, resp_ref = _heapq(pol, lam, n_ref)
+        ref = []  # (run s, mean response) of each heapq run, one after each engine run
+        between = lambda: ref.append(_heapq_once(pol, lam, n_ref))  # noqa: B023, E731
+        comp, t_run, resp, B = _engine(pol, lam, n_jobs, one, REPEAT, between)
+        t_ref, resp_ref = min(ref)
         load.append(os.getloadavg()[0])
         rate = REPS * n_jobs / t_run
         rate2 = REPS * n_jobs / sharded["run"][pol] if sharded else float("nan")
@@ -200,8 +197,10 @@ def run(fast: bool = False) -> str:
         "(`--xla_force_host_platform_device_count=2`, the same 2 cores). The last figures are "
         "the mean response times of the two runs (different random numbers: a sanity check; "
         "job-by-job equality on the same inputs is in `tests/mjqm/policies/test_policies.py`); for "
-        f"fcfs the exact mean response (QBD) is {truth:.4f}. Best of 2 warm engine runs and "
-        "of 3 heapq runs, one policy after the other (the machine is shared: one-minute load "
+        f"fcfs the exact mean response (QBD) is {truth:.4f}. Best of {REPEAT} warm engine runs and "
+        f"of {REPEAT} heapq runs, interleaved (each engine run followed by a heapq run of the same "
+        "policy, so both see the machine of the same minutes), one policy after the other (the "
+        "machine is shared: one-minute load "
         f"average {min(load):.1f}-{max(load):.1f} on the 2 cores during this run; the ratio "
         "is only meaningful on a quiet machine).",
         "",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import equinox as eqx
 import jax
@@ -141,7 +142,7 @@ def _params(workload: Workload, lam, dtype):
     C = workload.n_classes
     return (
         jnp.asarray(lam, dtype),
-        jnp.ones((C,), dtype),
+        jnp.asarray(np.ones(C), dtype),
         jnp.log(jnp.asarray(workload.probs, dtype)),
     )
 
@@ -237,32 +238,39 @@ def _fcfs(
     def metric(params, W=W0):
         return _metric(workload, params, key, W, **sizes)
 
-    y, yc, halves = metric(params)
     out, methods = {}, {}
     mean_metric = kind != "quantile" and not differences
-    if mean_metric and any(n in wrt for n in ("lam", "scale")):
-        jac = _jacobian(workload, params, key, W0, dW0, **sizes)
-        dy, dyc = (np.asarray(x) for x in jac)  # sliced on the host: no program per slice
-        if "lam" in wrt:
-            out["lam"], methods["lam"] = (dy[:, :1], dyc[:, :, :1]), "pathwise"
-        if "scale" in wrt:
-            out["scale"], methods["scale"] = (dy[:, 1:], dyc[:, :, 1:]), "pathwise"
-    cut = None
-    if mean_metric and "logits" in wrt:
-        ld = logit_derivative(
-            workload,
-            params,
-            key,
-            W0,
-            yc,
-            n_jobs=n_jobs,
-            warm=warm,
-            samples=coupling.samples,
-            horizon=coupling.horizon,
-            response=kind == "response",
-        )
-        out["logits"], methods["logits"] = (ld.overall, ld.per_class), "measure-valued"
-        cut = (ld.cut, ld.samples * R)
+    paths = mean_metric and any(n in wrt for n in ("lam", "scale"))
+    # the pathwise Jacobian compiles and runs beside the value and the logits' derivative
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        if paths:
+            jac = pool.submit(_jacobian, workload, params, key, W0, dW0, **sizes)
+            for name in ("lam", "scale"):  # the pathwise entries first in the results
+                if name in wrt:
+                    out[name], methods[name] = None, "pathwise"
+        y, yc, halves = metric(params)
+        cut = None
+        if mean_metric and "logits" in wrt:
+            ld = logit_derivative(
+                workload,
+                params,
+                key,
+                W0,
+                yc,
+                n_jobs=n_jobs,
+                warm=warm,
+                samples=coupling.samples,
+                horizon=coupling.horizon,
+                response=kind == "response",
+            )
+            out["logits"], methods["logits"] = (ld.overall, ld.per_class), "measure-valued"
+            cut = (ld.cut, ld.samples * R)
+        if paths:
+            dy, dyc = (np.asarray(x) for x in jac.result())  # sliced on the host
+            if "lam" in wrt:
+                out["lam"] = (dy[:, :1], dyc[:, :, :1])
+            if "scale" in wrt:
+                out["scale"] = (dy[:, 1:], dyc[:, :, 1:])
     for name in wrt:
         if name in out:
             continue
@@ -432,14 +440,14 @@ def sensitivity(
     stationary, start_why, replayed = False, "", True
     if fcfs:
         C = workload.n_classes
-        dW0 = jnp.zeros((R, workload.s, 1 + C), dtype)
-        past = jnp.zeros((R, C), dtype)
+        dW0 = np.zeros((R, workload.s, 1 + C), np.dtype(dtype))  # host arrays: no program each
+        past = np.zeros((R, C), np.dtype(dtype))
         if start == "backward":
             S = sample_backward(workload, lam, R, key=kb, limit=limit, override=True, dtype=dtype)
             W0 = jnp.asarray(S.W, dtype)
             stationary = S.status == Status.ok
             start_why = "" if stationary else f"the backward start said {S.status}"
-            theta = jnp.concatenate([jnp.asarray([lam], dtype), jnp.ones((C,), dtype)])
+            theta = jnp.asarray(np.concatenate([[lam], np.ones(C)]), dtype)
             paths = any(n in wrt for n in ("lam", "scale"))
             # the start's score enters the logits' central differences only
             scores = "logits" in wrt and (kind == "quantile" or everywhere)

@@ -191,7 +191,7 @@ def logit_derivative(
         return _couple(workload, params, key, starts, reps, pos, R * K, lanes=lanes, **sizes)
 
     if samples is None:
-        pilot = float(np.sum(run(1, 1, min(_LANES, room))[1])) / R
+        pilot = float(np.asarray(run(1, 1, min(_LANES, room))[1]).sum()) / R
         samples = max(1, (n_jobs - warm) // max(SPACING, math.ceil(pilot)))
     K = int(min(samples, n_jobs - warm))
     D, _, cut, p = run(K, (n_jobs - warm) // K, min(_LANES, R * K))

@@ -16,11 +16,12 @@ first job (the start's derivative is carried in: ``_sensitivity_start.py``). Met
   engine): central differences with common random numbers (a backward start moved along its
   derivative; for the logits, plus the start's score ``E[f sum_n (e_{c_n} - p)]``).
 
-Intervals are Student t over the independent replications. The status is ``ok`` only when the
-start was a stationary sample whose replay gave it back (else ``biased``), the measured
-halves show no drift, there are ``MIN_REPLICATIONS`` replications, every class change of
-the measure-valued derivative coupled within its horizon (else ``biased``) and, with
-``rel_precision``, every interval is within that fraction of its value.
+Intervals are Student t over the independent replications; the measure-valued ones with
+:func:`~jaxqueue.stats.mean_ci`'s skewness and kurtosis corrections (``shape=True``). The
+status is ``ok`` only when the start was a stationary sample whose replay gave it back (else
+``biased``), the measured halves show no drift, there are ``MIN_REPLICATIONS`` replications,
+every class change of the measure-valued derivative coupled within its horizon (else
+``biased``) and, with ``rel_precision``, every interval is within that fraction of its value.
 :func:`exact_sensitivity` differentiates the exact QBD.
 """
 
@@ -475,9 +476,18 @@ def sensitivity(
             workload, lam, pol, wrt, kind, q, kf, n_jobs, R, warm, dtype, h
         )
         coupled = None
-    est = {n: mean_ci(np.asarray(v[0], np.float64), level=level) for n, v in out.items()}
+    # a measure-valued replication is a mean of a few dozen class changes: skewed, so its
+    # interval takes mean_ci's skewness and kurtosis corrections
+    shape = {n: methods[n] == "measure-valued" for n in out}
+    est = {
+        n: mean_ci(np.asarray(v[0], np.float64), level=level, shape=shape[n])
+        for n, v in out.items()
+    }
     est = {n: (_squeeze(e) if n == "lam" else e) for n, e in est.items()}
-    est_c = {n: mean_ci(np.asarray(v[1], np.float64), level=level) for n, v in out.items()}
+    est_c = {
+        n: mean_ci(np.asarray(v[1], np.float64), level=level, shape=shape[n])
+        for n, v in out.items()
+    }
     est_c = {n: (_squeeze(e) if n == "lam" else e) for n, e in est_c.items()}
     if pooled is None:
         value = mean_ci(np.asarray(y, np.float64), level=level)

@@ -1,7 +1,7 @@
 """The forward driver of the recurrence engine (F-MJSRE, ``mjsre`` Section 7.4).
 
-``lax.scan`` over blocks of ``chunk`` jobs, an inner ``lax.scan`` over the jobs of a block
-running the engine's step on all replications at once (``_jobs.py``: FCFS on rows, eq. (2)
+A loop over blocks of ``chunk`` jobs, an inner loop over the jobs of a block running the
+engine's step on all replications at once (``_jobs.py``: FCFS on rows, eq. (2)
 and (15); eq. (14) and Appendix A by the step object), the replication axis split over
 ``jax.devices()`` with ``shard_map`` and over tiles on the CPU. Each job's inputs are drawn
 inside the loop from the counter-based inputs (``jaxqueue._random``), so the numbers do not
@@ -83,7 +83,7 @@ def _run_impl(workload, lam, key, reps, W0, lo_code, offset, **static):
 def _run_tile(workload, lam, key, reps, W0, lo_code, offset, **static):
     """The forward scan on replications ``reps`` from states ``W0`` ``(R, s)``.
 
-    Blocks of ``chunk`` jobs (the last one shorter): the jobs run in a ``lax.scan`` with the
+    Blocks of ``chunk`` jobs (the last one shorter): the jobs run in a loop with the
     states ``(s, R)`` and the block's sums in the carry (state dtype, at most ``chunk``
     terms), and the block's sums are added to the run's compensated (Kahan) sums in the
     widest float type enabled; the waits go to the histogram of their replication's section
@@ -91,6 +91,7 @@ def _run_tile(workload, lam, key, reps, W0, lo_code, offset, **static):
     replications are spread). Returns ``(W (R, s), sums (R, nf), counts (R, C), hist
     (1, G, C, n_bins))`` (``G``: :data:`HIST_SECTIONS`).
     """
+    static = _traced_sizes(static)
     n_jobs, warmup, chunk = static["n_jobs"], static["warmup"], static["chunk"]
     warm_body, measured_body, start = _tile_loop(workload, lam, key, reps, lo_code, **static)
     W = _blocks(warmup, chunk, warm_body, W0.T, offset)
@@ -112,7 +113,9 @@ def _tile_loop(
     acc_dtype = jax.dtypes.canonicalize_dtype(jnp.float64)
     n_blocks = -(-(n_jobs - warmup) // chunk)
     hist_layout = dict(lo_code=lo_code, n_bins=n_bins, shift=shift)
-    jobs = _jobs_runner(workload, lam, key, reps, dtype=dtype, step=step, hist=hist_layout)
+    jobs = _jobs_runner(
+        workload, lam, key, reps, dtype=dtype, step=step, hist=hist_layout, size=chunk
+    )
     section = (reps % HIST_SECTIONS).astype(jnp.int32) * (C * n_bins)  # (R,) bin offsets
 
     def warm_body(W, start, length, b):
@@ -123,7 +126,11 @@ def _tile_loop(
         W2, (by_class, other), bins = jobs(W, start, length)
         x = block_stats(W, W2, by_class, other, sizes=sizes, second=b >= n_blocks // 2)
         fsum, fcomp = kahan_add(fsum, fcomp, x.astype(acc_dtype))
-        hist = hist.at[(bins + section).reshape(-1)].add(1, mode="promise_in_bounds")
+        one = 1
+        if not isinstance(length, int):  # the rows of bins from length on are no jobs
+            one = (jnp.arange(chunk, dtype=jnp.int32)[:, None] < length).astype(jnp.int32)
+            one = jnp.broadcast_to(one, bins.shape).reshape(-1)
+        hist = hist.at[(bins + section).reshape(-1)].add(one, mode="promise_in_bounds")
         return W2, fsum, fcomp, counts + by_class[3].astype(jnp.int32), hist
 
     def start(W):
@@ -139,6 +146,12 @@ def _tile_loop(
     return warm_body, measured_body, start
 
 
+def _traced_sizes(static: dict) -> dict:
+    """``static`` with ``n_jobs`` and ``warmup`` as int32 scalars: traced arguments of the
+    kernel (one program for every run length)."""
+    return {**static, "n_jobs": jnp.int32(static["n_jobs"]), "warmup": jnp.int32(static["warmup"])}
+
+
 def _n_sums(C: int, T: int) -> int:
     """Sums per replication of the measured carry (their order: ``_forward_result``): per
     class waits, squared waits and system times (3 C), the time, per type HOL idle, free
@@ -146,12 +159,13 @@ def _n_sums(C: int, T: int) -> int:
     return 3 * C + 1 + 3 * T + 2
 
 
-def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist):
+def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist, size):
     """``jobs(W, start, length, stats=True) -> (W, sums, bins)``: the jobs ``start ..
-    start + length - 1`` of replications ``reps`` on states ``W`` ``(s, R)`` with the
-    engine's ``step``: FCFS (eq. (2), (15)) on the fast path :func:`fcfs_jobs` (the step's row
-    form), inputs drawn job by job; specific servers and random assignment (eq. (14),
-    Appendix A) with ``step.advance`` (:func:`policy_jobs`), inputs drawn for the block."""
+    start + length - 1`` (``length`` traced, at most ``size``) of replications ``reps`` on
+    states ``W`` ``(s, R)`` with the engine's ``step``: FCFS (eq. (2), (15)) on the fast path
+    :func:`fcfs_jobs` (the step's row form), inputs drawn job by job; specific servers and
+    random assignment (eq. (14), Appendix A) with ``step.advance`` (:func:`policy_jobs`),
+    inputs drawn for ``size`` jobs."""
     sizes, C = workload.servers, workload.n_classes
     if isinstance(step, FCFSStep):
         keypairs = replication_keypairs(key, reps)
@@ -163,57 +177,45 @@ def _jobs_runner(workload, lam, key, reps, *, dtype, step, hist):
 
         def jobs(W, start, length, stats=True):
             kw = dict(sizes=sizes, groups=groups, cores=cores, hist=hist, stats=stats)
-            return fcfs_jobs(W, draw, start, length, **kw)
+            return fcfs_jobs(W, draw, start, length, size=size, **kw)
 
         return jobs
 
     def jobs(W, start, length, stats=True):
-        ids = jnp.asarray(start, jnp.int32) + jnp.arange(length, dtype=jnp.int32)
+        ids = jnp.asarray(start, jnp.int32) + jnp.arange(size, dtype=jnp.int32)
         inp = draw_jobs(workload, lam, key, reps, ids, dtype=dtype, n_extra=workload.s)
         held = jnp.moveaxis(inp.alpha, -1, 1)  # (L, T, R) servers held per type
         alpha = step.job_alpha(workload, inp.cls, inp.alpha)
         xs = (inp.cls, held, inp.sigma, inp.tau, alpha, inp.extra)
         kw = dict(sizes=sizes, n_classes=C, hist=hist, stats=stats)
-        return policy_jobs(step, W, xs, **kw)
+        return policy_jobs(step, W, xs, length, **kw)
 
     return jobs
 
 
 def _blocks(n, chunk, body, carry, first):
-    """``carry = body(carry, start, length, index)`` over the blocks of ``n`` jobs from job
-    ``first``: the full blocks of ``chunk`` jobs in a ``lax.scan``, then the shorter last
-    block (static lengths: no masked jobs)."""
-    full, rest = divmod(n, chunk)
-    if full:
-        carry = jax.lax.scan(
-            lambda c, b: (body(c, first + b * chunk, chunk, b), None),
-            carry,
-            jnp.arange(full, dtype=jnp.int32),
-        )[0]
-    if rest:
-        carry = body(carry, first + full * chunk, rest, full)
-    return carry
+    """``carry = body(carry, start, length, index)`` over the blocks of ``n`` jobs (traced)
+    from job ``first``: the full blocks of ``chunk`` jobs (``length`` the int ``chunk``), then
+    the shorter last block (``length`` traced: one program for every ``n``)."""
+    return _blocks_between(n, chunk, body, carry, first, 0, _n_blocks(n, chunk))
 
 
 def _blocks_between(n, chunk, body, carry, first, lo, hi):
     """:func:`_blocks` for the blocks ``lo`` to ``hi - 1`` only (traced bounds, numbered as
     there: the full blocks, then the shorter last one): the same bodies on the same carry."""
-    full, rest = divmod(n, chunk)
-    if full:
-        carry = jax.lax.fori_loop(
-            jnp.clip(lo, 0, full),
-            jnp.clip(hi, 0, full),
-            lambda b, c: body(c, first + b * chunk, chunk, b),
-            carry,
-        )
-    if rest:
-        carry = jax.lax.cond(
-            (lo <= full) & (full < hi),
-            lambda c: body(c, first + full * chunk, rest, full),
-            lambda c: c,
-            carry,
-        )
-    return carry
+    full, rest = n // chunk, n % chunk
+    carry = jax.lax.fori_loop(
+        jnp.clip(lo, 0, full),
+        jnp.clip(hi, 0, full),
+        lambda b, c: body(c, first + b * chunk, chunk, b),
+        carry,
+    )
+    return jax.lax.cond(
+        (rest > 0) & (lo <= full) & (full < hi),
+        lambda c: body(c, first + full * chunk, rest, full),
+        lambda c: c,
+        carry,
+    )
 
 
 def _n_blocks(n, chunk):
@@ -227,6 +229,7 @@ def _part_tile(workload, lam, key, reps, state, lo, hi, lo_code, offset, **stati
     (R, nf), counts (R, C))``; returns it after those blocks and the histogram counts of their
     waits ``(1, G C n_bins)``. The blocks in a few calls give the numbers of one call (the
     same bodies on the same carry, in the same order)."""
+    static = _traced_sizes(static)
     n_jobs, warmup, chunk = static["n_jobs"], static["warmup"], static["chunk"]
     warm_body, measured_body, start = _tile_loop(workload, lam, key, reps, lo_code, **static)
     W, fsum, fcomp, counts = (x.T for x in state)
@@ -298,7 +301,7 @@ def _run_sharded(workload, lam, key, reps, W0, lo_code, offset, *, mesh=None, **
     )(reps, W0)
 
 
-_RUN_STATIC = ("mesh", "n_jobs", "warmup", "chunk", "dtype", "step", "n_bins", "shift")
+_RUN_STATIC = ("mesh", "chunk", "dtype", "step", "n_bins", "shift")
 
 _CPU_OPTIONS = {
     "xla_cpu_copy_insertion_use_region_analysis": True,

@@ -37,10 +37,12 @@ def kahan_add(acc, comp, x):
     return t, (t - acc) - y
 
 
-def fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True):
+def fcfs_jobs(W, draw, first, length, *, size, sizes, groups, cores, hist, stats=True):
     """Jobs ``first .. first + length - 1`` on the states ``W`` ``(s, R)``, FCFS;
     ``draw(j)`` gives job ``j``'s ``(cls, sigma, tau)`` for all replications; ``groups``:
-    :func:`core_groups`, ``cores``: the ``(C, T)`` servers of the classes.
+    :func:`core_groups`, ``cores``: the ``(C, T)`` servers of the classes. ``length``: the
+    int ``size`` (a full block: loops of static length), or traced and at most ``size`` (the
+    last block of a run: one program for every length).
 
     Software-pipelined: the carry holds the next job's inputs and wait, computed in the step
     before (:func:`fcfs_rows_next_wait`). A loop-carried value is stored once; computed in
@@ -55,12 +57,13 @@ def fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True)
     rows, so it cannot write its input buffer: with one job per step XLA:CPU copied the
     state every job; here each job writes the other slot. The block sums take both jobs'
     terms in one fused loop (in job order: the same sums). An odd last job runs alone, and
-    blocks of fewer than 4 jobs one job per step (a loop of one step is inlined by XLA, the
-    two jobs then fused into each other's loops: other roundings).
+    full blocks of fewer than 4 jobs one job per step (a loop of one step is inlined by XLA,
+    the two jobs then fused into each other's loops: other roundings).
 
     Returns:
-        ``(W_next, sums, bins (L, R))``: the block's sums of :func:`job_terms` (``None``
-        without ``stats``) and the histogram bins of the waits (:func:`~jaxqueue.stats.hist_bins`).
+        ``(W_next, sums, bins (size, R))``: the block's sums of :func:`job_terms` (``None``
+        without ``stats``) and the histogram bins of the waits
+        (:func:`~jaxqueue.stats.hist_bins`; rows from ``length`` on are 0, not jobs).
     """
     kw = dict(sizes=sizes, groups=groups)
 
@@ -80,19 +83,16 @@ def fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True)
             sums = jax.tree.map(jnp.add, sums, tm)
         return sums
 
-    def pair(carry, j):
-        a, _, sums = carry
+    def pair(a, sums, j):
         b, ta, ba = one(*a, j)
         a, tb, bb = one(*b, j + 1)
-        if not stats:
-            return (a, b, sums), None
-        return (a, b, add(sums, ta, tb)), (ba, bb)
+        return a, b, (add(sums, ta, tb) if stats else sums), (ba, bb)
 
     x = draw(first)
     a = (W, fcfs_rows_wait(W, x[0], **kw), x)
     sums = zero_terms(W, sizes, len(cores)) if stats else None
-    n2, odd = divmod(length, 2)
-    if n2 < 2:  # a loop of one step would be inlined, and the two jobs fused together
+    fixed = isinstance(length, int)
+    if fixed and length < 4:  # a loop of one step would be inlined, and the two jobs fused together
 
         def single(carry, j):
             a, sums = carry
@@ -102,8 +102,30 @@ def fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True)
         jobs = first + jnp.arange(length, dtype=jnp.int32)
         (a, sums), bins = jax.lax.scan(single, (a, sums), jobs)
         return a[0], sums, bins
-    jobs = first + 2 * jnp.arange(n2, dtype=jnp.int32)
-    (a, b, sums), ys = jax.lax.scan(pair, (a, a, sums), jobs)
+    if fixed:
+        n2, odd = divmod(length, 2)
+
+        def step(carry, j):
+            a, b, sums, ys = pair(carry[0], carry[2], j)
+            return (a, b, sums), ys if stats else None
+
+        jobs = first + 2 * jnp.arange(n2, dtype=jnp.int32)
+        (a, b, sums), ys = jax.lax.scan(step, (a, a, sums), jobs)
+        bins = jnp.stack(ys, axis=1).reshape(2 * n2, *ys[0].shape[1:]) if stats else None
+    else:
+        n2 = jnp.asarray(length, jnp.int32) // 2
+        odd = jnp.asarray(length, jnp.int32) % 2 == 1
+
+        def step(i, carry):
+            a, b, sums, ys = pair(carry[0], carry[2], first + 2 * i)
+            if not stats:
+                return a, b, sums, None
+            bins = jax.lax.dynamic_update_slice_in_dim(carry[3], jnp.stack(ys), 2 * i, 0)
+            return a, b, sums, bins
+
+        # rows for whole pairs (an odd size has one more)
+        bins = jnp.zeros((size + size % 2, W.shape[1]), jnp.int32) if stats else None
+        a, b, sums, bins = jax.lax.fori_loop(0, n2, step, (a, a, sums, bins))
     # The second slots must stay loop outputs: XLA drops a loop output that nothing reads
     # and then fuses the first job into the second (recomputed in every fused loop of the
     # second job). So they are read here, in a select whose condition never holds (the
@@ -111,36 +133,61 @@ def fcfs_jobs(W, draw, first, length, *, sizes, groups, cores, hist, stats=True)
     W_b, w_b, (c_b, sg_b, t_b) = b
     keep = W_b + (w_b + c_b.astype(w_b.dtype) + sg_b + t_b)
     a = (jnp.where(a[0][0, 0] < 0, keep, a[0]), *a[1:])
-    bins = jnp.stack(ys, axis=1).reshape(2 * n2, *ys[0].shape[1:]) if stats else None
-    if odd:
+
+    def last(carry):
+        a, sums, bins = carry
         a, t, bn = one(*a, first + 2 * n2)
-        if stats:
-            sums = add(sums, t)
-            bins = jnp.concatenate([bins, bn[None]])
+        if not stats:
+            return a, sums, bins
+        if fixed:
+            return a, add(sums, t), jnp.concatenate([bins, bn[None]])
+        return a, add(sums, t), jax.lax.dynamic_update_slice_in_dim(bins, bn[None], 2 * n2, 0)
+
+    if fixed:
+        a, sums, bins = last((a, sums, bins)) if odd else (a, sums, bins)
+    else:
+        a, sums, bins = jax.lax.cond(odd, last, lambda c: c, (a, sums, bins))
+        bins = None if bins is None else bins[:size]
     return a[0], sums, bins
 
 
-def policy_jobs(step, W, xs, *, sizes, n_classes, hist, stats=True):
+def policy_jobs(step, W, xs, length, *, sizes, n_classes, hist, stats=True):
     """:func:`fcfs_jobs` for any step object (specific servers, random assignment, Appendix A):
-    ``step.advance`` mapped over the replication columns of ``W``, on a block's inputs
-    ``xs = (cls, held (L, T, R), sigma, tau, alpha, extra)`` with the step's ``alpha``
-    (``Step.job_alpha``) and uniforms (a slow path: the step sorts)."""
+    ``step.advance`` mapped over the replication columns of ``W``, on the first ``length`` of a
+    block's inputs ``xs = (cls, held (L, T, R), sigma, tau, alpha, extra)`` (an int: all L,
+    or traced) with the step's ``alpha`` (``Step.job_alpha``) and uniforms (a slow path: the
+    step sorts). The bins come back ``(L, R)``, rows from ``length`` on 0."""
     splits = tuple(int(i) for i in np.cumsum(sizes)[:-1])
     advance = jax.vmap(step.advance, in_axes=(1, 0, 0, 0, 0), out_axes=(1, 0, 1))
 
-    def job(carry, x):
-        W, sums = carry
+    def job(W, sums, x):
         c, held, sg, t, a, u = x
         X, w, hol = advance(W, a, sg, t, u)
         if not stats:
-            return (jnp.maximum(X, 0), sums), None
+            return jnp.maximum(X, 0), sums, None
         hol = jnp.stack([h.sum(axis=0) for h in jnp.split(hol, splits, axis=0)])
         sums = jax.tree.map(jnp.add, sums, job_terms(w, c, sg, t, held, hol, n_classes))
-        return (jnp.maximum(X, 0), sums), hist_bins(w, c, **hist)
+        return jnp.maximum(X, 0), sums, hist_bins(w, c, **hist)
 
     sums = zero_terms(W, sizes, n_classes) if stats else None
-    (W, sums), bins = jax.lax.scan(job, (W, sums), xs)
-    return W, sums, bins
+    if isinstance(length, int):
+
+        def scan_step(carry, x):
+            W, sums, bn = job(*carry, x)
+            return (W, sums), bn
+
+        (W, sums), bins = jax.lax.scan(scan_step, (W, sums), xs)
+        return W, sums, bins
+
+    def loop_step(i, carry):
+        W, sums, bins = carry
+        W, sums, bn = job(W, sums, tuple(v[i] for v in xs))
+        if stats:
+            bins = jax.lax.dynamic_update_slice_in_dim(bins, bn[None], i, 0)
+        return W, sums, bins
+
+    bins = jnp.zeros(xs[0].shape, jnp.int32) if stats else None
+    return jax.lax.fori_loop(0, jnp.asarray(length, jnp.int32), loop_step, (W, sums, bins))
 
 
 def type_sums(W, sizes):

@@ -345,10 +345,10 @@ def test_new_policy_equals_heapq_simulator_job_by_job(name, policy):
     elif policy in ("srpt-greedy", "first-fit-srpt"):
         lam = _SRPT_LAM.get(name, lam)
     key = jax.random.key(11)
-    # five-class-exp on the engine's first buffer (32 rows for the key-ordered policies, 64
-    # for the other all-rows ones: half the compilation of 128; msfq on 32, a third less
-    # again; no replication overflows, which _engine_sums asserts); the other workloads
-    # queue further
+    # five-class-exp on the engine's first buffer (first_buffer: 16 rows for the pairwise
+    # policies, 32 for the other all-rows ones, a fraction of the compilation of 128; msfq
+    # and EASY on 32; no replication overflows, which _engine_sums asserts); the other
+    # workloads queue further
     B = None if name == "five-class-exp" else 128
     if name == "five-class-exp" and policy.startswith(("msfq", "easy-backfilling")):
         B = 32  # (EASY with estimates holds more than its first 16 rows at this load)

@@ -331,7 +331,8 @@ class _ScaledWait(NamedTuple):
     cores: tuple[int, ...]
 
     def __call__(self, mean, lam, scale, p):
-        return _exact_jit(self.s, self.cores, 1.0 / (mean * scale), p, lam).wait_mean
+        # two level runs: this program is differentiated, its compile dominates
+        return _exact_jit(self.s, self.cores, 1.0 / (mean * scale), p, lam, n_groups=2).wait_mean
 
 
 class _ScaledPHWait(NamedTuple):
@@ -422,13 +423,16 @@ def _ph_exact_jit(key: PHKey, forms, p: Array, lam: Array) -> ExactResult:
     return _result(m, p, lam * p * mean, lam, lam_safe, lam_c, stable, st.nh, st.n_star)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
-def _exact_jit(s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array) -> ExactResult:
-    """The numbers of :func:`exact`, compiled once per structure ``(s, cores)`` and dtype."""
+@functools.partial(jax.jit, static_argnums=(0, 1), static_argnames=("n_groups",))
+def _exact_jit(
+    s: int, cores: tuple[int, ...], mu: Array, p: Array, lam: Array, n_groups: int = 8
+) -> ExactResult:
+    """The numbers of :func:`exact`, compiled once per structure ``(s, cores)`` and dtype
+    (the boundary levels in ``n_groups`` runs: ``_solve._level_groups``)."""
     st = _structure(s, cores)
     Dg = _global_down(st, mu, p)
     lam_c = _lambda_c(st, Dg)
     stable = lam < lam_c * (1.0 - _gap(p.dtype))
     lam_safe = jnp.where(stable, lam, 0.5 * lam_c)
-    m = _solve(st, Dg, p, *_functionals(st, p), lam_safe)
+    m = _solve(st, Dg, p, *_functionals(st, p), lam_safe, n_groups)
     return _result(m, p, lam * p / mu, lam, lam_safe, lam_c, stable, st.nh, st.n_star)

@@ -86,8 +86,9 @@ def _lambda_c(st: _Structure, Dg: Array) -> Array:
     return phi @ d
 
 
-def _solve(st: _Structure, Dg, p, base, slope, lam) -> Array:
-    """``E[f]`` under the stationary law, for every column of ``f = base + N * slope``.
+def _solve(st: _Structure, Dg, p, base, slope, lam, n_groups: int = 8) -> Array:
+    """``E[f]`` under the stationary law, for every column of ``f = base + N * slope``
+    (the boundary levels in ``n_groups`` runs: :func:`_level_groups`).
 
     With ``K_N = -(L_N + R_N D_{N+1})`` (``R_N`` such that ``pi_{N+1} = pi_N R_N``), the
     level reduction reads ``R_{N-1} = U_{N-1} K_N^-1`` and
@@ -143,11 +144,11 @@ def _solve(st: _Structure, Dg, p, base, slope, lam) -> Array:
     # Level N* - 1 without a solve: D_{N*} = D_HH S, where S merges the head phases (n, k)
     # with |n| = N* - 1 (nothing fits after them) into the none phase n, so
     # K*^-1 D_{N*} = G S (K* G = D_HH), and K*^-1 v_{N*} = z.
-    (top, *rest), P, M = _level_groups(st)[0]
+    (top, *rest), P, M = _level_groups(st, n_groups)[0]
     GS = jnp.zeros((nh, P), dt).at[:, _top_columns(st)].add(G)
     X = jnp.concatenate([GS, z], axis=1)
     carry = level(P, M, _resize(X, P), top)
-    groups = [(np.asarray(rest, dtype=int), P, M)] + _level_groups(st)[1:]
+    groups = [(np.asarray(rest, dtype=int), P, M)] + _level_groups(st, n_groups)[1:]
     for group, P, M in groups:
         carry = (_resize(carry[0], P, eye=True), _resize(carry[1], P))
         carry, _ = lax.scan(functools.partial(step, P, M), carry, jnp.asarray(group))
@@ -178,12 +179,12 @@ def _resize(x: Array, P: int, eye: bool = False) -> Array:
     return out.at[:n, :n].set(x)
 
 
-def _level_groups(st: _Structure, n_groups: int = 2) -> list[tuple[np.ndarray, int, int]]:
+def _level_groups(st: _Structure, n_groups: int) -> list[tuple[np.ndarray, int, int]]:
     """Boundary levels ``N* - 1, ..., 0`` in at most ``n_groups`` runs, each with the slot count
     its steps need (levels ``N`` and ``N + 1``), so that small low levels are not padded to the
     size of the repeating block, and the largest number of none phases of its levels. Each run
-    is a scan body compiled (and, under ``grad``, transposed) on its own: two runs keep most of
-    the saving in padding at a fraction of the compile time of more."""
+    is a scan body compiled (and, under ``grad``, transposed) on its own: more runs pad less
+    and compile more."""
     sizes = (st.slots != st.n_global - 1).sum(1)
     nones = sizes - (st.slots < st.nh).sum(1)
     levels = np.arange(st.n_star - 1, -1, -1)

@@ -16,8 +16,7 @@ first job (the start's derivative is carried in: ``_sensitivity_start.py``). Met
   engine): central differences with common random numbers (a backward start moved along its
   derivative; for the logits, plus the start's score ``E[f sum_n (e_{c_n} - p)]``).
 
-Intervals are Student t over the independent replications; the measure-valued ones with
-:func:`~jaxqueue.stats.mean_ci`'s skewness and kurtosis corrections (``shape=True``). The
+Intervals: Student t over the replications (measure-valued: ``mean_ci(shape=True)``). The
 status is ``ok`` only when the start was a stationary sample whose replay gave it back (else
 ``biased``), the measured halves show no drift, there are ``MIN_REPLICATIONS`` replications,
 every class change of the measure-valued derivative coupled within its horizon (else

@@ -123,6 +123,18 @@ def _search_summary(sol) -> dict:
     }
 
 
+def _rechecked(wl, lam_c, metrics, search, sizes) -> dict:
+    """The summary's fields common to the cases re-checked by the exact solver."""
+    return {
+        "scenario": wl.name,
+        "lambda_c": lam_c,
+        "metrics": {k: np.asarray(v).tolist() for k, v in metrics.items()},
+        "recheck": "exact",
+        "search": search,
+        "sizes": sizes,
+    }
+
+
 def mjqm_max_rate(fast: bool = False, progress=None, seed: int = 0):
     """Largest arrival rate of the five-class MJQM (exponential) such that the mean waiting
     time of every class stays under ``MAX_RATE["wait_target"]``: Newton on the simulated
@@ -158,17 +170,12 @@ def mjqm_max_rate(fast: bool = False, progress=None, seed: int = 0):
         res,
         {
             "case": "mjqm-max-rate",
-            "scenario": wl.name,
             "objective": "maximise lam (cost = -lam), simulated steady-state waits and d/dlam",
             "lam": lam,
-            "lambda_c": lam_c,
             "targets": {"W": [target] * wl.n_classes},
             "params": {"lam": lam},
-            "metrics": {k: np.asarray(v).tolist() for k, v in metrics.items()},
-            "recheck": "exact",
-            "search": _search_summary(sol),
-            "sizes": sz,
-        },
+        }
+        | _rechecked(wl, lam_c, metrics, _search_summary(sol), sz),
     )
 
 
@@ -224,17 +231,12 @@ def mjqm_speedup(fast: bool = False, progress=None, seed: int = 0):
         res,
         {
             "case": "mjqm-speedup",
-            "scenario": wl.name,
             "lam": lam,
             "speed": speed,
-            "lambda_c": lam_c,
             "targets": {"W_p90": [target] * wl.n_classes},
             "params": {"speed": speed},
-            "metrics": {k: np.asarray(v).tolist() for k, v in metrics.items()},
-            "recheck": "exact",
-            "search": _search_summary(sol) | {"rate": x},
-            "sizes": sz,
-        },
+        }
+        | _rechecked(wl, lam_c, metrics, _search_summary(sol) | {"rate": x}, sz),
     )
 
 

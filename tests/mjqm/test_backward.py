@@ -348,7 +348,11 @@ def test_cli_sample_contract(capsys):
     assert "lambda_c" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_palm_intervals_cover_exact_values_nominally():
+    # The default suite: the same intervals (palm_metrics on backward samples) hold the same
+    # M/M/1 mean wait and 90% quantile in test_mm1_md1_mmc_mean_wait_exact and
+    # test_mm1_wait_quantile_exact.
     # 200 independent groups of 160 samples (sample i depends only on (key, i)): the 95%
     # intervals of the M/M/1 mean wait and 90% wait quantile cover the exact values in about
     # 95% of the groups (binomial sd 1.5 points; accept 90-99%). 32,000 samples: one call of

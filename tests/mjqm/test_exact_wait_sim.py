@@ -5,8 +5,8 @@
   batch-means interval, on a workload with a rare big class at two loads.
 * The package's forward simulator (``mjqm.simulate``): its per-class waiting-time histograms
   (the source of ``wait_p90`` and the other quantiles) at the bin edges around the exact
-  quantiles, over independent runs; the hard cases of the issue (the rare big class of
-  ``two-class-256`` at 0.8 ``lambda_c``, ``five-class-exp`` at 0.95) with the slow tests.
+  quantiles, over independent runs (slow tests): the rare big class at 0.8 ``lambda_c``, and
+  the hard cases of the issue (``two-class-256`` at 0.8, ``five-class-exp`` at 0.95).
 """
 
 from __future__ import annotations
@@ -107,7 +107,13 @@ def _check_forward(w: Workload, load: float, runs: int, n_jobs: int, n_rep: int)
     assert not misses, misses
 
 
+@pytest.mark.slow
 def test_forward_histograms_match_exact_quantiles_small():
+    """The default suite: the forward scan's histogram quantiles and tails against the M/M/4
+    closed forms in ``test_tails_forward.py::test_forward_scan_quantiles_cover_erlang_c``, its
+    per-class histograms against the event engine's on the same jobs in
+    ``test_convolved_responses_agree_with_the_event_engines_binned_ones``, and the exact
+    per-class quantiles against the tagged-job chain in ``test_exact_wait.py``."""
     _check_forward(_rare_big(), 0.8, runs=6, n_jobs=20_000, n_rep=16)
 
 

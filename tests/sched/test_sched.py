@@ -659,8 +659,9 @@ def _assert_not_ok_and_positive(out, err):
 @pytest.mark.slow
 def test_cli_few_replications_near_saturation_is_not_ok(capsys):
     """Slow (4 replications: a kernel configuration of its own). Default guards: the same
-    status path at 7 replications in test_replication_intervals_cover_at_the_nominal_rate
-    (unconverged, a positive lower bound), and the command line's non-ok status near
+    status path at 7 replications in
+    test_few_replications_are_unconverged_with_a_positive_lower_bound (unconverged, a positive
+    lower bound), and the command line's non-ok status near
     saturation (one warning line naming it, no negative bound) in
     test_cli_one_short_chunk_near_saturation_is_not_ok."""
     # issue 14: 4 replications at rho = 0.99 printed delay 9.65 in [-3.07, 22.36], status ok
@@ -686,7 +687,12 @@ def test_cli_one_short_chunk_near_saturation_is_not_ok(capsys):
     assert out["delay_ci"][1] < exact  # the wrong interval the status warns about
 
 
+@pytest.mark.slow
 def test_replication_intervals_cover_at_the_nominal_rate():
+    """The default suite: the same log-t intervals hold the exact M/M/1 delay (and the
+    closed forms of M/M/1 at any theta) in test_mm1_any_theta, and the status below
+    MIN_REPLICATIONS with a positive lower bound in
+    test_few_replications_are_unconverged_with_a_positive_lower_bound."""
     # 800 replications of M/M/1 (rho = 0.7, m = 1, exact delay 1 / (1 - rho)) cut into 100
     # experiments of MIN_REPLICATIONS = 8: their 95% log-t intervals hold the exact value
     # about 95 times (binomial sd 2.2); too narrow or too wide intervals leave [88, 99].
@@ -705,9 +711,16 @@ def test_replication_intervals_cover_at_the_nominal_rate():
     covered = int(np.sum((low <= 1 / (1 - rho)) & (1 / (1 - rho) <= high)))
     assert 88 <= covered <= 99, covered
     assert np.all(low > 0)
-    # the same experiments run as simulate() would call them: status unconverged below 8
+
+
+def test_few_replications_are_unconverged_with_a_positive_lower_bound():
+    """The experiments of the coverage test above run as simulate() would call them, with
+    fewer than MIN_REPLICATIONS: status unconverged, the log-t interval's lower end above 0
+    (the run of tests/stats/test_results.py::test_scheduler_too_few_replications_throw)."""
+    from jaxqueue.sched import MIN_REPLICATIONS
+
     few = simulate(
-        ClassAssignment([[0]], [1.0]), [rho], get_law("exp"), m=1.0, key=jax.random.key(14),
+        ClassAssignment([[0]], [1.0]), [0.7], get_law("exp"), m=1.0, key=jax.random.key(14),
         replications=MIN_REPLICATIONS - 1, jumps=4000, warmup=2000, queue_size=64,
     )  # fmt: skip
     assert few.status == "unconverged" and few.delay_low > 0

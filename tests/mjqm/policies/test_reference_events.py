@@ -379,7 +379,11 @@ def _erlang_c_wait(c, lam, mu):
     return (top / bottom) / (c * mu - lam)
 
 
+@pytest.mark.slow
 def test_mmc_erlang_c_wait_and_little():
+    """The default suite: the same statistics of the same simulator (fcfs) against the M/M/1
+    closed forms, Little's law and the busy servers in test_mm1_response_mean; its multiserver
+    fcfs job by job against the literal statement in test_matches_literal_statement."""
     c, lam = 3, 2.0
     wq = _erlang_c_wait(c, lam, 1.0)  # = 0.4444...
     assert wq == pytest.approx(4 / 9)
@@ -395,7 +399,11 @@ def test_mmc_erlang_c_wait_and_little():
     # Little's law and the mean number of busy servers (lam * E[work]).
     assert st["jobs_mean"] == pytest.approx(lam * st["response_mean"], rel=0.05)
     assert st["idle_servers_mean"] == pytest.approx(c - lam, rel=0.05)
-    # With one-core jobs first-fit never skips a waiting job, so it is fcfs.
+
+
+def test_first_fit_with_one_core_jobs_is_fcfs():
+    """With one-core jobs first-fit never skips a waiting job, so it is fcfs (M/M/3)."""
+    c, lam = 3, 2.0
     assert simulate("first-fit", c, [1], [1.0], exp_work([1.0]), lam, 3000, 300, 2) == simulate(
         "fcfs", c, [1], [1.0], exp_work([1.0]), lam, 3000, 300, 2
     )

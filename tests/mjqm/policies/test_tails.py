@@ -61,11 +61,17 @@ def _erlang_c(s, a):
     return top / (sum(a**k / math.factorial(k) for k in range(s)) + top)
 
 
+@pytest.mark.slow
 def test_fcfs_quantile_intervals_cover_erlang_c():
     """M/M/4 under fcfs on the event engine: the intervals of the wait's p90 and p99 cover
     the Erlang C quantiles ``ln(C / (1 - q)) / (s mu - lam)``, those of ``P(W > t)`` cover
     ``C e^-(s mu - lam) t``, and the response's p90 interval covers the root of the M/M/s
-    response-time tail (wait plus an independent exponential service)."""
+    response-time tail (wait plus an independent exponential service). The default suite:
+    the same intervals (``Tails``, one code for both engines) on the forward scan's M/M/4
+    histograms in ``test_tails_forward.py::test_forward_scan_quantiles_cover_erlang_c``, the
+    event engine's histograms against the heapq simulator's jobs above (msf), and its fcfs
+    p90 interval against the exact quantile in ``test_sensitivity.py::
+    test_event_quantile_crn_difference_agrees_with_exact_quantile_differences``."""
     s, mu, lam = 4, 1.0, 3.0
     wl = Workload(servers=s, cores=(1,), probs=(1.0,), services=(Exponential(1.0 / mu),))
     res = simulate_policy(wl, lam, "fcfs", key=jax.random.key(4), n_jobs=10_000, n_replications=64)

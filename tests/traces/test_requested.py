@@ -17,6 +17,8 @@ from jaxqueue import traces
 from jaxqueue.cli import main
 from jaxqueue.dist import Erlang, Exponential, HyperExponential
 from jaxqueue.mjqm import Workload
+from jaxqueue.mjqm.engines.events import replay as engine_replay
+from jaxqueue.traces._requested import EasyBackfillingRequested
 from tests.references import mjqm_events as ref
 
 POLICY = "easy-backfilling:estimate=requested"
@@ -68,6 +70,29 @@ def test_requested_matches_reference(requested, monkeypatch):
     for name in ("idle_servers", "hol_idle_servers", "number_in_system", "makespan"):
         assert getattr(r4, name) == pytest.approx(getattr(r, name), rel=1e-9), name
     np.testing.assert_allclose(r4.response_mean_class, r.response_mean_class, rtol=1e-9)
+
+
+def test_grown_columns_replay_their_own_jobs(requested):
+    """A replay of two columns from a first buffer of 16 rows: the second column's rows fill
+    and it goes on alone with 32, the first (half the work) never fills; each column's starts
+    are the reference's on its own jobs (the grown column must read its own, not the
+    first's)."""
+    _, log, _, est = requested
+    cls = np.searchsorted([1, 3, 7], log.cores)
+    works = np.stack([0.5 * log.runtime, log.runtime], axis=1)
+    sizes = np.stack([0.5 * est, est], axis=1)
+    laws = [Exponential(1.0), Erlang(3, 2.0), HyperExponential([6.0, 0.5], [0.2, 0.8])]
+    wl = Workload(10, [1, 3, 7], [0.6, 0.3, 0.1], laws)
+    both = lambda x: np.stack([x, x], axis=1)  # noqa: E731
+    r = engine_replay(
+        wl, EasyBackfillingRequested(), both(log.submit), both(cls), works, sizes=sizes, buffer=16
+    )
+    assert r.buffer == 32 and not (r.overflow or r.capped)
+    for j in range(2):
+        start, _ = ref.run_trace(
+            POLICY, 10, log.cores, log.submit, works[:, j], estimates=sizes[:, j]
+        )
+        np.testing.assert_allclose(r.start[:, j], start, rtol=0, atol=1e-9)
 
 
 def test_compare_recorded_with_requested_times(requested, capsys):

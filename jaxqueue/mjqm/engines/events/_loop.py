@@ -69,14 +69,16 @@ def _draw(workload, lam, keypairs, dtype):
     return draw
 
 
-def _given(jobs):
-    """``draw(n)`` of a replay: the block of the given jobs ``n[r] .. n[r] + _CHUNK - 1``
-    (``jobs``: class, need, service, inter-arrival time, ``(jobs + _CHUNK, R)`` each, the
-    padding never arriving), as :func:`_draw` gives drawn ones."""
+def _given(jobs, reps):
+    """``draw(n)`` of a replay: the block of the given jobs ``n[r] .. n[r] + _CHUNK - 1`` of
+    column ``reps[r]`` (``jobs``: class, need, service, inter-arrival time, ``(jobs + _CHUNK,
+    columns)`` each, the padding never arriving), as :func:`_draw` gives drawn ones. The
+    column is the replication's own, not its place in the batch: a batch of the columns that
+    grew, or a tail, holds some of them."""
 
     def draw(n):
         rows = n[None] + jnp.arange(_CHUNK, dtype=n.dtype)[:, None]
-        cols = jnp.arange(n.shape[0], dtype=n.dtype)[None]
+        cols = reps.astype(n.dtype)[None]
         return tuple(x.at[rows, cols].get(mode="clip") for x in jobs)
 
     return draw
@@ -180,7 +182,7 @@ def _engine(policy, workload, run: Run, bins, jobs=None):
         if jobs is None:
             draw = _draw(workload, lam, replication_keypairs(key, reps), dtype)
         else:
-            draw = _given(jobs)
+            draw = _given(jobs, reps)
 
         def chunk(carry):
             st, k = carry

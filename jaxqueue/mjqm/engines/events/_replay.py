@@ -138,7 +138,7 @@ def replay(
         jobs = (*jobs, jnp.asarray(pad(z, 1.0)))
     if buffer is None:
         buffer = first_buffer(workload, layout)
-        # an all-rows replay grown from 16 rows fails its check of the logged starts: 32 at least
+        # a short log grows a pairwise all-rows layout past 16 rows: one compile at 32, not two
         floor = 32 if layout.all_rows else 1 if layout.inside else 4096
         buffer = max(buffer, floor)
     dt = jnp.float64

@@ -56,9 +56,7 @@ from ._sensitivity_mvd import logit_derivative
 from ._sensitivity_start import start_derivative
 from ._stability import check_load
 from ._workload import Workload
-from .engines.events._accumulate import _wait_bins
-from .engines.events._result import _with_zero_waits, response_halves
-from .engines.events._simulate import _float, _runs
+from .engines.events import replication_sums
 from .engines.recurrence import run_jobs, sample_backward
 from .options import Coupling, Differences, Start
 from .policies import FCFS, parse_policy
@@ -307,34 +305,30 @@ def _events(workload, lam, pol, wrt, kind, q, key, n_jobs, R, warm, dtype, h):
         raise ValueError(
             f"wrt: scale is supported for FCFS only; under policy {pol.label} use lam, logits"
         )
-    dt = _float(dtype)
     C = workload.n_classes
-    edges = _wait_bins(workload)[3]
     cut = []  # a run stopped early (buffer full at its cap, event cap): its sums are partial
 
     def metric(lam_, probs):
         wl = eqx.tree_at(lambda w: w.probs, workload, jnp.asarray(probs))
-        sizes = (R, warm, n_jobs)
-        acc, overflow, capped, _ = _runs(pol, wl, float(lam_), key, sizes, None, 4096, dt)
-        cut.append((bool(overflow.any()), bool(capped.any())))
-        a = jax.tree.map(lambda x: np.asarray(x, np.float64).T, acc)  # replications first
+        sizes = dict(replications=R, warmup=warm, n_jobs=n_jobs)
+        a = replication_sums(pol, wl, lam_, key=key, dtype=dtype, **sizes)
+        cut.append((a.overflow, a.capped))
         num = a.resp if kind == "response" else a.wait
         sq = (a.resp2 if kind == "response" else a.wait2).sum(1)
         cnt = a.cnt
-        early, late = response_halves(a)
-        halves = np.stack([early, late, num.sum(1), sq, cnt.sum(1)], axis=1)
+        halves = np.stack([*a.halves, num.sum(1), sq, cnt.sum(1)], axis=1)
         if kind == "quantile":
-            hists = _with_zero_waits(a.hist.reshape(R, C, -1), cnt)
-            y = np.asarray([quantile_from_hist(x, edges, q) for x in hists.sum(1)])
-            per = np.asarray([[quantile_from_hist(x, edges, q) for x in r] for r in hists])
-            return y, per, halves, hists
+            hists = a.wait_hists
+            y = np.asarray([quantile_from_hist(x, a.edges, q) for x in hists.sum(1)])
+            per = np.asarray([[quantile_from_hist(x, a.edges, q) for x in r] for r in hists])
+            return y, per, halves, (hists, a.edges)
         with np.errstate(invalid="ignore", divide="ignore"):
             per = num / cnt
         y = num.sum(1) / np.maximum(cnt.sum(1), 1)
         return y, per, halves, None
 
     logits = np.log(np.asarray(workload.probs, np.float64))
-    y, yc, halves, hists = metric(lam, np.exp(logits))
+    y, yc, halves, pooled = metric(lam, np.exp(logits))
     out, methods = {}, {}
     for name in wrt:
         step = (h if h is not None else _STEP[name]) * (lam if name == "lam" else 1.0)
@@ -349,7 +343,6 @@ def _events(workload, lam, pol, wrt, kind, q, key, n_jobs, R, warm, dtype, h):
             cols.append(((up[0] - dn[0]) / (2 * step), (up[1] - dn[1]) / (2 * step)))
         out[name] = (np.stack([c[0] for c in cols], -1), np.stack([c[1] for c in cols], -1))
         methods[name] = "crn-difference"
-    pooled = None if hists is None else (hists, edges)
     return out, methods, (y, yc, halves), cut, pooled
 
 

@@ -17,3 +17,5 @@ from ._simulate import saturated_throughput as saturated_throughput
 from ._simulate import simulate as simulate
 from ._simulate import simulate_loads as simulate_loads
 from ._simulate import simulate_policy as simulate_policy
+from ._sums import ReplicationSums as ReplicationSums
+from ._sums import replication_sums as replication_sums

@@ -18,7 +18,17 @@ from jaxqueue import mjqm, networks, pools, scenarios, sched  # noqa: E402
 from jaxqueue.cli import main  # noqa: E402
 from jaxqueue.dist import Exponential, get_law  # noqa: E402
 
-SMALL = mjqm.Workload(servers=4, cores=(1, 2), probs=(0.7, 0.3), services=(Exponential(1.0),) * 2)
+# the workload of the policy tests' command lines (tests/mjqm/policies/conftest.py's file,
+# named as the file is): the kernels below are those tests' (the same static fields and sizes)
+SMALL = mjqm.Workload(
+    servers=3,
+    cores=(1, 2),
+    probs=(0.6, 0.4),
+    services=(Exponential(1.0), Exponential(1.25)),
+    name="small",
+)
+# 64 replications: the runs of test_cli_simulate_policy_json and the CTMC tests
+RUN = dict(n_jobs=500, n_replications=64)
 
 
 def _equal(frame, column, values):
@@ -55,7 +65,7 @@ def test_mjqm_exact_with_and_without_workload_and_over_loads():
     assert (df["lam"] == 1.2).all() and (df["lambda_c"] == float(res.lambda_c)).all()
     df = res.to_frame(SMALL)
     assert df["cores"].tolist() == [1, 2]
-    _equal(df, "response_mean", np.asarray(res.wait_mean_class) + 1.0)
+    _equal(df, "response_mean", np.asarray(res.wait_mean_class) + (1.0, 1.25))
     loads = jnp.asarray([0.4, 0.8, 1.2])
     batch = jax.vmap(lambda lam: mjqm.exact(SMALL, lam))(loads)
     df = batch.to_frame(SMALL)
@@ -65,7 +75,7 @@ def test_mjqm_exact_with_and_without_workload_and_over_loads():
 
 def test_mjqm_simulate_policy_and_backward_metrics():
     key = jax.random.key(0)
-    res = mjqm.simulate(SMALL, 1.0, key=key, n_jobs=2000, n_replications=4)
+    res = mjqm.simulate(SMALL, 0.5, key=key, **RUN)
     df = res.to_frame()
     assert {"class", "lam", "cores", "prob", "wait_mean", "wait_mean_low", "wait_mean_high"} <= set(
         df.columns
@@ -74,14 +84,16 @@ def test_mjqm_simulate_policy_and_backward_metrics():
     _equal(df, "wait_mean_low", res.wait_mean_ci[:, 0])
     _equal(df, "wait_mean_high", res.wait_mean_ci[:, 1])
     _equal(df, "wait_p90", [res.wait_quantile(0.9, c) for c in range(2)])
-    pol = mjqm.simulate_policy(SMALL, 1.0, "first-fit", key=key, n_jobs=500, n_replications=4)
+    pol = mjqm.simulate_policy(SMALL, 0.5, "first-fit", key=key, **RUN)
     df = mjqm.metrics_frame(pol, SMALL)
     _equal(df, "response_mean", pol.response_mean_class.mean)
     _equal(df, "response_mean_high", pol.response_mean_class.high)
-    S = mjqm.sample_backward(SMALL, 1.0, 64, key=key, bias_control=None)
-    metrics = mjqm.palm_metrics(SMALL, S)
+    # five-class-exp: the run of tests/mjqm/test_backward.py::test_cli_sample_biased_status_warns
+    five = scenarios.get("five-class-exp")
+    S = mjqm.sample_backward(five, 1.5, 64, key=key, ell0=256, bias_control=None, dtype=jnp.float32)
+    metrics = mjqm.palm_metrics(five, S)
     df = mjqm.metrics_frame(metrics)
-    assert isinstance(metrics, dict) and len(df) == 2  # the dict stays as it is
+    assert isinstance(metrics, dict) and len(df) == 5  # the dict stays as it is
     _equal(df, "wait_mean", [c["wait_mean"] for c in metrics["classes"]])
     _equal(df, "wait_mean_low", [c["wait_mean_ci"][0] for c in metrics["classes"]])
     with pytest.raises(ValueError, match="needs its workload"):
@@ -172,7 +184,7 @@ def test_plot_returns_figures_without_pyplot(tmp_path):
     fig = plot.load_curve(df, "wait_mean")
     assert isinstance(fig, Figure) and len(fig.axes[0].lines) >= 2
     fig.savefig(tmp_path / "w.png")
-    res = mjqm.simulate(SMALL, 1.0, key=jax.random.key(0), n_jobs=2000, n_replications=4)
+    res = mjqm.simulate(SMALL, 0.5, key=jax.random.key(0), **RUN)
     assert isinstance(plot.per_class(res.to_frame(), "wait_mean"), Figure)
     assert (tmp_path / "w.png").stat().st_size > 1000
     assert sys.modules.get("matplotlib.pyplot") is before  # no pyplot, no backend switch

@@ -153,9 +153,10 @@ def test_forward_small_matches_exact(name, frac):
 @pytest.mark.parametrize("frac", FRACTIONS)
 def test_forward_five_class_matches_exact(frac):
     """The issue's acceptance (forward), default-suite size: half-widths about 8-10%. The
-    default suite: five-class-exp at this size against the exact per-class waits and HOL-idle
-    servers in ``tests/mjqm/test_forward.py::test_five_class_independent_event_simulation``,
-    and every row here on s6-2-6 above."""
+    default suite: five-class-exp (64 replications of 5,000 jobs) against the exact per-class
+    waits and HOL-idle servers in
+    ``tests/mjqm/test_forward.py::test_five_class_independent_event_simulation``, and every
+    row here on s6-2-6 above."""
     forward_vs_exact(FIVE, frac, n_jobs=20_000, n_replications=64, seed=102)
 
 

@@ -696,13 +696,14 @@ def test_server_filling_is_stationary_near_lambda_ideal():
 
 
 def test_too_few_replications_are_unconverged_as_in_the_forward_scan():
-    """The forward scan's rule (``MIN_REPLICATIONS``): 32 replications of a heavy-tailed
-    ratio give an interval too short to trust, so the status says so, with its reason."""
+    """The forward scan's rule (``MIN_REPLICATIONS``): 8 replications of a heavy-tailed
+    ratio give an interval too short to trust, so the status says so, with its reason. (8
+    and 64 replications: the first-fit kernels of test_progress.py and of the CTMC test.)"""
     from jaxqueue.mjqm._estimators import MIN_REPLICATIONS
 
     wl = _ctmc_workload()
     run = dict(key=jax.random.key(7), n_jobs=1000)
-    few = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=MIN_REPLICATIONS // 2, **run)
+    few = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=8, **run)
     enough = simulate_policy(wl, CTMC_LAM, "first-fit", n_replications=MIN_REPLICATIONS, **run)
     assert few.status == "unconverged" and enough.status == "ok"
     assert f"fewer than the {MIN_REPLICATIONS}" in few.status_reason()

@@ -65,13 +65,15 @@ def test_status_is_a_string_for_json_and_comparisons_internal():
 
 
 def test_forward_too_few_replications_throw_and_ok_does_not():
-    # the sizes of tests/mjqm/test_forward.py's M/M/2 runs: compiled kernels shared in a run
+    # compiled kernels shared in a run: M/M/2 at 32 replications is test_simulate_steady_throw's
+    # first round, M/M/1 at 64 the M/M/1 runs of tests/mjqm/test_forward.py (float32, 2000 jobs)
     run = dict(key=jax.random.key(5), n_jobs=2000, dtype=jnp.float32)
     few = simulate(MM2, 1.0, n_replications=MIN_REPLICATIONS // 2, **run)
     assert few.status is Status.unconverged
     with pytest.raises(EstimateError, match="status unconverged: 32 replications, fewer than"):
         simulate(MM2, 1.0, n_replications=MIN_REPLICATIONS // 2, throw=True, **run)
-    ok = simulate(MM2, 1.0, n_replications=MIN_REPLICATIONS, throw=True, **run)
+    mm1 = Workload(1, [1], [1.0], [Exponential(1.0)])
+    ok = simulate(mm1, 0.5, n_replications=MIN_REPLICATIONS, throw=True, **run)
     assert ok.status is Status.ok
     _immutable(ok)
     e = ok.estimate("wait_mean_all")

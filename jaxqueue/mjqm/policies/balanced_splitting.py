@@ -50,6 +50,7 @@ class BalancedSplitting(Policy):
     name = "balanced-splitting"
     backfills = True
     memory = True
+    partitions = True
 
     def __check_init__(self):
         ok = self.reserve is None or (

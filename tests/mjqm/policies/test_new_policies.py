@@ -13,7 +13,7 @@ from jaxqueue import scenarios
 from jaxqueue.dist import BoundedPareto, Deterministic, Erlang, Exponential, HyperExponential
 from jaxqueue.mjqm import Workload
 from jaxqueue.mjqm.engines.events._loop import Run, _run
-from jaxqueue.mjqm.policies import Jobs, MaxWeight, parse_policy
+from jaxqueue.mjqm.policies import BalancedSplitting, Jobs, MaxWeight, parse_policy
 from jaxqueue.mjqm.policies._gittins import rank, rank_table
 from tests.mjqm.policies.test_policies import _engine_sums, _reference_sums
 
@@ -308,8 +308,41 @@ def test_maxweight_picks_equal_its_select_on_every_job():
         np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
-# in the default suite one policy per layout (the per-need picks; select on every job, with
-# the most machinery: Gittins ranks, the key order, the prefix); the others with the slow tests
+class _SplitOnRows(BalancedSplitting):
+    partitions = False  # the engine runs its step on every job instead of its per-class picks
+
+
+@pytest.mark.slow  # four kernels: 30 s of compiles
+def test_balanced_splitting_picks_equal_its_step_on_every_job():
+    """The per-class picks (``_picks.partitions``) and ``step`` run on the whole job list at
+    every event give the same sums bit for bit (the waits summed at departures in both), on
+    five-class-exp and on a workload whose classes share needs (a deque per class)."""
+    shared = Workload(
+        servers=6,
+        cores=(1, 1, 2, 3),
+        probs=(0.4, 0.2, 0.3, 0.1),
+        services=(
+            HyperExponential(means=(0.3, 4.0), probs=(0.9, 0.1)),
+            Exponential(1.0),
+            Erlang(3, 1.5),
+            Exponential(2.0),
+        ),
+    )
+    cases = [
+        (scenarios.get("five-class-exp"), 0.6, (2, 2, 0, 0, 0), 15),
+        (shared, 1.2, (1, 1, 0, 0), 4),
+    ]
+    key = jax.random.key(11)
+    for wl, lam, reserve, helpers in cases:
+        picks = _sums(wl, lam, BalancedSplitting(reserve, helpers), key, 128)
+        rows = _sums(wl, lam, _SplitOnRows(reserve, helpers), key, 64)
+        for a, b in zip(picks, rows, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+# in the default suite one policy per layout (the per-need picks; the per-class picks; select
+# on every job, with the most machinery: Gittins ranks, the key order, the prefix); the
+# others with the slow tests
 _SLOW = pytest.mark.slow
 
 
@@ -323,7 +356,7 @@ _SLOW = pytest.mark.slow
         "server-filling-gittins",
         pytest.param("easy-backfilling:estimate=2", marks=_SLOW),
         "msfq",
-        pytest.param("balanced-splitting", marks=_SLOW),
+        "balanced-splitting",
     ],
 )
 @pytest.mark.parametrize(

@@ -251,10 +251,10 @@ def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
     )
 
 
-def _occupy(q: Queues, slot, job, on, sorted_slots: bool) -> Queues:
+def _occupy(q: Queues, slot, job, on, sorted_slots: bool, wait=None) -> Queues:
     """Job ``(end, arrival, info)`` into service in slot ``slot`` where ``on``: an empty
     one, or with ``sorted_slots`` its row in the order, the rows from it on one down (the
-    last is empty: the job fits)."""
+    last is empty: the job fits); ``wait``: its wait, kept in the slot (``Queues.s_wait``)."""
     end, arr, info = job
     rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
     at = (rows == slot[None]) & on[None]
@@ -263,4 +263,5 @@ def _occupy(q: Queues, slot, job, on, sorted_slots: bool) -> Queues:
     def put(x, new):
         return jnp.where(at, new[None], jnp.where(down, jnp.concatenate([x[:1], x[:-1]]), x))
 
-    return q._replace(s_end=put(q.s_end, end), s_arr=put(q.s_arr, arr), s_info=put(q.s_info, info))
+    q = q._replace(s_end=put(q.s_end, end), s_arr=put(q.s_arr, arr), s_info=put(q.s_info, info))
+    return q if wait is None else q._replace(s_wait=put(q.s_wait, wait))

@@ -7,8 +7,7 @@ this module alone decides how the engine keeps its jobs (:mod:`._queues`) and wh
 
 * size-aware (reads each job's size and remaining work) or with a state of its own: every
   job in a row, in arrival order, and the policy's own ``step`` at every event, no picks
-  (the SRPT family, server-filling-gittins, easy-backfilling with estimates; msfq,
-  balanced-splitting);
+  (the SRPT family, server-filling-gittins, easy-backfilling with estimates; msfq);
 * serves within its prefix whose needs reach ``s``: prefix rows, no picks (server-filling);
 * preemptive: one deque per need, the preemptive first fit in its order (arrival:
   preemptive-first-fit; need: msf, least-servers-first; weight: maxweight);
@@ -16,6 +15,8 @@ this module alone decides how the engine keeps its jobs (:mod:`._queues`) and wh
 * a reservation: one FIFO with :data:`~._picks.REGISTERS` front registers, the jobs in
   service sorted by end time (easy-backfilling);
 * a lookahead of ``W``: one FIFO with its first ``W`` entries in registers (``window:W``);
+* partitions per class and shared helpers: one deque per class, the partitions' fronts then
+  the oldest front on the helpers (balanced-splitting);
 * else: one deque per need, the oldest fitting front (first-fit).
 """
 
@@ -59,6 +60,11 @@ class Layout:
             square of the rows (``all_rows``).
         estimate: the policy's ``estimate(size)``, kept per row from the job's arrival
             (``all_rows``; ``None``: none kept).
+        classes: one deque per class, this many (``partitions``; 0: per need or one FIFO);
+            a pick marks a job started on the helpers (``Pick.mark``), ``busy`` counts the
+            servers of each class's partition in use, and each job in service keeps its wait
+            in its slot, summed at its departure (the order in which the all-rows layout,
+            which ran these policies before, sums them: the same sums bit for bit).
     """
 
     preemptive: bool = False
@@ -74,9 +80,10 @@ class Layout:
     serve_needs: tuple = ()
     pairwise: bool = False
     estimate: Callable | None = None
+    classes: int = 0
 
     def deques(self, needs: tuple[int, ...]) -> int:
-        return len(needs) if self.per_need else 1
+        return self.classes or (len(needs) if self.per_need else 1)
 
 
 def needs_of(workload) -> tuple[int, ...]:
@@ -91,6 +98,10 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
         NotImplementedError: facts this engine has no layout for.
     """
     order = policy.order
+    if policy.partitions:  # (unbound, no partitions yet: a layout to size the buffers)
+        reserve = policy.reserve or ()
+        pick = functools.partial(_picks.partitions, reserve, policy.helpers)
+        return Layout(classes=len(reserve), pick=pick)
     if policy.size_aware or policy.memory:
         pairwise = order in (Order.REMAINING_WORK, Order.GITTINS) or policy.reserves
         estimate = policy.estimate if policy.estimates else None

@@ -208,7 +208,8 @@ def _engine(policy, workload, run: Run, bins, jobs=None):
             rows = (True, True, layout.estimate is not None)
             init = _empty(s, B, D, 1, reps.shape[0], K, n_bins, dtype, F, *rows)
         else:
-            init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, layout.rows > 0)
+            rows = (layout.rows > 0, False, False, layout.classes > 0)
+            init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, *rows)
         if jobs is not None:  # a replay logs every first start
             L, R = jobs[0].shape[0] - _CHUNK, reps.shape[0]
             log = (jnp.zeros((4 * L, R), dtype), jnp.zeros(R, jnp.int32))

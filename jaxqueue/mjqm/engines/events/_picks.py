@@ -36,6 +36,7 @@ __all__ = [
     "fronts_by_arrival",
     "lookahead",
     "easy",
+    "partitions",
     "by_arrival",
     "by_need",
     "by_weight",
@@ -48,13 +49,15 @@ REGISTERS = 16  # waiting jobs EASY keeps in the front registers (:func:`easy`)
 class Pick(NamedTuple):
     """What a policy does next at this instant, per replication: ``kind`` 0 nothing, 1 start
     position ``p`` of deque ``d``, 2 preempt slot ``i``. ``more``: another pick may
-    follow (``False`` only where the policy knows that none does)."""
+    follow (``False`` only where the policy knows that none does). ``mark``: the started
+    job runs on the helpers (``Layout.classes``; else ``None``)."""
 
     kind: Int[Array, " R"]
     d: Int[Array, " R"]
     p: Int[Array, " R"]
     i: Int[Array, " R"]
     more: Bool[Array, " R"]
+    mark: Bool[Array, " R"] | None = None
 
 
 def start(d, ok, p=0, more=True) -> Pick:
@@ -252,6 +255,37 @@ def easy(q: Queues, s: int, needs, now) -> Pick:
     least = jnp.where(size > R, min(needs), rows_min(others, settled=False))
     more = left >= least
     return start(0, head_fits | (p < q.capacity), p, more=more)
+
+
+def partitions(reserve, helpers, q: Queues, s: int, needs, now=None) -> Pick:
+    """Partitions per class and shared helpers (balanced-splitting), on one deque per class
+    (``busy``: the servers of each partition in use): the oldest front that fits in its
+    class's partition; else the oldest front of a need up to ``helpers`` starts on the
+    helpers if it fits there, or blocks them. ``select``'s scan in arrival order, one start
+    at a time: a class's jobs share one need, so behind a front that does not fit in its
+    partition none does, and a start on one side leaves the other's room as it was."""
+    K = len(reserve)
+    need = need_of(q.f_info[:K])
+    waits = q.size[:K] > 0
+    own = jnp.asarray(reserve, jnp.int32)[:, None] - q.busy[:K]
+    in_part = waits & (need <= own)
+    free_h = q.free - (s - helpers) + rows_sum(q.busy[:K], settled=False)
+    may_help = waits & (need <= helpers)
+    d_part, part = first_where(in_part, q.f_arr[:K])
+    d_help, any_help = first_where(may_help, q.f_arr[:K])
+    d = jnp.where(part, d_part, d_help)
+    hit = jnp.arange(K, dtype=jnp.int32)[:, None] == d[None]
+    n = rows_sum(jnp.where(hit, need, 0))
+    on_helpers = ~part & any_help & (n <= free_h)
+    ok = part | on_helpers
+    # another pick may follow if a front still fits (the next job of the started one's class
+    # has its need)
+    left = waits & ((q.size[:K] > 1) | ~hit)
+    own = own - jnp.where(hit & part[None], n[None], 0)
+    free_h = free_h - jnp.where(on_helpers, n, 0)
+    more = rows_any(left & ((need <= own) | (need <= free_h[None])))
+    z = jnp.zeros_like(d)
+    return Pick(ok.astype(jnp.int32), d, z, z, ok & more, on_helpers)
 
 
 def _behind(q: Queues, key, by):

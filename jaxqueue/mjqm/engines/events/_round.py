@@ -69,13 +69,14 @@ def _empty(
     rows=False,
     sizes=False,
     estimates=False,
+    waits=False,
 ) -> _State:
     """``R`` empty replications of ``s`` servers: ``M`` service slots (with ``rows``, the
     prefix rows), ``D`` deques of ``Q`` entries (``F`` front registers: one per
     deque, or the first ``F`` entries of a single FIFO); ``K`` classes, ``n_bins``
     bins per class of the waiting- and response-time histograms; ``sizes``: every job in a
     row (``Layout.all_rows``: the sizes kept, no order fields); ``estimates``: an estimate per
-    row (``Layout.estimate``)."""
+    row (``Layout.estimate``); ``waits``: a wait per slot (``Layout.classes``)."""
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
@@ -90,7 +91,7 @@ def _empty(
         size=i(D),
         busy=i(D),
         free=jnp.full(R, s, jnp.int32),
-        s_wait=f(M if rows else 0),
+        s_wait=f(M if rows or waits else 0),
         s_before=i(M if rows and not sizes else 0),
         s_rank=i(M if rows and not sizes else 0),
         s_size=f(M) if sizes else None,
@@ -155,32 +156,43 @@ def _event(ctx: _Ctx, st: _State, on, job):
     the state and where an arrival found its deque full (``blocked``: nothing happens,
     overflow)."""
     q, (cls, need, sigma, tau) = st.q, job[:4]
+    by_class = ctx.layout.classes > 0  # the waits kept in the slots
     # the oldest of the jobs ending first: its end, arrival, slot and info
     if ctx.layout.sorted_slots:  # the first row
-        end, arr_j, info_j = q.s_end[0], q.s_arr[0], q.s_info[0]
+        end, arr_j, info_j, wait_j = q.s_end[0], q.s_arr[0], q.s_info[0], ()
         j = jnp.zeros_like(info_j)
     else:
-        j, (end, arr_j, info_j) = rows_first((q.s_end, q.s_arr), (q.s_end, q.s_arr, q.s_info))
+        values = (q.s_end, q.s_arr, q.s_info) + ((q.s_wait,) if by_class else ())
+        j, (end, arr_j, info_j, *wait_j) = rows_first((q.s_end, q.s_arr), values)
     to_arrival, inside = _clock(ctx, st)
-    d_new = _deque_of(need, ctx.needs) if ctx.layout.per_need else jnp.zeros_like(need)
+    if by_class:
+        d_new = cls
+    else:
+        d_new = _deque_of(need, ctx.needs) if ctx.layout.per_need else jnp.zeros_like(need)
     arrival_next = st.now + to_arrival < end
     full = rows_sum(jnp.where(_onehot(q.head.shape[0], d_new), q.size, 0)) >= q.capacity
     blocked = on & arrival_next & full
     on = on & ~blocked
     leaves, arrives = on & ~arrival_next, on & arrival_next
     now = jnp.where(leaves, end, jnp.where(arrives, st.now + to_arrival, st.now))
-    d_j = _deque_of(need_of(info_j), ctx.needs)  # the per-need deque of the leaving job
-    on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j = settle(
-        on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j
+    # the per-need (per-class) deque of the leaving job
+    d_j = cls_of(info_j) if by_class else _deque_of(need_of(info_j), ctx.needs)
+    on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j, wait_j = settle(
+        on, leaves, arrives, now, j, info_j, arr_j, d_new, d_j, wait_j
     )
     acc = _integrate(st.acc, st, now - st.now, inside, rows_any(q.size > 0))
     # a completion: its slot empties
     acc = _record_departure(acc, info_j, now - arr_j, leaves, ctx.bins)
+    if by_class:
+        acc = _record_wait(acc, info_j, wait_j[0], leaves, ctx.bins)
     need_j = jnp.where(leaves, need_of(info_j), 0)
     q = _vacate(q, j, leaves, ctx.layout.sorted_slots)
     q = q._replace(free=q.free + need_j)
     if ctx.layout.per_need:  # (no pick on one FIFO reads the counts)
         q = q._replace(busy=q.busy - (_onehot(q.head.shape[0], d_j) & leaves[None]))
+    elif by_class:  # the servers of its partition (none on the helpers)
+        own = _onehot(q.head.shape[0], d_j) & ~mark_of(info_j)[None]
+        q = q._replace(busy=q.busy - jnp.where(own, need_j[None], 0))
     # an arrival: job n_next at the back of its deque
     info = _arrival_info(ctx, st, need, cls)
     q = _push(q, d_new, (now, sigma, info), arrives, apart=ctx.layout.inside)
@@ -397,6 +409,8 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
     # start: into service (there is an empty slot: the job fits)
     q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.layout.inside)
     q = _refill(q, pk.d, start, ctx.layout.inside)
+    if pk.mark is not None:
+        info = with_mark(info, pk.mark)
     if ctx.layout.sorted_slots:  # its row: after the jobs ending before it (or with it and
         # arrived first; a sum over the rows, settled after the values it compares)
         start, a, end, info = settle(start, a, st.now + r, info)
@@ -407,11 +421,15 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         slot = rows_min(empty, settled=False)
         slot, start, a, end, info = settle(slot, start, a, st.now + r, info)
     first = start & ~started_of(info)
-    q = _occupy(q, slot, (end, a, set_started(info)), start, ctx.layout.sorted_slots)
+    wait = st.now - a if ctx.layout.classes else None  # summed at its departure
+    q = _occupy(q, slot, (end, a, set_started(info)), start, ctx.layout.sorted_slots, wait)
     q = q._replace(free=q.free - jnp.where(start, need_of(info), 0))
     if ctx.layout.per_need:
         q = q._replace(busy=q.busy + (_onehot(D, pk.d) & start[None]))
-    acc = _record_wait(st.acc, info, st.now - a, first, ctx.bins)
+    elif ctx.layout.classes:  # the servers of its partition (none on the helpers)
+        own = _onehot(D, pk.d) & (start & ~pk.mark)[None]
+        q = q._replace(busy=q.busy + jnp.where(own, need_of(info)[None], 0))
+    acc = st.acc if ctx.layout.classes else _record_wait(st.acc, info, st.now - a, first, ctx.bins)
     acc = _record_start(acc, info, a, st.now - a, r, first)
     return st._replace(q=q, acc=acc), full
 
@@ -443,7 +461,8 @@ def _rebase(st: _State) -> _State:
     D, R = q.head.shape
     b = q.body.reshape(D, q.capacity, R, 3)
     b = b.at[..., 0].add(-now)
-    shift = now if q.s_wait.shape[0] == 0 else jnp.where(running_of(q.s_info), now, 0)
+    rows = q.s_before.shape[0] > 0 or q.s_size is not None  # remaining work where not in service
+    shift = jnp.where(running_of(q.s_info), now, 0) if rows else now
     q = q._replace(
         s_end=q.s_end - shift, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)
     )

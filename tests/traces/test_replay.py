@@ -5,6 +5,8 @@ simulator (``tests/references/mjqm_events.run_trace``) to 1e-9."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -69,6 +71,22 @@ def test_replay_matches_reference(generated, policy):
     assert r.status == "ok"
     np.testing.assert_allclose(r.start, start, rtol=0, atol=1e-9)
     assert r.wait_mean == pytest.approx(np.mean(np.asarray(start) - log.submit), abs=1e-9)
+
+
+def test_balanced_splitting_replay_with_equal_submit_times(generated):
+    """Submit times in whole seconds (as in most archived logs), so that many tie:
+    balanced-splitting (a policy with per-class deques in a simulation, whose fronts cannot
+    tell which of two jobs of equal times came first) replayed as the reference, job by
+    job."""
+    _, log = generated
+    tied = dataclasses.replace(log, submit=np.floor(log.submit))
+    assert len(np.unique(tied.submit)) < 250
+    policy = "balanced-splitting:0/3/0+7"
+    r = traces.replay(tied, policy)
+    classes = np.searchsorted([1, 3, 7], tied.cores)
+    start, _ = ref.run_trace(policy, 10, tied.cores, tied.submit, tied.runtime, classes=classes)
+    assert r.status == "ok"
+    np.testing.assert_allclose(r.start, start, rtol=0, atol=1e-9)
 
 
 def test_compare_recorded(generated, tmp_path):

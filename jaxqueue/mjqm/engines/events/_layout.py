@@ -91,14 +91,17 @@ def needs_of(workload) -> tuple[int, ...]:
     return tuple(sorted({int(a) for a in workload.cores_array[:, 0]}, reverse=True))
 
 
-def layout_of(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
+def layout_of(policy: Policy, s: int, needs: tuple[int, ...], given: bool = False) -> Layout:
     """The layout of ``policy`` on ``s`` servers and the distinct ``needs`` (largest first).
+    ``given``: a replay's jobs, whose arrival times may tie: a policy with ``partitions``
+    keeps every job in a row there (the fronts of its per-class deques cannot tell which of
+    two jobs of equal arrival times came first).
 
     Raises:
         NotImplementedError: facts this engine has no layout for.
     """
     order = policy.order
-    if policy.partitions:  # (unbound, no partitions yet: a layout to size the buffers)
+    if policy.partitions and not given:  # (unbound: no partitions, a layout to size buffers)
         reserve = policy.reserve or ()
         pick = functools.partial(_picks.partitions, reserve, policy.helpers)
         return Layout(classes=len(reserve), pick=pick)

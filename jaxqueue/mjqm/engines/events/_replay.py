@@ -131,7 +131,7 @@ def replay(
         jnp.asarray(pad(w, 1.0)),
         jnp.asarray(pad(tau, np.inf)),
     )
-    layout = layout_of(pol, workload.s, needs_of(workload))
+    layout = layout_of(pol, workload.s, needs_of(workload), given=True)
     if sizes is not None:
         if not layout.all_rows:
             raise ValueError(f"replay: {pol.label} reads no job sizes (sizes given)")

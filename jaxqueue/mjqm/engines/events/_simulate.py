@@ -200,7 +200,7 @@ def _runs(
     the kernel has no tail batch (``Run.tail``): the columns finish together. ``parts``: each
     run in parts (``_loop._run_parts``), ``progress`` told the jobs done after each."""
     n_replications, warmup, n_jobs = sizes
-    layout = layout_of(pol, workload.s, needs_of(workload))
+    layout = layout_of(pol, workload.s, needs_of(workload), jobs is not None)
     max_buffer = min(max_buffer, layout.max_buffer)
     loads = 1 if np.ndim(lam) == 0 else len(np.unique(lam))  # several side by side
     B = min(buffer or first_buffer(workload, layout, loads), max_buffer)

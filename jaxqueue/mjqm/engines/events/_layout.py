@@ -93,28 +93,40 @@ def needs_of(workload) -> tuple[int, ...]:
 
 def layout_of(policy: Policy, s: int, needs: tuple[int, ...], given: bool = False) -> Layout:
     """The layout of ``policy`` on ``s`` servers and the distinct ``needs`` (largest first).
-    ``given``: a replay's jobs, whose arrival times may tie: a policy with ``partitions``
-    keeps every job in a row there (the fronts of its per-class deques cannot tell which of
-    two jobs of equal arrival times came first).
+    ``given``: a replay's jobs, whose arrival times may tie (a log's whole seconds): a layout
+    of several deques, per need or per class, whose picks compare the deques' fronts by
+    arrival time cannot tell which of two jobs of equal times came first, so there every
+    job is kept in a row, in the given order.
 
     Raises:
         NotImplementedError: facts this engine has no layout for.
     """
+    layout = _layout(policy, s, needs)
+    if given and (layout.per_need or layout.classes or policy.partitions):
+        return _rows(policy)
+    return layout
+
+
+def _rows(policy: Policy) -> Layout:
+    """Every job in a row and the policy's ``step`` at every event."""
     order = policy.order
-    if policy.partitions and not given:  # (unbound: no partitions, a layout to size buffers)
+    return Layout(
+        preemptive=policy.preemptive,
+        all_rows=True,
+        step=policy.step,
+        pairwise=order in (Order.REMAINING_WORK, Order.GITTINS) or policy.reserves,
+        estimate=policy.estimate if policy.estimates else None,
+    )
+
+
+def _layout(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
+    order = policy.order
+    if policy.partitions:  # (unbound: no partitions, a layout to size buffers)
         reserve = policy.reserve or ()
         pick = functools.partial(_picks.partitions, reserve, policy.helpers)
         return Layout(classes=len(reserve), pick=pick)
     if policy.size_aware or policy.memory:
-        pairwise = order in (Order.REMAINING_WORK, Order.GITTINS) or policy.reserves
-        estimate = policy.estimate if policy.estimates else None
-        return Layout(
-            preemptive=policy.preemptive,
-            all_rows=True,
-            step=policy.step,
-            pairwise=pairwise,
-            estimate=estimate,
-        )
+        return _rows(policy)
     if policy.prefix_servers:
         if order is Order.ARRIVAL:
             raise NotImplementedError(f"{policy.label}: prefix rows need a need order")

@@ -133,7 +133,7 @@ def replay(
     )
     layout = layout_of(pol, workload.s, needs_of(workload), given=True)
     if sizes is not None:
-        if not layout.all_rows:
+        if not pol.size_aware:
             raise ValueError(f"replay: {pol.label} reads no job sizes (sizes given)")
         jobs = (*jobs, jnp.asarray(pad(z, 1.0)))
     if buffer is None:

@@ -91,18 +91,18 @@ def needs_of(workload) -> tuple[int, ...]:
     return tuple(sorted({int(a) for a in workload.cores_array[:, 0]}, reverse=True))
 
 
-def layout_of(policy: Policy, s: int, needs: tuple[int, ...], given: bool = False) -> Layout:
+def layout_of(policy: Policy, s: int, needs: tuple[int, ...], tied: bool = False) -> Layout:
     """The layout of ``policy`` on ``s`` servers and the distinct ``needs`` (largest first).
-    ``given``: a replay's jobs, whose arrival times may tie (a log's whole seconds): a layout
-    of several deques, per need or per class, whose picks compare the deques' fronts by
-    arrival time cannot tell which of two jobs of equal times came first, so there every
+    ``tied``: given jobs whose arrival times tie (a replay of a log's whole seconds): a
+    layout of several deques, per need or per class, whose picks compare the deques' fronts
+    by arrival time cannot tell which of two jobs of equal times came first, so there every
     job is kept in a row, in the given order.
 
     Raises:
         NotImplementedError: facts this engine has no layout for.
     """
     layout = _layout(policy, s, needs)
-    if given and (layout.per_need or layout.classes or policy.partitions):
+    if tied and (layout.per_need or layout.classes or policy.partitions):
         return _rows(policy)
     return layout
 

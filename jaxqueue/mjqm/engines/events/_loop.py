@@ -98,7 +98,8 @@ class Run(NamedTuple):
     replication indices, the warm-up and total jobs and the event cap (traced), the deque
     entries ``B``, ``saturated``, the float dtype and ``tail`` (static: whether the last
     replications to finish go on in a smaller batch; without it the kernel holds one loop,
-    half the compilation, for a batch whose replications finish together)."""
+    half the compilation, for a batch whose replications finish together) and ``tied``
+    (static: a replay whose given arrival times tie, ``_layout.layout_of``)."""
 
     lam: Any
     key: Any
@@ -110,6 +111,7 @@ class Run(NamedTuple):
     saturated: bool
     dtype: Any
     tail: bool = True
+    tied: bool = False
 
 
 def _run(policy, workload, run: Run, init=None, jobs=None):
@@ -164,10 +166,10 @@ def _engine(policy, workload, run: Run, bins, jobs=None):
     ``chunks(st, k, reps, lam, stop, more=None)`` (chunks of rounds from ``st``, chunk number
     ``k``, until at most ``stop`` replications are active or ``more(st)`` is false) and
     ``empty()`` (every replication of ``run.reps`` empty)."""
-    lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, tail = run
+    lam, key, reps, warmup, n_jobs, max_events, B, saturated, dtype, tail, tied = run
     s, K = workload.s, workload.n_classes
     needs = needs_of(workload)
-    layout = layout_of(policy, s, needs, jobs is not None)
+    layout = layout_of(policy, s, needs, tied)
     target = n_jobs - warmup
     n_bins = bins[0]
     ctx = _Ctx(layout, s, needs, saturated, B, warmup, n_jobs, bins)

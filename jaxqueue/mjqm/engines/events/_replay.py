@@ -131,7 +131,8 @@ def replay(
         jnp.asarray(pad(w, 1.0)),
         jnp.asarray(pad(tau, np.inf)),
     )
-    layout = layout_of(pol, workload.s, needs_of(workload), given=True)
+    tied = bool(np.any(np.diff(a, axis=0) == 0))  # a log's whole seconds
+    layout = layout_of(pol, workload.s, needs_of(workload), tied)
     if sizes is not None:
         if not pol.size_aware:
             raise ValueError(f"replay: {pol.label} reads no job sizes (sizes given)")
@@ -146,7 +147,7 @@ def replay(
     shape = (R, 0, n)
     one = jax.devices()[:1]  # the given jobs live on one device
     acc, overflow, capped, B = _runs(
-        pol, workload, 1.0, key, shape, buffer, max_buffer, dt, one, progress, jobs
+        pol, workload, 1.0, key, shape, buffer, max_buffer, dt, one, progress, jobs, tied=tied
     )
     overflow, capped, B = overflow.any(), capped.any(), B.max()
     acc = jax.tree.map(np.asarray, acc)

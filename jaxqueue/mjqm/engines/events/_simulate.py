@@ -187,6 +187,7 @@ def _runs(
     jobs=None,
     reps=None,
     parts=False,
+    tied=False,
 ):
     """The kernel over every replication. Those whose buffer fills go on from where they
     stopped with twice the slots (an arrival that finds the buffer full stops its replication
@@ -198,9 +199,10 @@ def _runs(
     replications - 1``); ``lam``: a number, or one rate per column (several loads side by
     side, each column the same replication as in a run at its load alone). With ``reps``
     the kernel has no tail batch (``Run.tail``): the columns finish together. ``parts``: each
-    run in parts (``_loop._run_parts``), ``progress`` told the jobs done after each."""
+    run in parts (``_loop._run_parts``), ``progress`` told the jobs done after each.
+    ``tied``: the given jobs' arrival times tie (``_layout.layout_of``)."""
     n_replications, warmup, n_jobs = sizes
-    layout = layout_of(pol, workload.s, needs_of(workload), jobs is not None)
+    layout = layout_of(pol, workload.s, needs_of(workload), tied)
     max_buffer = min(max_buffer, layout.max_buffer)
     loads = 1 if np.ndim(lam) == 0 else len(np.unique(lam))  # several side by side
     B = min(buffer or first_buffer(workload, layout, loads), max_buffer)
@@ -221,7 +223,7 @@ def _runs(
             progress(label)
         max_events = 4 * n_jobs + 64 * B
         counts = (jnp.int32(warmup), jnp.int32(n_jobs), jnp.int32(max_events))
-        run = Run(*args, col_reps, *counts, B, False, dt, reps is None)
+        run = Run(*args, col_reps, *counts, B, False, dt, reps is None, tied)
         if parts:
             tell = lambda k, n, label=label: progress(f"{label}: {k}/{n} jobs ({k / n:.0%})")  # noqa: E731
             out = _run_parts(pol, workload, run, init, tell)

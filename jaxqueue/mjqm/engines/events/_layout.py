@@ -120,6 +120,7 @@ def _rows(policy: Policy) -> Layout:
 
 
 def _layout(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
+    """The layout by the policy's facts, as the module docstring lists them."""
     order = policy.order
     if policy.partitions:  # (unbound: no partitions, a layout to size buffers)
         reserve = policy.reserve or ()

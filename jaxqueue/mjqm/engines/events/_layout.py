@@ -102,7 +102,7 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...], tied: bool = False
         NotImplementedError: facts this engine has no layout for.
     """
     layout = _layout(policy, s, needs)
-    if tied and (layout.per_need or layout.classes or policy.partitions):
+    if tied and (layout.per_need or policy.partitions):
         return _rows(policy)
     return layout
 

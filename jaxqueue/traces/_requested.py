@@ -28,6 +28,7 @@ class EasyBackfillingRequested(EasyBackfillingEstimate):
     ``size - (size - rem)`` with ``estimate`` the identity."""
 
     F: float = eqx.field(static=True, default=2.0)  # unused: the jobs' own estimates
+    estimated_ends = False  # its estimates are given per job, not a function of the size
 
     @property
     def label(self) -> str:

@@ -62,7 +62,10 @@ def test_generated_log_round_trip(generated):
 @pytest.mark.parametrize(
     "policy",
     ["fcfs", "first-fit", "easy-backfilling"]
-    + [pytest.param(p, marks=pytest.mark.slow) for p in ("srpt-greedy", "maxweight", "msfq:4")],
+    + [
+        pytest.param(p, marks=pytest.mark.slow)
+        for p in ("srpt-greedy", "maxweight", "msfq:4", "easy-backfilling:estimate=2")
+    ],
 )
 def test_replay_matches_reference(generated, policy):
     path, log = generated

@@ -11,10 +11,11 @@ how far it looks (``lookahead``), whether backfilled jobs must end by the head's
 (``reserves``, EASY) and whether it serves only within the shortest arrival-order prefix
 whose needs reach ``s`` (``prefix_servers``, server-filling), whether it reads each job's size
 (``size_aware``: then the engine keeps every job's size and remaining work and runs
-``select`` itself at every event) or a state of its own (``memory``: ``step``), and whether
-each class starts on servers of its own or on shared helpers (``partitions``,
-balanced-splitting: its ``reserve`` and ``helpers``). Every engine derives its own state
-layout from these facts (``jaxqueue.mjqm.engines.events``); a policy holds no layout.
+``select`` itself at every event, unless it reserves by estimated ends: ``estimated_ends``)
+or a state of its own (``memory``: ``step``), and whether each class starts on servers of
+its own or on shared helpers (``partitions``, balanced-splitting: its ``reserve`` and
+``helpers``). Every engine derives its own state layout from these facts
+(``jaxqueue.mjqm.engines.events``); a policy holds no layout.
 
 A new policy is one new file in this folder with its ``select`` and its facts (and its
 stability limit in closed form, where one is known), its name registered in ``__init__``.
@@ -154,7 +155,7 @@ class Policy(eqx.Module):
     list, so the event engine runs it), ``saturation_limit`` (its stability limit is the
     throughput of the saturated system); the engine facts ``order``, ``backfills``,
     ``lookahead``, ``reserves``, ``prefix_servers``, ``size_aware``, ``memory``,
-    ``estimates``, ``partitions`` (module docstring)."""
+    ``estimates``, ``estimated_ends``, ``partitions`` (module docstring)."""
 
     name: ClassVar[str] = ""
     preemptive: ClassVar[bool] = False
@@ -172,6 +173,8 @@ class Policy(eqx.Module):
     memory: ClassVar[bool] = False  # decides from a state it keeps between events (step)
     estimates: ClassVar[bool] = False  # plans with estimate(size) of each job (kept from its
     # arrival)
+    estimated_ends: ClassVar[bool] = False  # EASY's reservation on the estimated ends (start
+    # plus estimate(size)) of the jobs in service; a later job backfills if its estimate fits
     partitions: ClassVar[bool] = False  # class c starts on its own reserve[c] servers or on
     # the shared helpers, each in arrival order up to its first job that does not fit
 

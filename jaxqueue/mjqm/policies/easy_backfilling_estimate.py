@@ -27,6 +27,7 @@ class EasyBackfillingEstimate(Policy):
     reserves = True
     size_aware = True
     estimates = True
+    estimated_ends = True
 
     def __check_init__(self):
         if not (isinstance(self.F, float) and self.F > 1.0 and self.F < float("inf")):

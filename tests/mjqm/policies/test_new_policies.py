@@ -340,9 +340,9 @@ def test_balanced_splitting_picks_equal_its_step_on_every_job():
             np.testing.assert_array_equal(a, b)
 
 
-# in the default suite one policy per layout (the per-need picks; the per-class picks; select
-# on every job, with the most machinery: Gittins ranks, the key order, the prefix); the
-# others with the slow tests
+# in the default suite one policy per layout (the per-need picks; the per-class picks; the
+# slots sorted by estimated end; select on every job, with the most machinery: Gittins ranks,
+# the key order, the prefix); the others with the slow tests
 _SLOW = pytest.mark.slow
 
 
@@ -354,7 +354,7 @@ _SLOW = pytest.mark.slow
         pytest.param("first-fit-srpt", marks=_SLOW),
         pytest.param("server-filling-srpt", marks=_SLOW),
         "server-filling-gittins",
-        pytest.param("easy-backfilling:estimate=2", marks=_SLOW),
+        "easy-backfilling:estimate=2",
         "msfq",
         "balanced-splitting",
     ],
@@ -380,11 +380,11 @@ def test_new_policy_equals_heapq_simulator_job_by_job(name, policy):
     key = jax.random.key(11)
     # five-class-exp on the engine's first buffer (first_buffer: 16 rows for the pairwise
     # policies, 32 for the other all-rows ones, a fraction of the compilation of 128; msfq
-    # and EASY on 32; no replication overflows, which _engine_sums asserts); the other
-    # workloads queue further
+    # and EASY with estimates, whose deque would have 64 entries, on 32; no replication
+    # overflows, which _engine_sums asserts); the other workloads queue further
     B = None if name == "five-class-exp" else 128
     if name == "five-class-exp" and policy.startswith(("msfq", "easy-backfilling")):
-        B = 32  # (EASY with estimates holds more than its first 16 rows at this load)
+        B = 32
     resp, wait, cnt = _engine_sums(wl, lam, policy, key, 2, 100, 1000, B=B)
     laws = [_reference_law(law) for law in wl.services]
     for r in range(2):

@@ -35,9 +35,12 @@ def _entry(q: Queues, d, r):
 
 def _read(q: Queues, d, r):
     """``(arr, rem, info)`` of entry ``r`` of deque ``d``: one gather of a row of three per
-    replication (``q.body`` seen as ``(D Q R, 3)``)."""
-    x = q.body.reshape(-1, 3).at[_entry(q, d, r)].get(mode="promise_in_bounds")
-    return x[:, 0], x[:, 1], decode(x[:, 2])
+    replication (``q.body`` seen as ``(D Q R, 3)``), and its estimate where the deques keep
+    them (``q.b_est``)."""
+    e = _entry(q, d, r)
+    x = q.body.reshape(-1, 3).at[e].get(mode="promise_in_bounds")
+    est = () if q.b_est is None else (q.b_est.reshape(-1).at[e].get(mode="promise_in_bounds"),)
+    return x[:, 0], x[:, 1], decode(x[:, 2]), *est
 
 
 def _onehot(n: int, d):
@@ -45,31 +48,44 @@ def _onehot(n: int, d):
 
 
 def _push(q: Queues, d, item, on, front=False, apart=False) -> Queues:
-    """Add a job ``(arr, rem, info)`` at the back (an arrival) or, where ``front`` (a mask or
-    ``True``), at the front (a preempted job: older than every waiting job of its need) of
-    deque ``d`` where ``on`` (one scatter; the front registers follow). ``apart``: the body
-    holds only the jobs behind the front registers (:func:`_take_inside`), written where the
-    job goes there (:func:`_once`)."""
+    """Add a job ``(arr, rem, info)`` (and its estimate where the deques keep them:
+    ``q.b_est``) at the back (an arrival) or, where ``front`` (a mask or ``True``), at the
+    front (a preempted job: older than every waiting job of its need) of deque ``d`` where
+    ``on`` (one scatter; the front registers follow). ``apart``: the body holds only the jobs
+    behind the front registers (:func:`_take_inside`), written where the job goes there
+    (:func:`_once`)."""
     Q, D = q.capacity, q.head.shape[0]
     hit = _onehot(D, d) & on[None]
     head = rows_sum(jnp.where(hit, q.head, 0))
     size = rows_sum(jnp.where(hit, q.size, 0))
     r = jnp.where(front, (head - 1) % Q, (head + size) % Q)
     e = jnp.where(on, _entry(q, d, r), q.body.shape[0] // 3)  # past the end: dropped
-    arr, rem, info = item
+    arr, rem, info, *est = item
     vals = jnp.stack([arr, rem, encode(info, arr.dtype)], axis=1)
     F = q.f_arr.shape[0]
     if apart:
         e = jnp.where(size >= F, e, q.body.shape[0] // 3)
-    e, vals, hit, r, size = settle(e, vals, hit, r, size)
+    e, vals, hit, r, size, est = settle(e, vals, hit, r, size, est)
 
-    def write(body, e, vals):
-        return body.reshape(-1, 3).at[e].set(vals, mode="drop", unique_indices=True).reshape(-1)
+    def write(bodies, e, vals, est):
+        body, *b_est = bodies
+        body = body.reshape(-1, 3).at[e].set(vals, mode="drop", unique_indices=True).reshape(-1)
+        b_est = [
+            b.reshape(-1).at[e].set(x, mode="drop", unique_indices=True).reshape(b.shape)
+            for b, x in zip(b_est, est, strict=True)
+        ]
+        return (body, *b_est)
 
+    bodies = (q.body,) if q.b_est is None else (q.body, q.b_est)
     if apart:
-        body = _once(jnp.any(on & (size >= F)), write, q.body, e, vals)
+        bodies = _once(jnp.any(on & (size >= F)), write, bodies, e, vals, est)
     else:
-        body = write(q.body, e, vals)
+        bodies = write(bodies, e, vals, est)
+    body = bodies[0]
+    if q.b_est is not None:
+        q = q._replace(
+            b_est=bodies[1], f_est=jnp.where(_onehot(F, size) & on[None], est[0][None], q.f_est)
+        )
     if F > D:  # one FIFO whose first F entries are in the registers: row `size` if free
         new_front = _onehot(F, size) & on[None]
     else:
@@ -115,15 +131,19 @@ def _take_inside(q: Queues, p, on) -> tuple[Queues, tuple]:
     Q, F = q.capacity, q.f_arr.shape[0]
     rows = jnp.arange(F, dtype=jnp.int32)[:, None]
     at = lambda x: rows_sum(jnp.where(rows == p[None], x, 0), settled=False)  # noqa: E731
-    item = (at(q.f_arr), at(q.f_rem), at(q.f_info))  # (settled by _apply)
+    regs = (q.f_arr, q.f_rem, q.f_info) + (() if q.f_est is None else (q.f_est,))
+    item = tuple(at(x) for x in regs)  # (settled by _apply)
     reg, inside = on & (p < F), on & (p >= F)
     up = reg[None] & (rows[:-1] >= p[None])
     shift = lambda x: jnp.concatenate([jnp.where(up, x[1:], x[:-1]), x[-1:]])  # noqa: E731
     q2 = q._replace(f_arr=shift(q.f_arr), f_rem=shift(q.f_rem), f_info=shift(q.f_info))
-    body, got = _move_on(q, jnp.where(inside, p - F + 1, 0))
+    if q.f_est is not None:
+        q2 = q2._replace(f_est=shift(q.f_est))
+    (body, *b_est), got = _move_on(q, jnp.where(inside, p - F + 1, 0))
     item = tuple(jnp.where(inside, b, a) for a, b in zip(item, got, strict=True))
     head = jnp.where(on, (q.head[0] + 1) % Q, q.head[0])
-    return q2._replace(body=body, head=head[None], size=q.size - on[None]), item
+    q2 = q2._replace(body=body, head=head[None], size=q.size - on[None])
+    return (q2 if q.b_est is None else q2._replace(b_est=b_est[0])), item
 
 
 def _move_on(q: Queues, n):
@@ -132,29 +152,43 @@ def _move_on(q: Queues, n):
     the last register's job written first (entry ``head + F - 1`` is then position ``F - 1``
     of the FIFO once the head moves on, which :func:`_refill` loads again), one entry per
     replication per step of a ``while_loop`` (``max(n)`` steps, none in most rounds; a
-    ``lax.cond`` would copy the body in and out)."""
+    ``lax.cond`` would copy the body in and out). Returns the bodies (``body``, and
+    ``b_est`` where kept) and the job (``(arr, rem, info)``, and its estimate)."""
     Q, F, R = q.capacity, q.f_arr.shape[0], q.free.shape[0]
     head = q.head[0]
     last = jnp.stack([q.f_arr[-1], q.f_rem[-1], encode(q.f_info[-1], q.body.dtype)], axis=-1)
+    if q.b_est is not None:  # the estimate as a fourth column of the rows moved
+        last = jnp.concatenate([last, q.f_est[-1][:, None]], axis=-1)
     reps = jnp.arange(R, dtype=jnp.int32)
     past = q.body.shape[0] // 3  # an entry past the end: the scatter drops it
 
     def step(c):
-        k, body, item = c
-        body = body.reshape(-1, 3)
+        k, bodies, item = c
+        body = bodies[0].reshape(-1, 3)
         # entry head + F - 1 + n - k takes that before it (the last register's, the last step)
         to = (head + F - 1 + n - k) % Q * R + reps
-        src = body.at[(to - R) % (Q * R)].get(mode="promise_in_bounds")
+        get = lambda b, i: b.at[i].get(mode="promise_in_bounds")  # noqa: E731
+        src, got = get(body, (to - R) % (Q * R)), get(body, to)
+        if len(bodies) > 1:
+            b_est = bodies[1].reshape(-1)
+            src = jnp.concatenate([src, get(b_est, (to - R) % (Q * R))[:, None]], axis=-1)
+            got = jnp.concatenate([got, get(b_est, to)[:, None]], axis=-1)
         src = jnp.where((k < n - 1)[:, None], src, last)
-        item = jnp.where((k == 0)[:, None], body.at[to].get(mode="promise_in_bounds"), item)
+        item = jnp.where((k == 0)[:, None], got, item)
         to, src, item = settle(to, src, item)
-        body = body.at[jnp.where(k < n, to, past)].set(src, mode="drop", unique_indices=True)
-        return k + 1, body.reshape(-1), item
+        at = jnp.where(k < n, to, past)
+        body = body.at[at].set(src[:, :3], mode="drop", unique_indices=True).reshape(-1)
+        if len(bodies) > 1:
+            b_est = b_est.at[at].set(src[:, 3], mode="drop", unique_indices=True)
+            return k + 1, (body, b_est.reshape(bodies[1].shape)), item
+        return k + 1, (body,), item
 
-    zero = jnp.zeros((R, 3), q.body.dtype)
+    bodies = (q.body,) if q.b_est is None else (q.body, q.b_est)
+    zero = jnp.zeros((R, last.shape[-1]), q.body.dtype)
     k = jnp.zeros_like(n)
-    _, body, x = lax.while_loop(lambda c: jnp.any(c[0] < n), step, (k, q.body, zero))
-    return body, (x[:, 0], x[:, 1], decode(x[:, 2]))
+    _, bodies, x = lax.while_loop(lambda c: jnp.any(c[0] < n), step, (k, bodies, zero))
+    est = () if q.b_est is None else (x[:, 3],)
+    return bodies, (x[:, 0], x[:, 1], decode(x[:, 2]), *est)
 
 
 def _take_registered(q: Queues, p, on) -> tuple[Queues, tuple]:
@@ -198,13 +232,14 @@ def _refill(q: Queues, d, on, apart=False) -> Queues:
             last = (jnp.arange(F)[:, None] == F - 1) & on[None]
             return tuple(jnp.where(last, x[None], f) for x, f in zip(nxt, regs, strict=True))
 
-        regs = (q.f_arr, q.f_rem, q.f_info)
+        regs = (q.f_arr, q.f_rem, q.f_info) + (() if q.f_est is None else (q.f_est,))
         if apart:
             on = on & (q.size[0] >= F)
             regs = _once(jnp.any(on), load, regs, r, on)
         else:
             regs = load(regs, r, on)
-        return q._replace(f_arr=regs[0], f_rem=regs[1], f_info=regs[2])
+        q = q._replace(f_arr=regs[0], f_rem=regs[1], f_info=regs[2])
+        return q if q.f_est is None else q._replace(f_est=regs[3])
     hit = _onehot(q.head.shape[0], d) & on[None]
     r = rows_sum(jnp.where(_onehot(q.head.shape[0], d), q.head, 0))
     nxt = _read(q, d, r)  # a gather, its index computed inside (a few operations)
@@ -233,8 +268,9 @@ def _once(c, f, x, *args):
 
 def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
     """The job in service in slot ``i`` leaves where ``on``: its slot empties, or with
-    ``sorted_slots`` (``Layout.sorted_slots``) the rows after it move one up and the
-    last row empties."""
+    ``sorted_slots`` (``Layout.sorted_slots``, ``Layout.estimated``) the rows after it move
+    one up and the last row empties (the per-slot size, estimate, wait and sort key with
+    them, where kept)."""
     rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
     if not sorted_slots:
         gone = (rows == i[None]) & on[None]
@@ -246,15 +282,24 @@ def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
     def shift(x, empty):
         return jnp.where(up, jnp.concatenate([x[1:], jnp.full_like(x[:1], empty)]), x)
 
-    return q._replace(
+    q = q._replace(
         s_end=shift(q.s_end, jnp.inf), s_arr=shift(q.s_arr, 0), s_info=shift(q.s_info, 0)
+    )
+    if q.s_start is None:
+        return q
+    return q._replace(
+        s_start=shift(q.s_start, jnp.inf),
+        s_size=shift(q.s_size, 0),
+        s_est=shift(q.s_est, 0),
+        s_wait=shift(q.s_wait, 0),
     )
 
 
-def _occupy(q: Queues, slot, job, on, sorted_slots: bool, wait=None) -> Queues:
+def _occupy(q: Queues, slot, job, on, sorted_slots: bool, wait=None, more=None) -> Queues:
     """Job ``(end, arrival, info)`` into service in slot ``slot`` where ``on``: an empty
     one, or with ``sorted_slots`` its row in the order, the rows from it on one down (the
-    last is empty: the job fits); ``wait``: its wait, kept in the slot (``Queues.s_wait``)."""
+    last is empty: the job fits); ``wait``: its wait, kept in the slot (``Queues.s_wait``);
+    ``more``: other per-slot fields of the job, by name (``s_size``, ``s_est``, ``s_start``)."""
     end, arr, info = job
     rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
     at = (rows == slot[None]) & on[None]
@@ -264,4 +309,6 @@ def _occupy(q: Queues, slot, job, on, sorted_slots: bool, wait=None) -> Queues:
         return jnp.where(at, new[None], jnp.where(down, jnp.concatenate([x[:1], x[:-1]]), x))
 
     q = q._replace(s_end=put(q.s_end, end), s_arr=put(q.s_arr, arr), s_info=put(q.s_info, info))
+    if more:
+        q = q._replace(**{k: put(getattr(q, k), v) for k, v in more.items()})
     return q if wait is None else q._replace(s_wait=put(q.s_wait, wait))

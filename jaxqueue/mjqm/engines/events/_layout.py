@@ -5,9 +5,11 @@ A policy declares what it does (``preemptive``, its first fit's ``order``, ``bac
 this module alone decides how the engine keeps its jobs (:mod:`._queues`) and which pick
 (:mod:`._picks`) runs it:
 
+* a reservation by estimated ends: one FIFO with :data:`~._picks.REGISTERS` front
+  registers, the jobs in service sorted by estimated end (easy-backfilling with estimates);
 * size-aware (reads each job's size and remaining work) or with a state of its own: every
   job in a row, in arrival order, and the policy's own ``step`` at every event, no picks
-  (the SRPT family, server-filling-gittins, easy-backfilling with estimates; msfq);
+  (the SRPT family, server-filling-gittins; msfq);
 * serves within its prefix whose needs reach ``s``: prefix rows, no picks (server-filling);
 * preemptive: one deque per need, the preemptive first fit in its order (arrival:
   preemptive-first-fit; need: msf, least-servers-first; weight: maxweight);
@@ -47,6 +49,10 @@ class Layout:
         registers: entries at the front of the FIFO kept in registers (1: its front).
         inside: a pick may start a job behind the registers, which the body alone holds.
         sorted_slots: the jobs in service sorted by end time, then arrival time.
+        estimated: the jobs in service sorted by estimated end (start plus ``estimate``),
+            each with its size, estimate and wait in its slot, the waiting ones with their
+            estimates (``Queues.s_start``, ``f_est``, ``b_est``); the next completion is the
+            first by true end over the slots.
         rows: the prefix rows (0: slots and picks).
         all_rows: every job in a row of its own, in arrival order, and ``select`` chooses
             the rows in service at every event (the rows are the buffer: no deques).
@@ -58,8 +64,8 @@ class Layout:
         pairwise: the policy's step compares the rows pairwise (an order by a key: remaining
             work, Gittins rank; a reservation by estimated end times): a round costs the
             square of the rows (``all_rows``).
-        estimate: the policy's ``estimate(size)``, kept per row from the job's arrival
-            (``all_rows``; ``None``: none kept).
+        estimate: the policy's ``estimate(size)``, kept per row (``all_rows``) or per job
+            (``estimated``) from the job's arrival (``None``: none kept).
         classes: one deque per class, this many (``partitions``; 0: per need or one FIFO);
             a pick marks a job started on the helpers (``Pick.mark``), ``busy`` counts the
             servers of each class's partition in use, and each job in service keeps its wait
@@ -72,6 +78,7 @@ class Layout:
     registers: int = 1
     inside: bool = False
     sorted_slots: bool = False
+    estimated: bool = False
     rows: int = 0
     all_rows: bool = False
     max_buffer: int = 1 << 24
@@ -85,6 +92,12 @@ class Layout:
     def deques(self, needs: tuple[int, ...]) -> int:
         return self.classes or (len(needs) if self.per_need else 1)
 
+    @property
+    def slot_waits(self) -> bool:
+        """Each job in service keeps its wait in its slot, summed at its departure (the order
+        in which the all-rows layout, which ran these policies before, sums them)."""
+        return self.classes > 0 or self.estimated
+
 
 def needs_of(workload) -> tuple[int, ...]:
     """The workload's distinct needs, largest first."""
@@ -95,14 +108,15 @@ def layout_of(policy: Policy, s: int, needs: tuple[int, ...], tied: bool = False
     """The layout of ``policy`` on ``s`` servers and the distinct ``needs`` (largest first).
     ``tied``: given jobs whose arrival times tie (a replay of a log's whole seconds): a
     layout of several deques, per need or per class, whose picks compare the deques' fronts
-    by arrival time cannot tell which of two jobs of equal times came first, so there every
-    job is kept in a row, in the given order.
+    by arrival time cannot tell which of two jobs of equal times came first, nor can the
+    slots sorted by estimated end tell which of two jobs of equal end and arrival times
+    leaves first, so there every job is kept in a row, in the given order.
 
     Raises:
         NotImplementedError: facts this engine has no layout for.
     """
     layout = _layout(policy, s, needs)
-    if tied and (layout.per_need or policy.partitions):
+    if tied and (layout.per_need or policy.partitions or policy.estimated_ends):
         return _rows(policy)
     return layout
 
@@ -126,6 +140,15 @@ def _layout(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
         reserve = policy.reserve or ()
         pick = functools.partial(_picks.partitions, reserve, policy.helpers)
         return Layout(classes=len(reserve), pick=pick)
+    if policy.estimated_ends:
+        return Layout(
+            registers=_picks.REGISTERS,
+            inside=True,
+            estimated=True,  # the reservation: a cumulative sum over the slots
+            max_buffer=_PACKED_BUFFER,
+            pick=_picks.easy,
+            estimate=policy.estimate,
+        )
     if policy.size_aware or policy.memory:
         return _rows(policy)
     if policy.prefix_servers:

@@ -189,6 +189,8 @@ def _engine(policy, workload, run: Run, bins, jobs=None):
         def chunk(carry):
             st, k = carry
             block, first = draw(st.n_next), st.n_next
+            if layout.estimated:  # each job's estimate, once per job
+                block = (*block[:4], layout.estimate(block[2]))
 
             def one(_, st):
                 return _round(ctx, st, active(st), _job_at(block, st.n_next - first))
@@ -210,7 +212,7 @@ def _engine(policy, workload, run: Run, bins, jobs=None):
             rows = (True, True, layout.estimate is not None)
             init = _empty(s, B, D, 1, reps.shape[0], K, n_bins, dtype, F, *rows)
         else:
-            rows = (layout.rows > 0, False, False, layout.classes > 0)
+            rows = (layout.rows > 0, False, False, layout.slot_waits, layout.estimated)
             init = _empty(s, M, D, B, reps.shape[0], K, n_bins, dtype, F, *rows)
         if jobs is not None:  # a replay logs every first start
             L, R = jobs[0].shape[0] - _CHUNK, reps.shape[0]

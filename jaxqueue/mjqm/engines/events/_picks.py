@@ -220,6 +220,11 @@ def easy(q: Queues, s: int, needs, now) -> Pick:
     which the free servers plus those of the jobs in service ending by then reach the head's
     need: a cumulative sum over the slots, which the engine keeps sorted by end time).
 
+    With estimates (``Layout.estimated``: the slots sorted by estimated end), the times are
+    the estimated ones as the policy's ``select`` computes them: a job in service's estimate
+    less its service so far (``est - (size - (end - now))``; its whole estimate where it
+    started at this instant), a waiting job's estimate.
+
     The first ``REGISTERS`` waiting jobs are in the front registers (the deque body holds
     the jobs behind them: ``_deques._take_inside``), so the pick reads ``REGISTERS`` rows,
     not the deque. Only where the head does not fit, no registered job qualifies and more
@@ -233,13 +238,20 @@ def easy(q: Queues, s: int, needs, now) -> Pick:
     sn, se = need_of(q.s_info), q.s_end
     # the servers free once the job of each row has ended (the rows sorted by end time)
     freed = free + cumsum(sn)
-    t_r = rows_min(jnp.where((sn > 0) & (freed >= head), se, jnp.inf))
-    by = t_r - now  # a later job starts if it ends by then
+    if q.f_est is None:
+        t_r = rows_min(jnp.where((sn > 0) & (freed >= head), se, jnp.inf))
+        by, rem = t_r - now, q.f_rem  # a later job starts if it ends by then
+    else:  # the estimated remaining times (rows sorted by estimated end); a job started at
+        # this instant has its whole estimate left (select: remaining work = size)
+        left = q.s_est - (q.s_size - (se - now[None]))
+        (left,) = settle(jnp.where(q.s_start == now[None], q.s_est, left))
+        by = rows_min(jnp.where((sn > 0) & (freed >= head), left, jnp.inf))
+        rem = q.f_est
     # the oldest registered job that fits now and ends by t_r, and its need (one minimum
     # of position and need packed, < 2**16); the head fits (row 0) or it is not one
     need = need_of(q.f_info)
     rows = jnp.arange(R, dtype=jnp.int32)[:, None]
-    ok = (rows < size) & (need <= free) & (q.f_rem <= by)
+    ok = (rows < size) & (need <= free) & (rem <= by)
     key = rows_min(jnp.where(ok, rows << 16 | need, q.capacity << 16), settled=False)
     # the same over the body where the registers have none but more jobs wait
     behind = ~head_fits & (key >> 16 >= q.capacity) & (size > R) & (free >= min(needs))
@@ -290,9 +302,11 @@ def partitions(reserve, helpers, q: Queues, s: int, needs, now=None) -> Pick:
 
 def _behind(q: Queues, key, by):
     """``key`` where it names a registered job; else the position and need of the oldest job
-    in the deque body (positions ``REGISTERS`` on) that fits now and ends by ``by``: one pass
-    over every entry."""
+    in the deque body (positions ``REGISTERS`` on) that fits now and ends by ``by`` (by its
+    estimate where kept: ``q.b_est``): one pass over every entry."""
     _, rem, info, pos = q.deque(0)
+    if q.b_est is not None:
+        rem = q.b_est
     need = need_of(info)
     ok = (pos >= REGISTERS) & (pos < q.size[0]) & (need <= q.free) & (rem <= by)
     body = rows_min(jnp.where(ok, pos << 16 | need, q.capacity << 16))

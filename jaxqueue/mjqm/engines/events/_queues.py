@@ -149,7 +149,10 @@ class Queues(NamedTuple):
     (``Layout.all_rows``), the rows in arrival order, ``s_size`` the sizes drawn at arrival
     (``s_before``, ``s_rank`` have no rows), ``memo`` the state of a policy with
     ``memory`` and ``s_est`` the estimates of a policy that ``estimates``
-    (``Layout.estimate``)."""
+    (``Layout.estimate``). With the slots sorted by estimated end (``Layout.estimated``),
+    ``s_size``, ``s_est`` and ``s_wait`` hold each job in service's size, estimate and wait,
+    ``s_start`` its start (plus its estimate: the sort key), and ``f_est`` and
+    ``b_est`` (``(D Q, R)``, by entry as ``body``) the estimates of the waiting jobs."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -168,6 +171,9 @@ class Queues(NamedTuple):
     s_size: Float[Array, "W R"] | None = None
     memo: Int[Array, " R"] | None = None
     s_est: Float[Array, "W R"] | None = None
+    s_start: Float[Array, "M R"] | None = None
+    f_est: Float[Array, "F R"] | None = None
+    b_est: Float[Array, "DQ R"] | None = None
 
     @property
     def capacity(self) -> int:

@@ -70,13 +70,16 @@ def _empty(
     sizes=False,
     estimates=False,
     waits=False,
+    ends=False,
 ) -> _State:
     """``R`` empty replications of ``s`` servers: ``M`` service slots (with ``rows``, the
     prefix rows), ``D`` deques of ``Q`` entries (``F`` front registers: one per
     deque, or the first ``F`` entries of a single FIFO); ``K`` classes, ``n_bins``
     bins per class of the waiting- and response-time histograms; ``sizes``: every job in a
     row (``Layout.all_rows``: the sizes kept, no order fields); ``estimates``: an estimate per
-    row (``Layout.estimate``); ``waits``: a wait per slot (``Layout.classes``)."""
+    row (``Layout.estimate``); ``waits``: a wait per slot (``Layout.slot_waits``); ``ends``:
+    the slots sorted by estimated end, the estimates of the waiting jobs
+    (``Layout.estimated``)."""
     f = lambda *shape: jnp.zeros((*shape, R), dt)  # noqa: E731
     i = lambda *shape: jnp.zeros((*shape, R), jnp.int32)  # noqa: E731
     q = Queues(
@@ -94,9 +97,12 @@ def _empty(
         s_wait=f(M if rows or waits else 0),
         s_before=i(M if rows and not sizes else 0),
         s_rank=i(M if rows and not sizes else 0),
-        s_size=f(M) if sizes else None,
+        s_size=f(M) if sizes or ends else None,
         memo=i() if sizes else None,
-        s_est=f(M) if estimates else None,
+        s_est=f(M) if estimates or ends else None,
+        s_start=jnp.full((M, R), jnp.inf, dt) if ends else None,
+        f_est=f(max(D, F)) if ends else None,
+        b_est=f(D * Q) if ends else None,
     )
     hists = (i(K * n_bins), i(K * n_bins))  # waits, responses
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), *hists)
@@ -156,13 +162,14 @@ def _event(ctx: _Ctx, st: _State, on, job):
     the state and where an arrival found its deque full (``blocked``: nothing happens,
     overflow)."""
     q, (cls, need, sigma, tau) = st.q, job[:4]
-    by_class = ctx.layout.classes > 0  # the waits kept in the slots
+    by_class = ctx.layout.classes > 0
+    waits = ctx.layout.slot_waits  # the waits kept in the slots
     # the oldest of the jobs ending first: its end, arrival, slot and info
     if ctx.layout.sorted_slots:  # the first row
         end, arr_j, info_j, wait_j = q.s_end[0], q.s_arr[0], q.s_info[0], ()
         j = jnp.zeros_like(info_j)
     else:
-        values = (q.s_end, q.s_arr, q.s_info) + ((q.s_wait,) if by_class else ())
+        values = (q.s_end, q.s_arr, q.s_info) + ((q.s_wait,) if waits else ())
         j, (end, arr_j, info_j, *wait_j) = rows_first((q.s_end, q.s_arr), values)
     to_arrival, inside = _clock(ctx, st)
     if by_class:
@@ -183,10 +190,10 @@ def _event(ctx: _Ctx, st: _State, on, job):
     acc = _integrate(st.acc, st, now - st.now, inside, rows_any(q.size > 0))
     # a completion: its slot empties
     acc = _record_departure(acc, info_j, now - arr_j, leaves, ctx.bins)
-    if by_class:
+    if waits:
         acc = _record_wait(acc, info_j, wait_j[0], leaves, ctx.bins)
     need_j = jnp.where(leaves, need_of(info_j), 0)
-    q = _vacate(q, j, leaves, ctx.layout.sorted_slots)
+    q = _vacate(q, j, leaves, ctx.layout.sorted_slots or ctx.layout.estimated)
     q = q._replace(free=q.free + need_j)
     if ctx.layout.per_need:  # (no pick on one FIFO reads the counts)
         q = q._replace(busy=q.busy - (_onehot(q.head.shape[0], d_j) & leaves[None]))
@@ -195,7 +202,8 @@ def _event(ctx: _Ctx, st: _State, on, job):
         q = q._replace(busy=q.busy - jnp.where(own, need_j[None], 0))
     # an arrival: job n_next at the back of its deque
     info = _arrival_info(ctx, st, need, cls)
-    q = _push(q, d_new, (now, sigma, info), arrives, apart=ctx.layout.inside)
+    est = (job[4],) if ctx.layout.estimated else ()  # its estimate (drawn with the job)
+    q = _push(q, d_new, (now, sigma, info, *est), arrives, apart=ctx.layout.inside)
     return _advance(ctx, st, q, acc, now, to_arrival, leaves, arrives, on, tau), blocked
 
 
@@ -407,29 +415,40 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         )
         q = _push(q, d_pre, item, preempt, front=True)  # older than its deque's jobs
     # start: into service (there is an empty slot: the job fits)
-    q, (a, r, info) = _take(q, pk.d, pk.p, start, ctx.layout.inside)
+    q, (a, r, info, *est) = _take(q, pk.d, pk.p, start, ctx.layout.inside)
     q = _refill(q, pk.d, start, ctx.layout.inside)
     if pk.mark is not None:
         info = with_mark(info, pk.mark)
+    more = None
     if ctx.layout.sorted_slots:  # its row: after the jobs ending before it (or with it and
         # arrived first; a sum over the rows, settled after the values it compares)
         start, a, end, info = settle(start, a, st.now + r, info)
         before = (q.s_end < end[None]) | ((q.s_end == end[None]) & (q.s_arr < a[None]))
         slot = rows_sum(before.astype(jnp.int32))
+    elif ctx.layout.estimated:  # its row: after the jobs of earlier estimated ends (start
+        # plus estimate), or of the same and arrived first
+        start, a, r, end, info, est = settle(start, a, r, st.now + r, info, est[0])
+        key, ends = st.now + est, q.s_start + q.s_est
+        before = (ends < key[None]) | ((ends == key[None]) & (q.s_arr < a[None]))
+        slot = rows_sum(before.astype(jnp.int32))
+        more = {"s_size": r, "s_est": est, "s_start": st.now}
     else:  # the first empty slot
         empty = jnp.where(q.s_info == 0, jnp.arange(M, dtype=jnp.int32)[:, None], M)
         slot = rows_min(empty, settled=False)
         slot, start, a, end, info = settle(slot, start, a, st.now + r, info)
     first = start & ~started_of(info)
-    wait = st.now - a if ctx.layout.classes else None  # summed at its departure
-    q = _occupy(q, slot, (end, a, set_started(info)), start, ctx.layout.sorted_slots, wait)
+    wait = st.now - a if ctx.layout.slot_waits else None  # summed at its departure
+    shifts = ctx.layout.sorted_slots or ctx.layout.estimated
+    q = _occupy(q, slot, (end, a, set_started(info)), start, shifts, wait, more)
     q = q._replace(free=q.free - jnp.where(start, need_of(info), 0))
     if ctx.layout.per_need:
         q = q._replace(busy=q.busy + (_onehot(D, pk.d) & start[None]))
     elif ctx.layout.classes:  # the servers of its partition (none on the helpers)
         own = _onehot(D, pk.d) & (start & ~pk.mark)[None]
         q = q._replace(busy=q.busy + jnp.where(own, need_of(info)[None], 0))
-    acc = st.acc if ctx.layout.classes else _record_wait(st.acc, info, st.now - a, first, ctx.bins)
+    acc = (
+        st.acc if ctx.layout.slot_waits else _record_wait(st.acc, info, st.now - a, first, ctx.bins)
+    )
     acc = _record_start(acc, info, a, st.now - a, r, first)
     return st._replace(q=q, acc=acc), full
 
@@ -461,9 +480,11 @@ def _rebase(st: _State) -> _State:
     D, R = q.head.shape
     b = q.body.reshape(D, q.capacity, R, 3)
     b = b.at[..., 0].add(-now)
-    rows = q.s_before.shape[0] > 0 or q.s_size is not None  # remaining work where not in service
+    rows = q.s_before.shape[0] > 0 or q.memo is not None  # remaining work where not in service
     shift = jnp.where(running_of(q.s_info), now, 0) if rows else now
     q = q._replace(
         s_end=q.s_end - shift, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)
     )
+    if q.s_start is not None:  # estimated ends
+        q = q._replace(s_start=q.s_start - now)
     return st._replace(q=q, now=jnp.zeros_like(now))

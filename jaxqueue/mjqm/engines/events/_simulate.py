@@ -255,7 +255,7 @@ def _grow(st: _State, B: int) -> _State:
     """The state with deques of ``B`` entries (each laid out from its front, the new entries
     empty; with every job in a row, ``B`` rows) and the overflow flags cleared."""
     q = st.q
-    if q.s_size is not None:  # the rows are the buffer
+    if q.memo is not None:  # the rows are the buffer
         pad = lambda x: np.concatenate([x, np.zeros((B - x.shape[0], *x.shape[1:]), x.dtype)])  # noqa: E731
         rows = ("s_arr", "s_info", "s_wait", "s_size", "s_est")
         grown = {f: pad(np.asarray(getattr(q, f))) for f in rows if getattr(q, f) is not None}
@@ -268,6 +268,10 @@ def _grow(st: _State, B: int) -> _State:
     body = np.take_along_axis(body, ring[..., None], axis=1)
     body = np.concatenate([body, np.zeros((D, B - Q, R, 3), body.dtype)], axis=1)
     q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head))
+    if q.b_est is not None:  # the waiting jobs' estimates, by entry as the body
+        est = np.take_along_axis(np.asarray(q.b_est).reshape(D, Q, R), ring, axis=1)
+        est = np.concatenate([est, np.zeros((D, B - Q, R), est.dtype)], axis=1)
+        q = q._replace(b_est=est.reshape(D * B, R))
     return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 
 

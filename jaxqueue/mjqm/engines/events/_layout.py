@@ -140,15 +140,8 @@ def _layout(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
         reserve = policy.reserve or ()
         pick = functools.partial(_picks.partitions, reserve, policy.helpers)
         return Layout(classes=len(reserve), pick=pick)
-    if policy.estimated_ends:
-        return Layout(
-            registers=_picks.REGISTERS,
-            inside=True,
-            estimated=True,  # the reservation: a cumulative sum over the slots
-            max_buffer=_PACKED_BUFFER,
-            pick=_picks.easy,
-            estimate=policy.estimate,
-        )
+    if policy.estimated_ends:  # sorted by estimated end
+        return _easy(estimated=True, estimate=policy.estimate)
     if policy.size_aware or policy.memory:
         return _rows(policy)
     if policy.prefix_servers:
@@ -172,18 +165,24 @@ def _layout(policy: Policy, s: int, needs: tuple[int, ...]) -> Layout:
         raise NotImplementedError(f"{policy.label}: a non-preemptive policy in need order")
     if not policy.backfills:
         return Layout(pick=_picks.front)
-    if policy.reserves:
-        return Layout(
-            registers=_picks.REGISTERS,
-            inside=True,
-            sorted_slots=True,  # the reservation: a cumulative sum over the slots
-            max_buffer=_PACKED_BUFFER,
-            pick=_picks.easy,
-        )
+    if policy.reserves:  # sorted by end
+        return _easy(sorted_slots=True)
     if policy.lookahead is not None:
         W = policy.lookahead
         return Layout(registers=W, pick=functools.partial(_picks.lookahead, W))
     return Layout(per_need=True, pick=_picks.fronts_by_arrival)
+
+
+def _easy(**order) -> Layout:
+    """EASY's layout: one FIFO whose first jobs sit in registers, the jobs in service in slots
+    sorted by end (``order``), so that the reservation is a cumulative sum over the slots."""
+    return Layout(
+        registers=_picks.REGISTERS,
+        inside=True,
+        max_buffer=_PACKED_BUFFER,
+        pick=_picks.easy,
+        **order,
+    )
 
 
 def first_buffer(workload, layout: Layout, loads: int = 1) -> int:

@@ -151,7 +151,7 @@ class Queues(NamedTuple):
     ``memory`` and ``s_est`` the estimates of a policy that ``estimates``
     (``Layout.estimate``). With the slots sorted by estimated end (``Layout.estimated``),
     ``s_size``, ``s_est`` and ``s_wait`` hold each job in service's size, estimate and wait,
-    ``s_start`` its start (plus its estimate: the sort key), and ``f_est`` and
+    ``s_start`` its start (start plus estimate is the sort key), and ``f_est`` and
     ``b_est`` (``(D Q, R)``, by entry as ``body``) the estimates of the waiting jobs."""
 
     s_end: Float[Array, "M R"]
@@ -174,6 +174,12 @@ class Queues(NamedTuple):
     s_start: Float[Array, "M R"] | None = None
     f_est: Float[Array, "F R"] | None = None
     b_est: Float[Array, "DQ R"] | None = None
+
+    @property
+    def all_rows(self) -> bool:
+        """Every job in a row (``Layout.all_rows``, whose state alone keeps ``memo``): the
+        rows are the buffer."""
+        return self.memo is not None
 
     @property
     def capacity(self) -> int:

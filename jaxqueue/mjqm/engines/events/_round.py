@@ -480,7 +480,7 @@ def _rebase(st: _State) -> _State:
     D, R = q.head.shape
     b = q.body.reshape(D, q.capacity, R, 3)
     b = b.at[..., 0].add(-now)
-    rows = q.s_before.shape[0] > 0 or q.memo is not None  # remaining work where not in service
+    rows = q.s_before.shape[0] > 0 or q.all_rows  # remaining work where not in service
     shift = jnp.where(running_of(q.s_info), now, 0) if rows else now
     q = q._replace(
         s_end=q.s_end - shift, s_arr=q.s_arr - now, f_arr=q.f_arr - now, body=b.reshape(-1)

@@ -255,7 +255,7 @@ def _grow(st: _State, B: int) -> _State:
     """The state with deques of ``B`` entries (each laid out from its front, the new entries
     empty; with every job in a row, ``B`` rows) and the overflow flags cleared."""
     q = st.q
-    if q.memo is not None:  # the rows are the buffer
+    if q.all_rows:  # the rows are the buffer
         pad = lambda x: np.concatenate([x, np.zeros((B - x.shape[0], *x.shape[1:]), x.dtype)])  # noqa: E731
         rows = ("s_arr", "s_info", "s_wait", "s_size", "s_est")
         grown = {f: pad(np.asarray(getattr(q, f))) for f in rows if getattr(q, f) is not None}

@@ -51,7 +51,8 @@ Policies (jobs are kept in arrival order):
     weight, a job order kept between decisions): only to reproduce its published figures.
 ``easy-backfilling:estimate=F``
     as easy-backfilling, planning with ``select_reference.estimate(work, F)``: a running job's
-    planned end is ``first_start + estimate``, a later job backfills if ``estimate <= t_r - now``.
+    planned end is ``first_start + estimate``, a later job backfills if ``estimate <= t_r - now``
+    (in exact arithmetic).
 ``easy-backfilling:estimate=requested``
     the same with each job's own estimate (``run_trace``'s ``estimates``: a log's requested
     times), which is never below its work.
@@ -79,6 +80,7 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from itertools import islice
 
 import numpy as np
@@ -379,7 +381,8 @@ class _Engine:
             self._start(present[i], now)
 
     def _apply_easy_backfilling_estimate(self, now: float) -> None:
-        """EASY with planned ends ``first_start + estimate(work)`` (see select_reference)."""
+        """EASY with planned ends ``first_start + estimate(work)`` (see select_reference),
+        compared in exact arithmetic (``Fraction``: a tie is decided as by the real numbers)."""
         F = self.params["F"]
 
         def estimate(j: _Job) -> float:
@@ -393,7 +396,8 @@ class _Engine:
         free = self.free
         t_r = None
         planned = sorted(
-            (j.first_start + estimate(j), j.idx, j.need) for j in self.running.values()
+            (Fraction(j.first_start) + Fraction(estimate(j)), j.idx, j.need)
+            for j in self.running.values()
         )
         for end, _, need in planned:
             free += need
@@ -401,7 +405,7 @@ class _Engine:
                 t_r = end
                 break
         assert t_r is not None
-        horizon = t_r - now
+        horizon = t_r - Fraction(now)
         backfill = []
         free = self.free
         for job in it:

@@ -14,8 +14,8 @@ from ._base import Jobs, Policy, fcfs_start, first_fit, positions
 
 class EasyBackfillingEstimate(Policy):
     """As ``easy-backfilling``, with estimates ``e = F^ceil(log_F(size))`` in place of the
-    true sizes: the head's reservation is the first estimated end (``e`` minus the service
-    had) of the running jobs by which the free servers reach its need, and a later waiting job
+    true sizes: the head's reservation is the first estimated end (start plus ``e``) of the
+    running jobs by which the free servers reach its need, and a later waiting job
     backfills if it fits now and its estimate is at most the time to that reservation. The
     jobs run their true sizes (a job ending before its estimate frees its servers early). No
     closed form of its limit."""
@@ -50,7 +50,9 @@ class EasyBackfillingEstimate(Policy):
         live = jobs.live
         size = jnp.where(live, jobs.size, 1.0)
         est = self.estimate(size) if jobs.estimate is None else jobs.estimate
-        (est,) = settle(est - (size - jobs.rem))  # estimated remaining
+        # the time left to the estimated end: the estimate less the time since the start
+        # (``age - wait``), exact where the times are whole or the job starts now
+        (est,) = settle(est - jnp.where(jobs.started, jobs.age - jobs.wait, 0.0))
         run = fcfs_start(jobs, s)
         waiting = jobs.live & ~run
         pos = positions(waiting)

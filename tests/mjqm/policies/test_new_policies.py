@@ -135,14 +135,15 @@ def test_parameters_that_do_not_fit_the_workload(bad):
         parse_policy(bad).bind(wl)
 
 
-def _select(name, need, rem, s, run=None, size=None, cls=None, needs=None):
+def _select(name, need, rem, s, run=None, size=None, cls=None, needs=None, served=None):
+    """``served``: each job's time since its first start (its age; no wait)."""
     n = len(need)
     need = jnp.asarray(need, jnp.int32)[:, None]
     jobs = Jobs(
         cls=jnp.asarray(cls if cls is not None else [0] * n, jnp.int32)[:, None],
         need=need,
         rem=jnp.asarray(rem, jnp.float64)[:, None],
-        age=jnp.zeros((n, 1)),
+        age=jnp.asarray(served if served is not None else [0.0] * n, jnp.float64)[:, None],
         wait=jnp.zeros((n, 1)),
         started=jnp.asarray(run if run is not None else [False] * n)[:, None],
         run=jnp.asarray(run if run is not None else [False] * n)[:, None],
@@ -234,12 +235,30 @@ def test_easy_backfilling_plans_with_estimates():
     # s = 4; job 0 runs (need 2, size 3, 2 served: estimate 4, 2 left by it, 1 in truth);
     # job 1 (need 4) is the head; job 2 (need 2, size 1.5, estimate 2) backfills only by the
     # estimate: the reservation is at 2 by the estimates, at 1 in truth
-    need, run = [2, 4, 2], [True, False, False]
+    need, run, served = [2, 4, 2], [True, False, False], [2.0, 0.0, 0.0]
     rem, size = [1.0, 6.0, 1.5], [3.0, 6.0, 1.5]
-    assert _select("easy-backfilling:estimate=2", need, rem, 4, run, size) == [True, False, True]
+    est = _select("easy-backfilling:estimate=2", need, rem, 4, run, size, served=served)
+    assert est == [True, False, True]
     assert _select("easy-backfilling", need, rem, 4, run) == [True, False, False]
     size2, rem2 = [3.0, 6.0, 2.5], [1.0, 6.0, 2.5]  # estimate 4 > 2: waits
-    assert _select("easy-backfilling:estimate=2", need, rem2, 4, run, size2) == [True, False, False]
+    est = _select("easy-backfilling:estimate=2", need, rem2, 4, run, size2, served=served)
+    assert est == [True, False, False]
+
+
+def test_easy_backfilling_estimate_tie_with_a_job_started_now():
+    """s = 4. At time 40.43075575458172 (an end time, not a whole number) job 0 (need 3,
+    size 0.3, estimate 0.5) has just started; job 1 (need 3) is the head, its reservation job
+    0's estimated end, 0.5 from now; job 2 (need 1, estimate 0.5) ends by it exactly and
+    backfills (as the reference simulator plans, in exact arithmetic). Job 0's remaining
+    work, its start plus its size less now, is its size only up to rounding: an estimate less
+    the size less the remaining work misses the tie."""
+    now, size0 = 40.43075575458172, 0.3
+    rem0 = (now + size0) - now
+    assert rem0 != size0  # the case: the rounded remaining work is not the size
+    need, run, served = [3, 3, 1], [True, False, False], [0.0, 0.0, 0.0]
+    rem, size = [rem0, 2.0, 0.4], [size0, 2.0, 0.4]
+    est = _select("easy-backfilling:estimate=2", need, rem, 4, run, size, served=served)
+    assert est == [True, False, True]
 
 
 @pytest.mark.parametrize(

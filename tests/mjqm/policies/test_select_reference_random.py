@@ -7,7 +7,8 @@ axis 0), so every policy compiles once per workload. The slots at ``count`` and 
 garbage (any need, NaN or negative work, never in service) and must never be selected. Sizes
 and attained services lie on a dyadic grid: remaining works tie often (the arrival-order
 rule), an ``easy-backfilling:estimate=F`` estimate equals the head's reservation often, and
-``size = rem + attained`` holds exactly in both codes."""
+``size = rem + attained`` (and, in service, ``age - wait = attained``) holds exactly in both
+codes."""
 
 from __future__ import annotations
 
@@ -164,8 +165,8 @@ def _jobs(a, kind, seed):
         cls=jnp.asarray(a["cls"]),
         need=jnp.asarray(a["need"]),
         rem=jnp.asarray(rem),
-        age=jnp.asarray(rem + 1.0),
-        wait=jnp.zeros((B, n)),
+        age=jnp.asarray(att + 1.0),  # in service since age - wait = attained (one time unit waited)
+        wait=jnp.ones((B, n)),
         started=jnp.asarray(run | (att > 0)),
         run=jnp.asarray(run),
         count=jnp.asarray(a["count"]),

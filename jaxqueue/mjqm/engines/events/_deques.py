@@ -289,7 +289,6 @@ def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
         return q
     return q._replace(
         s_start=shift(q.s_start, jnp.inf),
-        s_size=shift(q.s_size, 0),
         s_est=shift(q.s_est, 0),
         s_wait=shift(q.s_wait, 0),
     )
@@ -299,7 +298,7 @@ def _occupy(q: Queues, slot, job, on, sorted_slots: bool, wait=None, more=None) 
     """Job ``(end, arrival, info)`` into service in slot ``slot`` where ``on``: an empty
     one, or with ``sorted_slots`` its row in the order, the rows from it on one down (the
     last is empty: the job fits); ``wait``: its wait, kept in the slot (``Queues.s_wait``);
-    ``more``: other per-slot fields of the job, by name (``s_size``, ``s_est``, ``s_start``)."""
+    ``more``: other per-slot fields of the job, by name (``s_est``, ``s_start``)."""
     end, arr, info = job
     rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
     at = (rows == slot[None]) & on[None]

@@ -220,10 +220,10 @@ def easy(q: Queues, s: int, needs, now) -> Pick:
     which the free servers plus those of the jobs in service ending by then reach the head's
     need: a cumulative sum over the slots, which the engine keeps sorted by end time).
 
-    With estimates (``Layout.estimated``: the slots sorted by estimated end), the times are
-    the estimated ones as the policy's ``select`` computes them: a job in service's estimate
-    less its service so far (``est - (size - (end - now))``; its whole estimate where it
-    started at this instant), a waiting job's estimate.
+    With estimates (``Layout.estimated``: the slots sorted by estimated end, start plus
+    estimate), the times are the estimated ones as the policy's ``select`` computes them: a
+    job in service has its estimate less the time since its start left (``est - (now -
+    start)``), a waiting job its estimate.
 
     The first ``REGISTERS`` waiting jobs are in the front registers (the deque body holds
     the jobs behind them: ``_deques._take_inside``), so the pick reads ``REGISTERS`` rows,
@@ -241,10 +241,9 @@ def easy(q: Queues, s: int, needs, now) -> Pick:
     if q.f_est is None:
         t_r = rows_min(jnp.where((sn > 0) & (freed >= head), se, jnp.inf))
         by, rem = t_r - now, q.f_rem  # a later job starts if it ends by then
-    else:  # the estimated remaining times (rows sorted by estimated end); a job started at
-        # this instant has its whole estimate left (select: remaining work = size)
-        left = q.s_est - (q.s_size - (se - now[None]))
-        (left,) = settle(jnp.where(q.s_start == now[None], q.s_est, left))
+    else:  # the time left to each estimated end (the rows sorted by it): the estimate less
+        # the time since the start, exact where the times are whole or the job started now
+        (left,) = settle(q.s_est - (now[None] - q.s_start))
         by = rows_min(jnp.where((sn > 0) & (freed >= head), left, jnp.inf))
         rem = q.f_est
     # the oldest registered job that fits now and ends by t_r, and its need (one minimum

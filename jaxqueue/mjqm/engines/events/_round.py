@@ -97,7 +97,7 @@ def _empty(
         s_wait=f(M if rows or waits else 0),
         s_before=i(M if rows and not sizes else 0),
         s_rank=i(M if rows and not sizes else 0),
-        s_size=f(M) if sizes or ends else None,
+        s_size=f(M) if sizes else None,
         memo=i() if sizes else None,
         s_est=f(M) if estimates or ends else None,
         s_start=jnp.full((M, R), jnp.inf, dt) if ends else None,
@@ -431,7 +431,7 @@ def _apply(ctx: _Ctx, st: _State, pk, on):
         key, ends = st.now + est, q.s_start + q.s_est
         before = (ends < key[None]) | ((ends == key[None]) & (q.s_arr < a[None]))
         slot = rows_sum(before.astype(jnp.int32))
-        more = {"s_size": r, "s_est": est, "s_start": st.now}
+        more = {"s_est": est, "s_start": st.now}
     else:  # the first empty slot
         empty = jnp.where(q.s_info == 0, jnp.arange(M, dtype=jnp.int32)[:, None], M)
         slot = rows_min(empty, settled=False)

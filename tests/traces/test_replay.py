@@ -81,7 +81,12 @@ _SLOW_TIED = ("msf", "maxweight", "least-servers-first")
 
 @pytest.mark.parametrize(
     "policy",
-    ["balanced-splitting:0/3/0+7", "first-fit", "preemptive-first-fit", "easy-backfilling:estimate=2"]
+    [
+        "balanced-splitting:0/3/0+7",
+        "first-fit",
+        "preemptive-first-fit",
+        "easy-backfilling:estimate=2",
+    ]
     + [pytest.param(p, marks=pytest.mark.slow) for p in _SLOW_TIED],
 )
 def test_replay_with_equal_submit_times(generated, policy):

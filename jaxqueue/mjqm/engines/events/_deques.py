@@ -269,8 +269,7 @@ def _once(c, f, x, *args):
 def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
     """The job in service in slot ``i`` leaves where ``on``: its slot empties, or with
     ``sorted_slots`` (``Layout.sorted_slots``, ``Layout.estimated``) the rows after it move
-    one up and the last row empties (the per-slot size, estimate, wait and sort key with
-    them, where kept)."""
+    one up and the last row empties (the per-slot estimate and start with them, where kept)."""
     rows = jnp.arange(q.s_end.shape[0], dtype=jnp.int32)[:, None]
     if not sorted_slots:
         gone = (rows == i[None]) & on[None]
@@ -287,11 +286,7 @@ def _vacate(q: Queues, i, on, sorted_slots: bool) -> Queues:
     )
     if q.s_start is None:
         return q
-    return q._replace(
-        s_start=shift(q.s_start, jnp.inf),
-        s_est=shift(q.s_est, 0),
-        s_wait=shift(q.s_wait, 0),
-    )
+    return q._replace(s_start=shift(q.s_start, jnp.inf), s_est=shift(q.s_est, 0))
 
 
 def _occupy(q: Queues, slot, job, on, sorted_slots: bool, wait=None, more=None) -> Queues:

@@ -50,7 +50,7 @@ class Layout:
         inside: a pick may start a job behind the registers, which the body alone holds.
         sorted_slots: the jobs in service sorted by end time, then arrival time.
         estimated: the jobs in service sorted by estimated end (start plus ``estimate``),
-            each with its start, estimate and wait in its slot, the waiting ones with their
+            each with its start and estimate in its slot, the waiting ones with their
             estimates (``Queues.s_start``, ``f_est``, ``b_est``); the next completion is the
             first by true end over the slots.
         rows: the prefix rows (0: slots and picks).
@@ -96,7 +96,7 @@ class Layout:
     def slot_waits(self) -> bool:
         """Each job in service keeps its wait in its slot, summed at its departure (the order
         in which the all-rows layout, which ran these policies before, sums them)."""
-        return self.classes > 0 or self.estimated
+        return self.classes > 0
 
 
 def needs_of(workload) -> tuple[int, ...]:

@@ -150,9 +150,9 @@ class Queues(NamedTuple):
     (``s_before``, ``s_rank`` have no rows), ``memo`` the state of a policy with
     ``memory`` and ``s_est`` the estimates of a policy that ``estimates``
     (``Layout.estimate``). With the slots sorted by estimated end (``Layout.estimated``),
-    ``s_est`` and ``s_wait`` hold each job in service's estimate and wait, ``s_start`` its
-    start (start plus estimate is the sort key), and ``f_est`` and ``b_est``
-    (``(D Q, R)``, by entry as ``body``) the estimates of the waiting jobs."""
+    ``s_est`` holds each job in service's estimate, ``s_start`` its start (start plus
+    estimate is the sort key), and ``f_est`` and ``b_est`` (``(D Q, R)``, by entry as
+    ``body``) the estimates of the waiting jobs."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]

@@ -2,7 +2,7 @@
 refills and the moves of the slots.
 
 Each change touches one entry per replication: one gather or scatter on the deque body
-(``(D, Q, R, 3)`` flattened: an entry's three fields side by side, one row), the front
+(``(D, Q, R, width)`` flattened: an entry's fields side by side, one row), the front
 registers following. A single FIFO with ``F > 1`` front registers either mirrors its first
 ``F`` entries in the body (a lookahead: :func:`_take_registered`) or keeps in the body only
 the jobs behind them (a pick that may start any job: :func:`_take_inside`, whose body writes
@@ -28,19 +28,17 @@ def _deque_of(need, needs):
 
 def _entry(q: Queues, d, r):
     """Entry number ``(R,)`` of entry ``r`` (ring index) of deque ``d`` in ``q.body``
-    (``(D, Q, R, 3)``: the three fields of an entry side by side)."""
+    (``(D, Q, R, width)``: the fields of an entry side by side)."""
     R = q.free.shape[0]
     return (d * q.capacity + r) * R + jnp.arange(R, dtype=r.dtype)
 
 
 def _read(q: Queues, d, r):
-    """``(arr, rem, info)`` of entry ``r`` of deque ``d``: one gather of a row of three per
-    replication (``q.body`` seen as ``(D Q R, 3)``), and its estimate where the deques keep
-    them (``q.b_est``)."""
+    """``(arr, rem, info)`` of entry ``r`` of deque ``d``, and its estimate where the deques
+    keep them: one gather of a row per replication (``q.body`` seen as ``(D Q R, width)``)."""
     e = _entry(q, d, r)
-    x = q.body.reshape(-1, 3).at[e].get(mode="promise_in_bounds")
-    est = () if q.b_est is None else (q.b_est.reshape(-1).at[e].get(mode="promise_in_bounds"),)
-    return x[:, 0], x[:, 1], decode(x[:, 2]), *est
+    x = q.body.reshape(-1, q.width).at[e].get(mode="promise_in_bounds")
+    return x[:, 0], x[:, 1], decode(x[:, 2]), *x[:, 3:].T
 
 
 def _onehot(n: int, d):
@@ -49,7 +47,7 @@ def _onehot(n: int, d):
 
 def _push(q: Queues, d, item, on, front=False, apart=False) -> Queues:
     """Add a job ``(arr, rem, info)`` (and its estimate where the deques keep them:
-    ``q.b_est``) at the back (an arrival) or, where ``front`` (a mask or ``True``), at the
+    ``q.f_est``) at the back (an arrival) or, where ``front`` (a mask or ``True``), at the
     front (a preempted job: older than every waiting job of its need) of deque ``d`` where
     ``on`` (one scatter; the front registers follow). ``apart``: the body holds only the jobs
     behind the front registers (:func:`_take_inside`), written where the job goes there
@@ -59,33 +57,24 @@ def _push(q: Queues, d, item, on, front=False, apart=False) -> Queues:
     head = rows_sum(jnp.where(hit, q.head, 0))
     size = rows_sum(jnp.where(hit, q.size, 0))
     r = jnp.where(front, (head - 1) % Q, (head + size) % Q)
-    e = jnp.where(on, _entry(q, d, r), q.body.shape[0] // 3)  # past the end: dropped
+    W = q.width
+    e = jnp.where(on, _entry(q, d, r), q.body.shape[0] // W)  # past the end: dropped
     arr, rem, info, *est = item
-    vals = jnp.stack([arr, rem, encode(info, arr.dtype)], axis=1)
+    vals = jnp.stack([arr, rem, encode(info, arr.dtype), *est], axis=1)
     F = q.f_arr.shape[0]
     if apart:
-        e = jnp.where(size >= F, e, q.body.shape[0] // 3)
-    e, vals, hit, r, size, est = settle(e, vals, hit, r, size, est)
+        e = jnp.where(size >= F, e, q.body.shape[0] // W)
+    e, vals, hit, r, size = settle(e, vals, hit, r, size)
 
-    def write(bodies, e, vals, est):
-        body, *b_est = bodies
-        body = body.reshape(-1, 3).at[e].set(vals, mode="drop", unique_indices=True).reshape(-1)
-        b_est = [
-            b.reshape(-1).at[e].set(x, mode="drop", unique_indices=True).reshape(b.shape)
-            for b, x in zip(b_est, est, strict=True)
-        ]
-        return (body, *b_est)
+    def write(body, e, vals):
+        return body.reshape(-1, W).at[e].set(vals, mode="drop", unique_indices=True).reshape(-1)
 
-    bodies = (q.body,) if q.b_est is None else (q.body, q.b_est)
     if apart:
-        bodies = _once(jnp.any(on & (size >= F)), write, bodies, e, vals, est)
+        body = _once(jnp.any(on & (size >= F)), write, q.body, e, vals)
     else:
-        bodies = write(bodies, e, vals, est)
-    body = bodies[0]
-    if q.b_est is not None:
-        q = q._replace(
-            b_est=bodies[1], f_est=jnp.where(_onehot(F, size) & on[None], est[0][None], q.f_est)
-        )
+        body = write(q.body, e, vals)
+    if q.f_est is not None:
+        q = q._replace(f_est=jnp.where(_onehot(F, size) & on[None], vals[:, 3][None], q.f_est))
     if F > D:  # one FIFO whose first F entries are in the registers: row `size` if free
         new_front = _onehot(F, size) & on[None]
     else:
@@ -139,11 +128,10 @@ def _take_inside(q: Queues, p, on) -> tuple[Queues, tuple]:
     q2 = q._replace(f_arr=shift(q.f_arr), f_rem=shift(q.f_rem), f_info=shift(q.f_info))
     if q.f_est is not None:
         q2 = q2._replace(f_est=shift(q.f_est))
-    (body, *b_est), got = _move_on(q, jnp.where(inside, p - F + 1, 0))
+    body, got = _move_on(q, jnp.where(inside, p - F + 1, 0))
     item = tuple(jnp.where(inside, b, a) for a, b in zip(item, got, strict=True))
     head = jnp.where(on, (q.head[0] + 1) % Q, q.head[0])
-    q2 = q2._replace(body=body, head=head[None], size=q.size - on[None])
-    return (q2 if q.b_est is None else q2._replace(b_est=b_est[0])), item
+    return q2._replace(body=body, head=head[None], size=q.size - on[None]), item
 
 
 def _move_on(q: Queues, n):
@@ -152,43 +140,33 @@ def _move_on(q: Queues, n):
     the last register's job written first (entry ``head + F - 1`` is then position ``F - 1``
     of the FIFO once the head moves on, which :func:`_refill` loads again), one entry per
     replication per step of a ``while_loop`` (``max(n)`` steps, none in most rounds; a
-    ``lax.cond`` would copy the body in and out). Returns the bodies (``body``, and
-    ``b_est`` where kept) and the job (``(arr, rem, info)``, and its estimate)."""
-    Q, F, R = q.capacity, q.f_arr.shape[0], q.free.shape[0]
+    ``lax.cond`` would copy the body in and out). Returns the body and the job (``(arr,
+    rem, info)``, and its estimate where kept)."""
+    Q, F, R, W = q.capacity, q.f_arr.shape[0], q.free.shape[0], q.width
     head = q.head[0]
-    last = jnp.stack([q.f_arr[-1], q.f_rem[-1], encode(q.f_info[-1], q.body.dtype)], axis=-1)
-    if q.b_est is not None:  # the estimate as a fourth column of the rows moved
-        last = jnp.concatenate([last, q.f_est[-1][:, None]], axis=-1)
+    est = () if q.f_est is None else (q.f_est[-1],)
+    last = jnp.stack([q.f_arr[-1], q.f_rem[-1], encode(q.f_info[-1], q.body.dtype), *est], -1)
     reps = jnp.arange(R, dtype=jnp.int32)
-    past = q.body.shape[0] // 3  # an entry past the end: the scatter drops it
+    past = q.body.shape[0] // W  # an entry past the end: the scatter drops it
 
     def step(c):
-        k, bodies, item = c
-        body = bodies[0].reshape(-1, 3)
+        k, body, item = c
+        body = body.reshape(-1, W)
         # entry head + F - 1 + n - k takes that before it (the last register's, the last step)
         to = (head + F - 1 + n - k) % Q * R + reps
         get = lambda b, i: b.at[i].get(mode="promise_in_bounds")  # noqa: E731
         src, got = get(body, (to - R) % (Q * R)), get(body, to)
-        if len(bodies) > 1:
-            b_est = bodies[1].reshape(-1)
-            src = jnp.concatenate([src, get(b_est, (to - R) % (Q * R))[:, None]], axis=-1)
-            got = jnp.concatenate([got, get(b_est, to)[:, None]], axis=-1)
         src = jnp.where((k < n - 1)[:, None], src, last)
         item = jnp.where((k == 0)[:, None], got, item)
         to, src, item = settle(to, src, item)
         at = jnp.where(k < n, to, past)
-        body = body.at[at].set(src[:, :3], mode="drop", unique_indices=True).reshape(-1)
-        if len(bodies) > 1:
-            b_est = b_est.at[at].set(src[:, 3], mode="drop", unique_indices=True)
-            return k + 1, (body, b_est.reshape(bodies[1].shape)), item
-        return k + 1, (body,), item
+        body = body.at[at].set(src, mode="drop", unique_indices=True).reshape(-1)
+        return k + 1, body, item
 
-    bodies = (q.body,) if q.b_est is None else (q.body, q.b_est)
-    zero = jnp.zeros((R, last.shape[-1]), q.body.dtype)
+    zero = jnp.zeros((R, W), q.body.dtype)
     k = jnp.zeros_like(n)
-    _, bodies, x = lax.while_loop(lambda c: jnp.any(c[0] < n), step, (k, bodies, zero))
-    est = () if q.b_est is None else (x[:, 3],)
-    return bodies, (x[:, 0], x[:, 1], decode(x[:, 2]), *est)
+    _, body, x = lax.while_loop(lambda c: jnp.any(c[0] < n), step, (k, q.body, zero))
+    return body, (x[:, 0], x[:, 1], decode(x[:, 2]), *x[:, 3:].T)
 
 
 def _take_registered(q: Queues, p, on) -> tuple[Queues, tuple]:

@@ -51,8 +51,8 @@ class Layout:
         sorted_slots: the jobs in service sorted by end time, then arrival time.
         estimated: the jobs in service sorted by estimated end (start plus ``estimate``),
             each with its start and estimate in its slot, the waiting ones with their
-            estimates (``Queues.s_start``, ``f_est``, ``b_est``); the next completion is the
-            first by true end over the slots.
+            estimates (``Queues.s_start``, ``f_est``, the deque body's fourth field); the next
+            completion is the first by true end over the slots.
         rows: the prefix rows (0: slots and picks).
         all_rows: every job in a row of its own, in arrival order, and ``select`` chooses
             the rows in service at every event (the rows are the buffer: no deques).

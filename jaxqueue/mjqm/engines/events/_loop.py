@@ -136,11 +136,11 @@ def _sharded(policy, workload, run: Run, bins, mesh, init=None):
     """:func:`_kernel` on each device's share of ``run.reps`` (and of ``init``, a state of those
     replications), independently (``shard_map``): under automatic partitioning the kernel's
     loops would synchronise the devices at every loop of :func:`jaxqueue._jit.settle`. The
-    deque bodies pass split on their replication axis (``(D Q, R, 3)``) and come back flat,
+    deque bodies pass split on their replication axis (``(D Q, R, width)``) and come back flat,
     as from one device."""
     n = mesh.shape[BATCH]
     R = run.reps.shape[0]
-    by_rep = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1, R // n, 3)))  # noqa: E731
+    by_rep = lambda st: _body_as(st, (-1, R // n, st.q.width))  # noqa: E731
     flat = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))  # noqa: E731
 
     def local(*traced):  # the traced fields of ``run`` (this device's share), then ``init``
@@ -155,7 +155,7 @@ def _sharded(policy, workload, run: Run, bins, mesh, init=None):
     by_lam = P(BATCH) if jnp.ndim(lam) else P()
     args, in_specs = run[:6], (by_lam, P(), P(BATCH), P(), P(), P())
     if init is not None:  # the local state's shapes are those of the output
-        body = init.q.body.reshape(-1, R, 3)
+        body = init.q.body.reshape(-1, R, init.q.width)
         args, in_specs = (*args, init._replace(q=init.q._replace(body=body))), (*in_specs, specs)
     f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=specs, check_vma=False)
     return flat(f(*args))
@@ -256,19 +256,19 @@ def _kernel(policy, workload, run: Run, init, bins, jobs=None):
 def _on_tail(st, idx, R: int, run_tail):
     """``st`` after ``run_tail(sub) -> (sub, out)`` on its replications ``idx`` (of ``R``),
     taken out with their deque bodies and put back; returns ``(st, out)``."""
-    body = st.q.body.reshape(-1, R, 3)
+    body = st.q.body.reshape(-1, R, st.q.width)
     rest = lambda st: st._replace(q=st.q._replace(body=None))  # noqa: E731
     sub = jax.tree.map(lambda x: x[..., idx], rest(st))
     sub = sub._replace(q=sub.q._replace(body=body[:, idx].reshape(-1)))
     sub, out = run_tail(sub)
     st = jax.tree.map(lambda x, y: x.at[..., idx].set(y), rest(st), rest(sub))
-    body = body.at[:, idx].set(sub.q.body.reshape(-1, idx.shape[0], 3))
+    body = body.at[:, idx].set(sub.q.body.reshape(-1, idx.shape[0], st.q.width))
     return st._replace(q=st.q._replace(body=body.reshape(-1))), out
 
 
 class Part(NamedTuple):
     """A run of :func:`_kernel` in parts (:func:`_part`), between two calls: the state (deque
-    bodies ``(D Q, R, 3)``), per device the chunk number of the batch and of its tail, the
+    bodies ``(D Q, R, width)``), per device the chunk number of the batch and of its tail, the
     tail's replications (``T`` per device, :func:`_kernel`'s) and whether they run; per
     replication the jobs done (its departures, at most ``n_jobs``; ``n_jobs`` once it stopped)."""
 
@@ -337,7 +337,7 @@ def _part(policy, workload, run: Run, bins, mesh, part: Part, goal):
         part, r = traced[6], traced[2].shape[0]
         part = part._replace(st=_body_as(part.st, (-1,)))
         out = _kernel_part(policy, workload, Run(*traced[:6], *run[6:]), part, bins, traced[7])
-        return out._replace(st=_body_as(out.st, (-1, r, 3)))
+        return out._replace(st=_body_as(out.st, (-1, r, out.st.q.width)))
 
     if n == 1:
         return local(*run[:6], part, goal)
@@ -365,7 +365,7 @@ def _run_parts(policy, workload, run: Run, init, tell):
     st = _engine(policy, workload, run, bins)[2]() if init is None else init
     idx = np.tile(np.arange(_tail_size(run.tail, R // n), dtype=np.int32), n)
     each = np.zeros(n, np.int32)
-    part = Part(_body_as(st, (-1, R, 3)), each, each, idx, each > 0, np.zeros(R, np.int32))
+    part = Part(_body_as(st, (-1, R, st.q.width)), each, each, idx, each > 0, np.zeros(R, np.int32))
     if n == 1:
         part = jax.tree.map(jnp.asarray, part)
     else:  # placed as the program returns it

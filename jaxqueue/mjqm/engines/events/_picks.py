@@ -302,10 +302,9 @@ def partitions(reserve, helpers, q: Queues, s: int, needs, now=None) -> Pick:
 def _behind(q: Queues, key, by):
     """``key`` where it names a registered job; else the position and need of the oldest job
     in the deque body (positions ``REGISTERS`` on) that fits now and ends by ``by`` (by its
-    estimate where kept: ``q.b_est``): one pass over every entry."""
-    _, rem, info, pos = q.deque(0)
-    if q.b_est is not None:
-        rem = q.b_est
+    estimate where the body keeps them): one pass over every entry."""
+    _, rem, info, pos, *est = q.deque(0)
+    rem = est[0] if est else rem
     need = need_of(info)
     ok = (pos >= REGISTERS) & (pos < q.size[0]) & (need <= q.free) & (rem <= by)
     body = rows_min(jnp.where(ok, pos << 16 | need, q.capacity << 16))

@@ -141,18 +141,19 @@ def decode(x):
 
 class Queues(NamedTuple):
     """The jobs of all replications (module docstring); ``body``: the deques,
-    ``(D, Q, R, 3)`` (arrival, remaining work, encoded info side by side: a front refill reads
-    one cache line per replication) flattened; ``free`` servers; ``busy``: jobs in service
-    per per-need deque. With prefix rows (``Layout.rows``), ``s_*`` are those rows (``s_end``:
-    the end time of a job in service, else its remaining work), with ``s_wait``, ``s_before``,
-    ``s_rank`` (module docstring; else they have no rows); with every job in a row
+    ``(D, Q, R, width)`` (arrival, remaining work, encoded info, and the estimate where kept,
+    side by side: a front refill reads one cache line per replication) flattened; ``free``
+    servers; ``busy``: jobs in service per per-need deque. With prefix rows (``Layout.rows``),
+    ``s_*`` are those rows (``s_end``: the end time of a job in service, else its remaining
+    work), with ``s_wait``, ``s_before``, ``s_rank`` (module docstring; else they have no
+    rows); with every job in a row
     (``Layout.all_rows``), the rows in arrival order, ``s_size`` the sizes drawn at arrival
     (``s_before``, ``s_rank`` have no rows), ``memo`` the state of a policy with
     ``memory`` and ``s_est`` the estimates of a policy that ``estimates``
     (``Layout.estimate``). With the slots sorted by estimated end (``Layout.estimated``),
     ``s_est`` holds each job in service's estimate, ``s_start`` its start (start plus
-    estimate is the sort key), and ``f_est`` and ``b_est`` (``(D Q, R)``, by entry as
-    ``body``) the estimates of the waiting jobs."""
+    estimate is the sort key), and ``f_est`` and the body's fourth field the estimates of the
+    waiting jobs."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]
@@ -173,7 +174,6 @@ class Queues(NamedTuple):
     s_est: Float[Array, "W R"] | None = None
     s_start: Float[Array, "M R"] | None = None
     f_est: Float[Array, "F R"] | None = None
-    b_est: Float[Array, "DQ R"] | None = None
 
     @property
     def all_rows(self) -> bool:
@@ -182,14 +182,22 @@ class Queues(NamedTuple):
         return self.memo is not None
 
     @property
+    def width(self) -> int:
+        """The fields of a deque entry: arrival, remaining work, info (and the estimate with
+        ``f_est``)."""
+        return 3 if self.f_est is None else 4
+
+    @property
     def capacity(self) -> int:
-        return self.body.shape[0] // (3 * self.head.size)
+        return self.body.shape[0] // (self.width * self.head.size)
 
     def deque(self, d: int):
         """``(arr, rem, info, position from the front)`` of every entry of deque ``d``
-        (static), ``(Q, R)`` each (position ``>= size``: empty)."""
+        (static), and the estimate where kept, ``(Q, R)`` each (position ``>= size``:
+        empty)."""
         D, R = self.head.shape
-        b = self.body.reshape(D, self.capacity, R, 3)[d]
+        b = self.body.reshape(D, self.capacity, R, self.width)[d]
         pos = jnp.arange(self.capacity, dtype=jnp.int32)[:, None] - self.head[d][None]
         pos = jnp.where(pos < 0, pos + self.capacity, pos)  # (a remainder: 8 operations)
-        return b[..., 0], b[..., 1], decode(b[..., 2]), pos
+        est = (b[..., 3],) if self.width > 3 else ()
+        return b[..., 0], b[..., 1], decode(b[..., 2]), pos, *est

@@ -89,7 +89,7 @@ def _empty(
         f_arr=f(max(D, F)),
         f_rem=f(max(D, F)),
         f_info=i(max(D, F)),
-        body=jnp.zeros(D * Q * R * 3, dt),
+        body=jnp.zeros(D * Q * R * (4 if ends else 3), dt),
         head=i(D),
         size=i(D),
         busy=i(D),
@@ -102,7 +102,6 @@ def _empty(
         s_est=f(M) if estimates or ends else None,
         s_start=jnp.full((M, R), jnp.inf, dt) if ends else None,
         f_est=f(max(D, F)) if ends else None,
-        b_est=f(D * Q) if ends else None,
     )
     hists = (i(K * n_bins), i(K * n_bins))  # waits, responses
     acc = _Acc(f(K), f(K), f(K), f(K), f(K), f(), f(), f(), f(), f(), f(), f(), *hists)
@@ -478,7 +477,7 @@ def _rebase(st: _State) -> _State:
     not in service hold remaining work, not an end time)."""
     q, now = st.q, st.now
     D, R = q.head.shape
-    b = q.body.reshape(D, q.capacity, R, 3)
+    b = q.body.reshape(D, q.capacity, R, q.width)
     b = b.at[..., 0].add(-now)
     rows = q.s_before.shape[0] > 0 or q.all_rows  # remaining work where not in service
     shift = jnp.where(running_of(q.s_info), now, 0) if rows else now

@@ -245,7 +245,7 @@ def _runs(
 def _select(st: _State, rows) -> _State:
     """The replications ``rows`` (a mask) of a state on the host."""
     D, R = st.q.head.shape
-    body = np.asarray(st.q.body).reshape(D, -1, R, 3)[:, :, rows].reshape(-1)
+    body = np.asarray(st.q.body).reshape(D, -1, R, st.q.width)[:, :, rows].reshape(-1)
     st = st._replace(q=st.q._replace(body=np.zeros((1, R))))
     st = jax.tree.map(lambda x: np.asarray(x)[..., rows], st)
     return st._replace(q=st.q._replace(body=body))
@@ -263,15 +263,12 @@ def _grow(st: _State, B: int) -> _State:
         return st._replace(q=q, overflow=np.zeros_like(st.overflow))
     D, R = q.head.shape
     Q = q.capacity
-    body = np.asarray(q.body).reshape(D, Q, R, 3)
+    W = q.width
+    body = np.asarray(q.body).reshape(D, Q, R, W)
     ring = (np.asarray(q.head)[:, None, :] + np.arange(Q)[None, :, None]) % Q  # (D, Q, R)
     body = np.take_along_axis(body, ring[..., None], axis=1)
-    body = np.concatenate([body, np.zeros((D, B - Q, R, 3), body.dtype)], axis=1)
+    body = np.concatenate([body, np.zeros((D, B - Q, R, W), body.dtype)], axis=1)
     q = q._replace(body=body.reshape(-1), head=np.zeros_like(q.head))
-    if q.b_est is not None:  # the waiting jobs' estimates, by entry as the body
-        est = np.take_along_axis(np.asarray(q.b_est).reshape(D, Q, R), ring, axis=1)
-        est = np.concatenate([est, np.zeros((D, B - Q, R), est.dtype)], axis=1)
-        q = q._replace(b_est=est.reshape(D * B, R))
     return st._replace(q=q, overflow=np.zeros_like(st.overflow))
 
 

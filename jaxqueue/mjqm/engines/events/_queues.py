@@ -146,14 +146,13 @@ class Queues(NamedTuple):
     servers; ``busy``: jobs in service per per-need deque. With prefix rows (``Layout.rows``),
     ``s_*`` are those rows (``s_end``: the end time of a job in service, else its remaining
     work), with ``s_wait``, ``s_before``, ``s_rank`` (module docstring; else they have no
-    rows); with every job in a row
-    (``Layout.all_rows``), the rows in arrival order, ``s_size`` the sizes drawn at arrival
-    (``s_before``, ``s_rank`` have no rows), ``memo`` the state of a policy with
-    ``memory`` and ``s_est`` the estimates of a policy that ``estimates``
-    (``Layout.estimate``). With the slots sorted by estimated end (``Layout.estimated``),
-    ``s_est`` holds each job in service's estimate, ``s_start`` its start (start plus
-    estimate is the sort key), and ``f_est`` and the body's fourth field the estimates of the
-    waiting jobs."""
+    rows); with every job in a row (``Layout.all_rows``), the rows in arrival order,
+    ``s_size`` the sizes drawn at arrival (``s_before``, ``s_rank`` have no rows), ``memo``
+    the state of a policy with ``memory`` and ``s_est`` the estimates of a policy that
+    ``estimates`` (``Layout.estimate``). With the slots sorted by estimated end
+    (``Layout.estimated``), ``s_est`` holds each job in service's estimate, ``s_start`` its
+    start (start plus estimate is the sort key), and ``f_est`` and the body's fourth field
+    the estimates of the waiting jobs."""
 
     s_end: Float[Array, "M R"]
     s_arr: Float[Array, "M R"]

@@ -381,35 +381,43 @@ class _Engine:
             self._start(present[i], now)
 
     def _apply_easy_backfilling_estimate(self, now: float) -> None:
-        """EASY with planned ends ``first_start + estimate(work)`` (see select_reference),
-        compared in exact arithmetic (``Fraction``: a tie is decided as by the real numbers)."""
+        """EASY with planned ends ``first_start + estimate(work)`` (see select_reference). A
+        comparison within a few ulps of a tie is made again in exact arithmetic (``Fraction``:
+        the tie decided as by the real numbers); the others in floats, as fast as before."""
         F = self.params["F"]
 
         def estimate(j: _Job) -> float:
             return j.estimate if F is None else select_reference.estimate(j.work, F)
+
+        def horizon(exact: bool):
+            """The time from now to the head's reservation: the first planned end by which
+            the free servers and those of the jobs ending by then reach its need."""
+            num = Fraction if exact else float
+            planned = sorted(
+                (num(j.first_start) + num(estimate(j)), j.idx, j.need)
+                for j in self.running.values()
+            )
+            free = self.free
+            for end, _, need in planned:
+                free += need
+                if free >= head.need:
+                    return end - num(now)
+            raise AssertionError("the head never fits")
 
         self._apply_fcfs(now)  # (1)
         if not self.waiting:
             return
         it = iter(self.waiting.values())
         head = next(it)
-        free = self.free
-        t_r = None
-        planned = sorted(
-            (Fraction(j.first_start) + Fraction(estimate(j)), j.idx, j.need)
-            for j in self.running.values()
-        )
-        for end, _, need in planned:
-            free += need
-            if free >= head.need:
-                t_r = end
-                break
-        assert t_r is not None
-        horizon = t_r - Fraction(now)
+        h, exact = horizon(False), None
+        near = 4 * math.ulp(abs(now) + abs(h))  # the floats' error bound, with room
         backfill = []
         free = self.free
         for job in it:
-            if job.need <= free and estimate(job) <= horizon:
+            e = estimate(job)
+            if abs(e - h) <= near and exact is None:
+                exact = horizon(True)
+            if job.need <= free and (e <= h if abs(e - h) > near else e <= exact):
                 backfill.append(job)
                 free -= job.need
         for job in backfill:

@@ -140,12 +140,11 @@ def _sharded(policy, workload, run: Run, bins, mesh, init=None):
     as from one device."""
     n = mesh.shape[BATCH]
     R = run.reps.shape[0]
-    by_rep = lambda st: _body_as(st, (-1, R // n, st.q.width))  # noqa: E731
-    flat = lambda st: st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))  # noqa: E731
 
     def local(*traced):  # the traced fields of ``run`` (this device's share), then ``init``
-        init = flat(traced[6]) if len(traced) > 6 else None
-        return by_rep(_kernel(policy, workload, Run(*traced[:6], *run[6:]), init, bins=bins))
+        init = _flat(traced[6]) if len(traced) > 6 else None
+        out = _kernel(policy, workload, Run(*traced[:6], *run[6:]), init, bins=bins)
+        return _by_rep(out, R // n)
 
     lam, key, reps, warmup, n_jobs, max_events = run[:6]
     share = lam[: R // n] if jnp.ndim(lam) else lam  # a rate per replication is split too
@@ -155,10 +154,9 @@ def _sharded(policy, workload, run: Run, bins, mesh, init=None):
     by_lam = P(BATCH) if jnp.ndim(lam) else P()
     args, in_specs = run[:6], (by_lam, P(), P(BATCH), P(), P(), P())
     if init is not None:  # the local state's shapes are those of the output
-        body = init.q.body.reshape(-1, R, init.q.width)
-        args, in_specs = (*args, init._replace(q=init.q._replace(body=body))), (*in_specs, specs)
+        args, in_specs = (*args, _by_rep(init, R)), (*in_specs, specs)
     f = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=specs, check_vma=False)
-    return flat(f(*args))
+    return _flat(f(*args))
 
 
 def _engine(policy, workload, run: Run, bins, jobs=None):
@@ -315,9 +313,14 @@ def _kernel_part(policy, workload, run: Run, part: Part, bins, goal):
         return Part(st, k[None], k_tail[None], idx, tail[None], jobs(st))
 
 
-def _body_as(st, shape):
-    """``st`` with its deque bodies reshaped to ``shape``."""
-    return st._replace(q=st.q._replace(body=st.q.body.reshape(shape)))
+def _by_rep(st, R: int):
+    """``st`` with its deque bodies as ``(D Q, R, width)``: split on the replications."""
+    return st._replace(q=st.q._replace(body=st.q.body.reshape(-1, R, st.q.width)))
+
+
+def _flat(st):
+    """``st`` with its deque bodies flat, as the kernel keeps them."""
+    return st._replace(q=st.q._replace(body=st.q.body.reshape(-1)))
 
 
 def part_specs(part: Part):
@@ -335,9 +338,9 @@ def _part(policy, workload, run: Run, bins, mesh, part: Part, goal):
 
     def local(*traced):  # the traced fields of ``run`` (this device's share), part, goal
         part, r = traced[6], traced[2].shape[0]
-        part = part._replace(st=_body_as(part.st, (-1,)))
+        part = part._replace(st=_flat(part.st))
         out = _kernel_part(policy, workload, Run(*traced[:6], *run[6:]), part, bins, traced[7])
-        return out._replace(st=_body_as(out.st, (-1, r, out.st.q.width)))
+        return out._replace(st=_by_rep(out.st, r))
 
     if n == 1:
         return local(*run[:6], part, goal)
@@ -365,7 +368,7 @@ def _run_parts(policy, workload, run: Run, init, tell):
     st = _engine(policy, workload, run, bins)[2]() if init is None else init
     idx = np.tile(np.arange(_tail_size(run.tail, R // n), dtype=np.int32), n)
     each = np.zeros(n, np.int32)
-    part = Part(_body_as(st, (-1, R, st.q.width)), each, each, idx, each > 0, np.zeros(R, np.int32))
+    part = Part(_by_rep(st, R), each, each, idx, each > 0, np.zeros(R, np.int32))
     if n == 1:
         part = jax.tree.map(jnp.asarray, part)
     else:  # placed as the program returns it
@@ -379,4 +382,4 @@ def _run_parts(policy, workload, run: Run, init, tell):
             part = _part(policy, workload, run, bins, mesh, part, jnp.float32(goal))
             done = int(np.sum(to_host(part.jobs), dtype=np.int64))
             tell(done, total)
-    return _body_as(part.st, (-1,))
+    return _flat(part.st)

@@ -64,6 +64,7 @@ def _compiled(package: str, policy, wl) -> str:
     args = (*args, i32(300), i32(2000), 64, False, jnp.dtype(f64))
     if hasattr(loop, "Run"):  # the kernel takes its run's arguments as one ``Run``
         args = (loop.Run(*args),)
+    policy = policy.bind(wl) if hasattr(policy, "bind") else policy  # as the engine's callers do
     compiled = loop._kernel.lower(policy, wl, *args, None, bins=bins[:3]).compile().compiled
     text = compiled.as_text()
     text = text[text.index("\n%") :]  # the computations, after the file and frame tables
@@ -80,10 +81,11 @@ def compare_hlo(rev: str, policies) -> None:
     wl = scenarios.get("five-class-exp")
     for policy in policies:
         try:
-            old = _compiled("jaxqueue.mjqm_old", old_pol.parse_policy(policy), wl)
+            old_policy = old_pol.parse_policy(policy)
         except ValueError:
             print(f"{policy:22s} new only (the old revision does not know it)", flush=True)
             continue
+        old = _compiled("jaxqueue.mjqm_old", old_policy, wl)
         new = _compiled("jaxqueue.mjqm", new_pol.parse_policy(policy), wl)
         print(f"{policy:22s} HLO {'identical' if old == new else 'DIFFERS'}", flush=True)
         if old != new:

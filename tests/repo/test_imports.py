@@ -41,14 +41,6 @@ MODEL_USES = {
     "jaxqueue.sched": {"jaxqueue.pools"},
 }
 
-#: Cycles still to be broken by the work on their modules (each as its sorted module names).
-#: A cycle not listed here fails the test; a listed one that is gone should be removed.
-KNOWN_CYCLES: set[tuple[str, ...]] = set()
-
-#: Imports against the layers still to be moved, as ``(importer, imported)``; as for
-#: ``KNOWN_CYCLES``, a listed one that is gone should be removed.
-KNOWN_LAYER_BREAKS: set[tuple[str, str]] = set()
-
 
 def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
     out = {}
@@ -173,25 +165,24 @@ def test_every_module_has_a_layer():
 
 @pytest.fixture(scope="module")
 def graph():
-    """The import graph, parsed once for the four tests below (they only read it)."""
+    """The import graph, parsed once for the two tests below (they only read it)."""
     return _graph()
 
 
+def test_cycle_finder_finds_a_cycle():
+    toy = {"a": {"b": "a.py:1"}, "b": {"c": "b.py:1"}, "c": {"a": "c.py:1"}, "d": {"a": "d.py:1"}}
+    assert _cycles(toy) == [["a", "b", "c"]]
+
+
 def test_no_import_cycle(graph):
-    new = [c for c in _cycles(graph) if tuple(c) not in KNOWN_CYCLES]
+    cycles = _cycles(graph)
     lines = []
-    for comp in new:
+    for comp in cycles:
         lines.append("cycle: " + ", ".join(comp))
         lines += [
             f"  {a} -> {b}  ({graph[a][b]})" for a in comp for b in sorted(graph[a]) if b in comp
         ]
-    assert not new, "\n".join(lines)
-
-
-def test_known_cycles_still_exist(graph):
-    """A cycle that is gone leaves ``KNOWN_CYCLES``, so it cannot come back unnoticed."""
-    gone = KNOWN_CYCLES - {tuple(c) for c in _cycles(graph)}
-    assert not gone, f"no longer cycles, remove them from KNOWN_CYCLES: {sorted(gone)}"
+    assert not cycles, "\n".join(lines)
 
 
 def test_no_upward_import(graph):
@@ -202,14 +193,9 @@ def test_no_upward_import(graph):
             (lb, pb) = _layer(b)
             upward = lb > la
             sideways = la == lb == 2 and pa != pb and pb not in MODEL_USES.get(pa, set())
-            if (upward or sideways) and (a, b) not in KNOWN_LAYER_BREAKS:
+            if upward or sideways:
                 bad.append(f"  {a} -> {b}  ({where}; layer {la} {pa} -> layer {lb} {pb})")
     assert not bad, "imports against the layers:\n" + "\n".join(sorted(bad))
-
-
-def test_known_layer_breaks_still_exist(graph):
-    gone = {(a, b) for a, b in KNOWN_LAYER_BREAKS if b not in graph.get(a, {})}
-    assert not gone, f"no longer imported, remove them from KNOWN_LAYER_BREAKS: {sorted(gone)}"
 
 
 def test_function_level_imports_say_why():

@@ -175,7 +175,11 @@ def test_tabulated_ctmc_is_what_the_chain_gives():
     for name, f, tol in CASES:
         _, ref = _ctmc(name, f, tol)
         for k, v in EXACT_CASES_CTMC[name, f].items():
-            np.testing.assert_allclose(ref[k], v, rtol=1e-12, err_msg=f"{name} {f} {k}")
+            # the chain's solve moves in the last digits with the CPU and the BLAS build (1e-12
+            # relative seen); the truncation mass (as small as 1e-15, a sum of the smallest
+            # probabilities) matters only against the truncation tolerance
+            atol = 1e-6 * tol if k == "truncation_mass" else 0.0
+            np.testing.assert_allclose(ref[k], v, rtol=1e-10, atol=atol, err_msg=f"{name} {f} {k}")
 
 
 @pytest.mark.slow
